@@ -1,0 +1,11 @@
+// One function per subcommand: registers its options and its callback.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pipetrain::cli {
+
+void add_inspect_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+
+}  // namespace pipetrain::cli

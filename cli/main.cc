@@ -1,0 +1,28 @@
+// The pipetrain command line: subcommands parse, call the library, print.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "ir/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pipetrain: train ONNX models with PipeDream-style pipeline parallelism"};
+  app.require_subcommand(1);
+  pipetrain::cli::add_inspect_command(app);
+  pipetrain::cli::add_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const pipetrain::ModelError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const pipetrain::PlanError& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

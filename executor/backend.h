@@ -1,0 +1,33 @@
+// A Backend runs IR nodes on one device. The CPU backend is the reference;
+// the CUDA backend (executor/cuda) implements the same table.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "executor/kernel_context.h"
+#include "ir/graph.h"
+
+namespace pipetrain::exec {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// Empty when the backend can run this node as typed in g; otherwise why not.
+  virtual std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const = 0;
+  /// Runs one node; outputs are preallocated with the shapes the IR inferred.
+  virtual void run(KernelContext& ctx) = 0;
+};
+
+/// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).
+std::unique_ptr<Backend> make_cpu_backend();
+/// The CUDA backend on device `device`; throws RuntimeFault "built without CUDA"
+/// in a build without nvcc, or when no device is present.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+/// Number of CUDA devices visible (0 in a build without CUDA).
+int cuda_device_count();
+/// Sets the BLAS/oneDNN thread count used by CPU kernels.
+void set_cpu_threads(int threads);
+
+}  // namespace pipetrain::exec

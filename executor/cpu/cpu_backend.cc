@@ -1,0 +1,56 @@
+#include <map>
+
+#include <cblas.h>
+
+#include "executor/backend.h"
+#include "executor/cpu/cpu_kernels.h"
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+#define PIPETRAIN_ADD_CPU_KERNEL(op) kernels_.emplace(#op, cpu::kernel_##op());
+    PIPETRAIN_OPS(PIPETRAIN_ADD_CPU_KERNEL)
+#undef PIPETRAIN_ADD_CPU_KERNEL
+  }
+
+  std::string name() const override { return "cpu"; }
+
+  std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
+    auto it = kernels_.find(n.op_type);
+    if (it == kernels_.end()) return "no CPU kernel for op '" + n.op_type + "'";
+    const cpu::CpuKernel& k = it->second;
+    std::string tname;
+    if (k.type_input >= 0 && n.has_input(static_cast<size_t>(k.type_input)))
+      tname = n.inputs[static_cast<size_t>(k.type_input)];
+    else if (n.has_output(0))
+      tname = n.outputs[0];
+    if (tname.empty() || !g.has_tensor(tname)) return "";
+    ir::DType t = g.tensor(tname).dtype;
+    for (ir::DType d : k.dtypes)
+      if (d == t) return "";
+    return "the CPU kernel for " + n.op_type + " does not support dtype " + ir::dtype_name(t);
+  }
+
+  void run(KernelContext& ctx) override {
+    auto it = kernels_.find(ctx.n().op_type);
+    if (it == kernels_.end())
+      throw UnsupportedOp(ctx.n().describe() + ": no CPU kernel for this op");
+    it->second.fn(ctx);
+  }
+
+ private:
+  std::map<std::string, cpu::CpuKernel> kernels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void set_cpu_threads(int threads) { openblas_set_num_threads(threads); }
+
+}  // namespace pipetrain::exec

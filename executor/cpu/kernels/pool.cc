@@ -1,0 +1,10 @@
+// PLACEHOLDER: replaced by the real kernels of this family.
+#include "executor/cpu/cpu_kernels.h"
+
+namespace pipetrain::exec::cpu {
+
+CpuKernel kernel_MaxPool() { return {[](KernelContext&) {}, {}, 0}; }
+CpuKernel kernel_AveragePool() { return {[](KernelContext&) {}, {}, 0}; }
+CpuKernel kernel_GlobalAveragePool() { return {[](KernelContext&) {}, {}, 0}; }
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,10 @@
+// PLACEHOLDER: replaced by the real kernels of this family.
+#include "executor/cpu/cpu_kernels.h"
+
+namespace pipetrain::exec::cpu {
+
+CpuKernel kernel_ReduceMean() { return {[](KernelContext&) {}, {}, 0}; }
+CpuKernel kernel_ReduceSum() { return {[](KernelContext&) {}, {}, 0}; }
+CpuKernel kernel_ReduceMax() { return {[](KernelContext&) {}, {}, 0}; }
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,8 @@
+// PLACEHOLDER: replaced by the real kernels of this family.
+#include "executor/cpu/cpu_kernels.h"
+
+namespace pipetrain::exec::cpu {
+
+CpuKernel kernel_LSTM() { return {[](KernelContext&) {}, {}, 0}; }
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,95 @@
+#include "executor/forward_runner.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend)
+    : graph_(graph), backend_(backend), order_(graph.topo_order()) {
+  std::string problems;
+  for (size_t i : order_) {
+    std::string why = backend_.unsupported_reason(graph_, graph_.nodes[i]);
+    if (!why.empty()) problems += "\n  " + graph_.nodes[i].describe() + ": " + why;
+  }
+  if (!problems.empty())
+    throw UnsupportedOp("backend '" + backend_.name() + "' cannot run:" + problems);
+  for (size_t pos = 0; pos < order_.size(); ++pos)
+    for (const auto& in : graph_.nodes[order_[pos]].inputs)
+      if (!in.empty()) last_use_[in] = pos;
+}
+
+std::map<std::string, ir::Tensor> ForwardRunner::run(
+    const std::map<std::string, ir::Tensor>& feeds, const RunOptions& options) {
+  std::map<std::string, ir::Tensor> live;
+  for (const auto& name : graph_.inputs) {
+    auto it = feeds.find(name);
+    const ir::TensorDesc& d = graph_.tensor(name);
+    if (it == feeds.end())
+      throw ModelError("input '" + name + "' (" + ir::dtype_name(d.dtype) + " " +
+                       ir::shape_str(d.shape) + ") was not given");
+    if (it->second.dtype() != d.dtype || it->second.shape() != d.shape)
+      throw ModelError("input '" + name + "' is " + ir::dtype_name(it->second.dtype()) + " " +
+                       ir::shape_str(it->second.shape()) + " but the model expects " +
+                       ir::dtype_name(d.dtype) + " " + ir::shape_str(d.shape));
+    live[name] = it->second;
+  }
+  for (const auto& [name, t] : feeds)
+    if (std::find(graph_.inputs.begin(), graph_.inputs.end(), name) == graph_.inputs.end())
+      throw ModelError("'" + name + "' is not an input of the model");
+
+  std::set<std::string> keep(graph_.outputs.begin(), graph_.outputs.end());
+  for (size_t pos = 0; pos < order_.size(); ++pos) {
+    const ir::Node& n = graph_.nodes[order_[pos]];
+    KernelContext ctx;
+    ctx.node = &n;
+    ctx.training = options.training;
+    ctx.seed = options.seed * 1000003ULL + order_[pos];
+    for (const auto& in : n.inputs) {
+      if (in.empty()) {
+        ctx.inputs.push_back(nullptr);
+        continue;
+      }
+      auto it = live.find(in);
+      if (it != live.end()) {
+        ctx.inputs.push_back(&it->second);
+      } else if (const ir::Tensor* v = graph_.value(in)) {
+        ctx.inputs.push_back(v);
+      } else {
+        throw RuntimeFault(n.describe() + ": input '" + in + "' has no value");
+      }
+    }
+    std::vector<ir::Tensor> outs(n.outputs.size());
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) {
+        const ir::TensorDesc& d = graph_.tensor(n.outputs[k]);
+        outs[k] = ir::Tensor(d.dtype, d.shape);
+      }
+    for (size_t k = 0; k < outs.size(); ++k) ctx.outputs.push_back(outs[k].defined() ? &outs[k] : nullptr);
+    backend_.run(ctx);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) live[n.outputs[k]] = std::move(outs[k]);
+    // Free what no later node reads.
+    for (const auto& in : n.inputs) {
+      if (in.empty() || keep.count(in)) continue;
+      auto lu = last_use_.find(in);
+      if (lu != last_use_.end() && lu->second == pos) live.erase(in);
+    }
+  }
+  std::map<std::string, ir::Tensor> result;
+  for (const auto& o : graph_.outputs) {
+    auto it = live.find(o);
+    if (it != live.end()) {
+      result[o] = it->second;
+    } else if (const ir::Tensor* v = graph_.value(o)) {
+      result[o] = *v;
+    } else {
+      throw RuntimeFault("graph output '" + o + "' was not computed");
+    }
+  }
+  return result;
+}
+
+}  // namespace pipetrain::exec

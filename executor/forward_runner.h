@@ -1,0 +1,38 @@
+// Runs a graph forward on one backend: checks the feeds against the graph's
+// inputs, allocates every output from the IR's static shapes, and frees each
+// intermediate after its last use.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "executor/backend.h"
+#include "ir/graph.h"
+
+namespace pipetrain::exec {
+
+struct RunOptions {
+  bool training = false;  // Dropout's default mode when it has no training_mode input
+  uint64_t seed = 0;      // base seed for random ops; each node mixes in its index
+};
+
+class ForwardRunner {
+ public:
+  /// Throws UnsupportedOp listing every node the backend cannot run.
+  ForwardRunner(const ir::Graph& graph, Backend& backend);
+
+  /// Feeds must cover every graph input with its exact dtype and shape
+  /// (ModelError naming the input otherwise). Returns the graph outputs.
+  std::map<std::string, ir::Tensor> run(const std::map<std::string, ir::Tensor>& feeds,
+                                        const RunOptions& options = {});
+
+ private:
+  const ir::Graph& graph_;
+  Backend& backend_;
+  std::vector<size_t> order_;
+  std::map<std::string, size_t> last_use_;  // tensor -> position in order_ of its last reader
+};
+
+}  // namespace pipetrain::exec

@@ -1,0 +1,34 @@
+// What a kernel sees of one node execution: the node (for attributes),
+// its input values and its preallocated outputs (shapes from the IR).
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <vector>
+
+#include "ir/node.h"
+#include "ir/tensor.h"
+
+namespace pipetrain::exec {
+
+struct KernelContext {
+  const ir::Node* node = nullptr;
+  std::vector<const ir::Tensor*> inputs;  // nullptr for an absent optional input
+  std::vector<ir::Tensor*> outputs;       // nullptr for an absent optional output
+  uint64_t seed = 0;      // per-node, per-step seed for random ops (Dropout)
+  bool training = false;  // run-level training flag (Dropout without training_mode input)
+
+  const ir::Node& n() const { return *node; }
+  bool has_in(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
+  bool has_out(size_t i) const { return i < outputs.size() && outputs[i] != nullptr; }
+  const ir::Tensor& in(size_t i) const {
+    assert(has_in(i));
+    return *inputs[i];
+  }
+  ir::Tensor& out(size_t i) const {
+    assert(has_out(i));
+    return *outputs[i];
+  }
+};
+
+}  // namespace pipetrain::exec

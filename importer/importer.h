@@ -1,0 +1,43 @@
+// ONNX ModelProto -> ir::Graph, and back.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace pipetrain::importer {
+
+struct ImportOptions {
+  /// Binds every symbolic (or unknown) dimension of the graph inputs that is
+  /// the leading dimension; other symbolic dimensions are an error naming them.
+  std::optional<int64_t> batch;
+  /// Explicit shapes for named inputs; wins over `batch`.
+  std::map<std::string, ir::Shape> input_shapes;
+  /// 0: one node per layer; k > 0: group nodes by the first k scopes of their
+  /// names ("/layer1/layer1.0/conv1/Conv" at depth 2 is layer "layer1.0").
+  int layer_depth = 0;
+  /// Fold static shape subgraphs (Shape, Gather, Concat, Unsqueeze, ... on constants).
+  bool fold_constants = true;
+};
+
+/// Reads a model file (with external data files next to it). Throws
+/// ModelError (file, node, shape named) or UnsupportedOp (every unsupported
+/// op with its node names, all at once).
+ir::Graph import_model(const std::string& path, const ImportOptions& options = {});
+
+/// Same from serialized bytes; external data is looked up in `base_dir`.
+ir::Graph import_model_bytes(const std::string& bytes, const std::string& base_dir,
+                             const ImportOptions& options = {});
+
+/// Writes the graph as an ONNX model (opset graph.opset); values become
+/// initializers. Writes to a temporary file and renames, so a failure never
+/// leaves a half-written file.
+void export_model(const ir::Graph& graph, const std::string& path);
+
+/// Reads a serialized TensorProto (the ONNX test data format).
+ir::Tensor load_tensor_proto(const std::string& path);
+
+}  // namespace pipetrain::importer

@@ -1,0 +1,16 @@
+// NumPy .npy files: the CLI's tensor exchange format.
+#pragma once
+
+#include <string>
+
+#include "ir/tensor.h"
+
+namespace pipetrain::ir {
+
+/// Reads a little-endian, C-order .npy of f32, f16, i64, i32 or bool.
+/// Throws ModelError naming the file on anything else.
+Tensor load_npy(const std::string& path);
+/// Writes atomically (temporary file, then rename).
+void save_npy(const Tensor& t, const std::string& path);
+
+}  // namespace pipetrain::ir

@@ -1,0 +1,29 @@
+// The one list of ops pipetrain supports. Adding an op means: an entry here,
+// its schema (ir/ops/<family>.cc: attributes and shape rule), its CPU kernel
+// (executor/cpu/kernels/<family>.cc) and a case in the op test table. The
+// linker refuses a build where any of those is missing.
+#pragma once
+
+#define PIPETRAIN_OPS(X)                                                                   \
+  /* elementwise binary (numpy broadcasting) */                                           \
+  X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Equal) X(Less) X(Greater) X(Max) X(Min)            \
+  /* elementwise unary */                                                                 \
+  X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
+  /* activations */                                                                       \
+  X(Relu) X(LeakyRelu) X(Sigmoid) X(Tanh) X(Gelu) X(Clip) X(Softmax) X(LogSoftmax)        \
+  /* linear algebra */                                                                    \
+  X(Gemm) X(MatMul)                                                                       \
+  /* convolution and pooling */                                                           \
+  X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool)                  \
+  /* normalisation and regularisation */                                                  \
+  X(BatchNormalization) X(LayerNormalization) X(Dropout)                                  \
+  /* shape and data movement */                                                           \
+  X(Flatten) X(Reshape) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather) X(Squeeze)     \
+  X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(Where) X(Shape) X(Constant)         \
+  X(ConstantOfShape) X(Range)                                                             \
+  /* reductions */                                                                        \
+  X(ReduceMean) X(ReduceSum) X(ReduceMax)                                                 \
+  /* recurrent */                                                                         \
+  X(LSTM)                                                                                 \
+  /* losses */                                                                            \
+  X(SoftmaxCrossEntropyLoss) X(NegativeLogLikelihoodLoss)

@@ -1,0 +1,22 @@
+// PLACEHOLDER: replaced by the real schemas of this family.
+#include "ir/op_registry.h"
+
+namespace pipetrain::ir {
+
+OpSchema schema_Conv() {
+  OpSchema s;
+  s.max_inputs = 8;
+  s.max_outputs = 8;
+  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  return s;
+}
+
+OpSchema schema_ConvTranspose() {
+  OpSchema s;
+  s.max_inputs = 8;
+  s.max_outputs = 8;
+  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  return s;
+}
+
+}  // namespace pipetrain::ir

@@ -1,0 +1,30 @@
+// PLACEHOLDER: replaced by the real schemas of this family.
+#include "ir/op_registry.h"
+
+namespace pipetrain::ir {
+
+OpSchema schema_MaxPool() {
+  OpSchema s;
+  s.max_inputs = 8;
+  s.max_outputs = 8;
+  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  return s;
+}
+
+OpSchema schema_AveragePool() {
+  OpSchema s;
+  s.max_inputs = 8;
+  s.max_outputs = 8;
+  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  return s;
+}
+
+OpSchema schema_GlobalAveragePool() {
+  OpSchema s;
+  s.max_inputs = 8;
+  s.max_outputs = 8;
+  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  return s;
+}
+
+}  // namespace pipetrain::ir

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what pipetrain needs to build, test and run its demo.
+# Idempotent: when every package is already present it only checks and exits.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
+  nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libonnx-testdata
+  python3-torch python3-torchvision python3-numpy python3-onnx
+)
+PIP_PACKAGES=(onnxruntime)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python reference tools run under Debian's interpreter (it has Debian's torch).
+PY=/usr/bin/python3
+for p in "${PIP_PACKAGES[@]}"; do
+  if ! "$PY" -c "import ${p}" 2>/dev/null; then
+    echo "setup: pip installing $p"
+    "$PY" -m pip install -q --break-system-packages "$p"
+  fi
+done
+echo "setup: all dependencies present"
