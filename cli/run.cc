@@ -1,4 +1,114 @@
+// `pipetrain run model.onnx --input x=x.npy --output-dir out/`: one forward pass.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+
 #include "cli/commands.h"
+#include "cli/model_options.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "ir/error.h"
+#include "ir/npy.h"
+
 namespace pipetrain::cli {
-void add_run_command(CLI::App& app) { app.add_subcommand("run", "Run a model forward"); }
+
+namespace {
+
+struct RunArgs {
+  ModelOptions model;
+  std::vector<std::string> inputs;  // NAME=file.npy
+  std::string output_dir;
+  bool random_inputs = false;
+  uint64_t seed = 0;
+  int threads = 1;
+  int repeat = 1;
+  bool training = false;
+};
+
+ir::Tensor random_tensor(const ir::TensorDesc& d, std::mt19937_64& rng) {
+  ir::Tensor t(d.dtype, d.shape);
+  if (d.dtype == ir::DType::kF32) {
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  } else if (d.dtype == ir::DType::kI64) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = int64_t(rng() % 2);
+  } else if (d.dtype != ir::DType::kBool) {
+    throw ModelError("--random-inputs cannot fill input '" + d.name + "' of dtype " +
+                     ir::dtype_name(d.dtype));
+  }
+  return t;
+}
+
+std::string file_name_for(const std::string& tensor) {
+  std::string s;
+  for (char c : tensor) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  return s + ".npy";
+}
+
+void run(const RunArgs& a) {
+  ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
+  std::map<std::string, ir::Tensor> feeds;
+  for (const auto& spec : a.inputs) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ModelError("--input '" + spec + "': expected NAME=file.npy");
+    feeds[spec.substr(0, eq)] = ir::load_npy(spec.substr(eq + 1));
+  }
+  std::mt19937_64 rng(a.seed);
+  for (const auto& in : g.inputs)
+    if (!feeds.count(in) && a.random_inputs) feeds[in] = random_tensor(g.tensor(in), rng);
+
+  exec::set_cpu_threads(a.threads);
+  auto backend = exec::make_cpu_backend();
+  exec::ForwardRunner runner(g, *backend);
+  exec::RunOptions opts;
+  opts.training = a.training;
+  opts.seed = a.seed;
+  std::map<std::string, ir::Tensor> outs;
+  std::vector<double> ms;
+  for (int r = 0; r < a.repeat; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    outs = runner.run(feeds, opts);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  fmt::print("forward pass of {} on {} ({} thread{}): {:.2f} ms{}\n", a.model.path, backend->name(),
+             a.threads, a.threads == 1 ? "" : "s", ms[ms.size() / 2],
+             a.repeat > 1 ? fmt::format(" (median of {})", a.repeat) : "");
+  if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
+  for (const auto& name : g.outputs) {
+    const ir::Tensor& t = outs.at(name);
+    double sum = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) sum += t.at(i);
+    fmt::print("  {:<24} {:<5} {:<20} mean {:.6g}\n", name, ir::dtype_name(t.dtype()),
+               ir::shape_str(t.shape()), t.numel() ? sum / double(t.numel()) : 0.0);
+    if (!a.output_dir.empty()) {
+      auto path = std::filesystem::path(a.output_dir) / file_name_for(name);
+      ir::save_npy(t, path.string());
+      fmt::print("    -> {}\n", path.string());
+    }
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run a model forward on the CPU (.npy in, .npy out)");
+  auto a = std::make_shared<RunArgs>();
+  a->model.add_to(*cmd);
+  cmd->add_option("--input", a->inputs, "An input value: NAME=file.npy (repeatable)");
+  cmd->add_option("--output-dir", a->output_dir, "Write every output as DIR/<name>.npy");
+  cmd->add_flag("--random-inputs", a->random_inputs,
+                "Fill inputs not given with seeded N(0,1) values (f32) or 0/1 (i64)");
+  cmd->add_option("--seed", a->seed, "Seed for --random-inputs and random ops");
+  cmd->add_option("--threads", a->threads, "CPU threads for BLAS and oneDNN")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--repeat", a->repeat, "Run N times and report the median time")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--training", a->training, "Run Dropout nodes without a training_mode input in training mode");
+  cmd->callback([a] { run(*a); });
+}
+
 }  // namespace pipetrain::cli

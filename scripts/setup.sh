@@ -9,7 +9,7 @@ DEB_PACKAGES=(
   libopenblas-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libonnx-testdata
+  libonnx-testdata clang libclang-rt-14-dev
   python3-torch python3-torchvision python3-numpy python3-onnx
 )
 PIP_PACKAGES=(onnxruntime)

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Forward time on one thread: pipetrain vs PyTorch vs ONNX Runtime, side by side.
+
+Exports resnet18 (batch 8, 3x224x224) and a Transformer encoder (6 layers,
+d_model 512, 8 heads, batch 8, sequence 128) in inference mode, then times the
+same ONNX model in pipetrain (Google Benchmark program forward_bench) and in
+onnxruntime, and the same PyTorch module in PyTorch, all on one thread. Prints
+milliseconds and the ratios pipetrain/PyTorch and pipetrain/onnxruntime.
+
+Usage: benchmarks/compare_forward.py BUILD_DIR [--models resnet18,transformer]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torchvision  # noqa: E402
+
+
+class Transformer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048,
+                                                 dropout=0.1, activation="gelu")
+        self.encoder = torch.nn.TransformerEncoder(layer, num_layers=6, enable_nested_tensor=False)
+
+    def forward(self, x):
+        return self.encoder(x)
+
+
+MODELS = {
+    "resnet18": (lambda: torchvision.models.resnet18(), (8, 3, 224, 224)),
+    "transformer": (Transformer, (128, 8, 512)),
+}
+
+
+def time_it(fn, min_seconds=3.0, warmup=2):
+    for _ in range(warmup):
+        fn()
+    samples = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < min_seconds or len(samples) < 5:
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build")
+    parser.add_argument("--models", default="resnet18,transformer")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    import onnxruntime as ort
+
+    out_dir = os.path.join(args.build, "bench_models")
+    os.makedirs(out_dir, exist_ok=True)
+    rows = []
+    for name in args.models.split(","):
+        build, shape = MODELS[name]
+        torch.manual_seed(0)
+        model = build().eval()
+        x = torch.randn(*shape)
+        path = os.path.join(out_dir, f"{name}.onnx")
+        if not os.path.exists(path):
+            torch.onnx.export(model, (x,), path, opset_version=17, input_names=["x"])
+        with torch.no_grad():
+            t_torch = time_it(lambda: model(x))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = 1
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        feed = {"x": x.numpy()}
+        t_ort = time_it(lambda: sess.run(None, feed))
+        res = subprocess.run(
+            [os.path.join(args.build, "benchmarks", "forward_bench"), f"--model={name}={path}",
+             "--threads=1", "--benchmark_format=json"],
+            check=True, capture_output=True, text=True)
+        bench = json.loads(res.stdout)["benchmarks"][0]
+        t_ours = bench["real_time"]
+        rows.append((name, t_ours, t_torch, t_ort, bench.get("GFLOP/s", 0)))
+    print(f"\nforward pass, 1 thread, median ms ({os.uname().nodename})")
+    print(f"{'model':<12} {'pipetrain':>10} {'PyTorch':>10} {'ORT':>10} "
+          f"{'ours/PyTorch':>13} {'ours/ORT':>9} {'GFLOP/s':>8}")
+    for name, ours, pt, ort_ms, gflops in rows:
+        print(f"{name:<12} {ours:>10.1f} {pt:>10.1f} {ort_ms:>10.1f} {ours / pt:>13.2f} "
+              f"{ours / ort_ms:>9.2f} {gflops:>8.1f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

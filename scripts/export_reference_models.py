@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Exports PyTorch reference models to ONNX with inputs and PyTorch's outputs.
+
+For each model, writes OUT/<model>/model.onnx, input_<i>.npy and
+output_<i>.npy (PyTorch's own outputs on those inputs). Models are exported in
+training mode (BatchNorm on batch statistics) with do_constant_folding=False,
+so the importer sees the shape subgraphs PyTorch really emits.
+
+Uses Debian's torch (/usr/bin/python3). Seeds are fixed: reruns give the same files.
+Usage: export_reference_models.py OUT [--models resnet18,lstm] [--force]
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+import torch
+import torchvision
+
+
+class LSTMModel(torch.nn.Module):
+    """A 2-layer LSTM over (seq, batch, features) with a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(input_size=16, hidden_size=32, num_layers=2)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        return self.head(y)
+
+
+class TransformerModel(torch.nn.Module):
+    """A small Transformer encoder (2 layers, d_model 32, 4 heads) with a head."""
+
+    def __init__(self):
+        super().__init__()
+        layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64,
+                                                 dropout=0.0, activation="gelu")
+        self.encoder = torch.nn.TransformerEncoder(layer, num_layers=2)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+def models():
+    return {
+        "resnet18": (lambda: torchvision.models.resnet18(num_classes=1000), [(2, 3, 224, 224)]),
+        "vgg11": (lambda: torchvision.models.vgg11(num_classes=1000), [(1, 3, 224, 224)]),
+        "lstm": (LSTMModel, [(5, 3, 16)]),
+        "transformer": (TransformerModel, [(6, 2, 32)]),
+    }
+
+
+def export(name, out_dir, force):
+    path = os.path.join(out_dir, name)
+    if os.path.exists(os.path.join(path, "output_0.npy")) and not force:
+        return
+    os.makedirs(path, exist_ok=True)
+    torch.manual_seed(0)
+    build, shapes = models()[name]
+    model = build()
+    model.train()
+    gen = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(*s, generator=gen) for s in shapes]
+    # Export first: exporting in training mode runs the model once, which moves
+    # BatchNorm's running statistics; the reference outputs come from a fresh copy.
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.onnx.export(model, tuple(inputs), os.path.join(path, "model.onnx"), opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=[f"input_{i}" for i in range(len(inputs))])
+    model.load_state_dict(state)
+    with torch.no_grad():
+        outputs = model(*inputs)
+    if not isinstance(outputs, (tuple, list)):
+        outputs = [outputs]
+    for i, t in enumerate(inputs):
+        np.save(os.path.join(path, f"input_{i}.npy"), t.numpy())
+    for i, t in enumerate(outputs):
+        np.save(os.path.join(path, f"output_{i}.npy"), t.detach().numpy())
+    print(f"exported {name}: {sum(p.numel() for p in model.parameters())} parameters -> {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out")
+    parser.add_argument("--models", default=",".join(models()))
+    parser.add_argument("--force", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    for name in args.models.split(","):
+        if name not in models():
+            sys.exit(f"unknown model '{name}' (known: {', '.join(models())})")
+        export(name, args.out, args.force)
+
+
+if __name__ == "__main__":
+    main()

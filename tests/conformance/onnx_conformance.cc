@@ -1,0 +1,314 @@
+// Runs every case of Debian's libonnx-testdata (ONNX's own per-operator test
+// models with inputs and expected outputs) through pipetrain's importer and
+// CPU kernels, and compares with the expected outputs.
+//
+// A case is skipped, with its reason grouped by op, when it uses an op that is
+// not in ir/op_list.h, a dtype our kernels do not list, an attribute value we
+// refuse, or randomness ONNX's generator drew from NumPy. Everything else must
+// pass: a wrong number, an error or a crash on a supported case is a failure.
+// Each case runs in a forked child, so a crash or a hang fails that case only.
+//
+// Integer graph inputs (shapes, axes, pads, indices) are frozen into
+// initializers before import: pipetrain has static shapes, and the test models
+// feed shape tensors as runtime inputs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <onnx/onnx_pb.h>
+
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "ir/op_registry.h"
+
+namespace fs = std::filesystem;
+using namespace pipetrain;
+
+namespace {
+
+constexpr const char* kDataRoot = "/usr/share/libonnx-testdata/data";
+constexpr int kTimeoutSeconds = 60;
+
+// Cases whose expected outputs cannot be reproduced by any correct
+// implementation: ONNX drew their dropout masks from NumPy's global RNG.
+const std::set<std::string> kRandomCases = {
+    "test_training_dropout",          "test_training_dropout_default",
+    "test_training_dropout_default_mask", "test_training_dropout_mask",
+};
+
+// Looser bounds, each with its reason. Empty so far.
+const std::map<std::string, std::pair<double, double>> kLooserTolerance = {};
+
+enum class Verdict { kPass, kFail, kSkip };
+struct Outcome {
+  Verdict verdict;
+  std::string detail;  // skip reason or failure message
+};
+
+// "backend 'cpu' cannot run:\n  Add node 'a': the CPU kernel ... dtype i32" -> "the CPU kernel ... dtype i32":
+// the part of the last line after the node's name, so skips group by cause.
+std::string short_reason(const std::string& what) {
+  std::string line = what.substr(what.find_last_of('\n') == std::string::npos
+                                     ? 0
+                                     : what.find_last_of('\n') + 1);
+  size_t cut = line.rfind("': ");
+  return cut == std::string::npos ? line : line.substr(cut + 3);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> op_types(const onnx::ModelProto& m) {
+  std::set<std::string> ops;
+  for (const auto& n : m.graph().node()) ops.insert(n.op_type());
+  return {ops.begin(), ops.end()};
+}
+
+bool is_integer(int t) {
+  return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
+}
+
+Outcome compare(const ir::Tensor& got, const ir::Tensor& want, const std::string& name,
+                double rtol, double atol) {
+  if (got.shape() != want.shape())
+    return {Verdict::kFail, name + ": shape " + ir::shape_str(got.shape()) + ", expected " +
+                                ir::shape_str(want.shape())};
+  bool exact = !ir::is_float(want.dtype());
+  double worst = 0;
+  int64_t worst_i = -1;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.at(i), w = want.at(i);
+    double err;
+    if (std::isnan(w) || std::isnan(g)) {
+      err = std::isnan(w) == std::isnan(g) ? 0 : 1e30;
+    } else if (std::isinf(w) || std::isinf(g)) {
+      err = g == w ? 0 : 1e30;
+    } else {
+      err = exact ? (g == w ? 0 : 1e30) : std::abs(g - w) / (atol + rtol * std::abs(w));
+    }
+    if (err > worst) {
+      worst = err;
+      worst_i = i;
+    }
+  }
+  if (worst > 1.0) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: element %lld is %.8g, expected %.8g", name.c_str(),
+                  static_cast<long long>(worst_i), got.at(worst_i), want.at(worst_i));
+    return {Verdict::kFail, buf};
+  }
+  return {Verdict::kPass, ""};
+}
+
+Outcome run_case(const fs::path& dir) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(read_file(dir / "model.onnx")))
+    return {Verdict::kFail, "model.onnx does not parse"};
+  const std::string name = dir.filename().string();
+  if (kRandomCases.count(name))
+    return {Verdict::kSkip, "mask drawn from NumPy's RNG (not reproducible)"};
+  for (const auto& op : op_types(model))
+    if (!ir::OpRegistry::instance().find(op)) return {Verdict::kSkip, "op " + op + " is not supported"};
+
+  // Inputs that are not initializers, in order; they pair with input_<i>.pb.
+  std::set<std::string> inits;
+  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  std::vector<const onnx::ValueInfoProto*> real_inputs;
+  for (const auto& vi : model.graph().input())
+    if (!inits.count(vi.name())) real_inputs.push_back(&vi);
+
+  int case_count = 0;
+  for (; fs::exists(dir / ("test_data_set_" + std::to_string(case_count))); ++case_count) {
+  }
+  if (case_count == 0) return {Verdict::kSkip, "no test data"};
+
+  for (int set = 0; set < case_count; ++set) {
+    fs::path data = dir / ("test_data_set_" + std::to_string(set));
+    onnx::ModelProto frozen = model;
+    std::map<std::string, ir::Tensor> feeds;
+    for (size_t i = 0; i < real_inputs.size(); ++i) {
+      fs::path pb = data / ("input_" + std::to_string(i) + ".pb");
+      if (!fs::exists(pb)) continue;  // optional input left out
+      onnx::TensorProto tp;
+      if (!tp.ParseFromString(read_file(pb))) return {Verdict::kFail, pb.string() + " unreadable"};
+      const std::string& in_name = real_inputs[i]->name();
+      if (is_integer(tp.data_type())) {
+        tp.set_name(in_name);
+        *frozen.mutable_graph()->add_initializer() = tp;
+        continue;
+      }
+      try {
+        feeds[in_name] = importer::load_tensor_proto(pb.string());
+      } catch (const UnsupportedOp& e) {
+        return {Verdict::kSkip, short_reason(e.what())};
+      }
+      // Bind the model's declared input shape to the data's (some test models
+      // leave dims symbolic).
+      auto* shape = frozen.mutable_graph()->mutable_input(static_cast<int>(
+                                  real_inputs[i] - &model.graph().input(0)))
+                        ->mutable_type()
+                        ->mutable_tensor_type()
+                        ->mutable_shape();
+      shape->clear_dim();
+      for (int64_t d : feeds[in_name].shape()) shape->add_dim()->set_dim_value(d);
+    }
+    std::string bytes;
+    frozen.SerializeToString(&bytes);
+
+    ir::Graph g;
+    importer::ImportOptions opts;
+    opts.fold_constants = false;  // run every op through its kernel
+    try {
+      g = importer::import_model_bytes(bytes, dir.string(), opts);
+    } catch (const UnsupportedOp& e) {
+      return {Verdict::kSkip, short_reason(e.what())};
+    } catch (const std::exception& e) {
+      return {Verdict::kFail, std::string("import: ") + e.what()};
+    }
+    std::map<std::string, ir::Tensor> outs;
+    try {
+      auto backend = exec::make_cpu_backend();
+      exec::ForwardRunner runner(g, *backend);
+      outs = runner.run(feeds);
+    } catch (const UnsupportedOp& e) {
+      return {Verdict::kSkip, short_reason(e.what())};
+    } catch (const std::exception& e) {
+      return {Verdict::kFail, std::string("run: ") + e.what()};
+    }
+    auto tol = kLooserTolerance.count(name) ? kLooserTolerance.at(name)
+                                            : std::pair<double, double>{1e-4, 1e-5};
+    for (int k = 0; k < model.graph().output_size(); ++k) {
+      fs::path pb = data / ("output_" + std::to_string(k) + ".pb");
+      if (!fs::exists(pb)) continue;
+      const std::string& out_name = model.graph().output(k).name();
+      ir::Tensor want;
+      try {
+        want = importer::load_tensor_proto(pb.string());
+      } catch (const UnsupportedOp& e) {
+        return {Verdict::kSkip, short_reason(e.what())};
+      }
+      if (!outs.count(out_name)) return {Verdict::kFail, "output " + out_name + " missing"};
+      Outcome c = compare(outs.at(out_name), want, out_name, tol.first, tol.second);
+      if (c.verdict != Verdict::kPass) return c;
+    }
+  }
+  return {Verdict::kPass, ""};
+}
+
+// Runs one case in a child process; returns its outcome through a pipe.
+Outcome run_isolated(const fs::path& dir) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_case(dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(kTimeoutSeconds);
+    Outcome o;
+    try {
+      o = run_case(dir);
+    } catch (const std::exception& e) {
+      o = {Verdict::kFail, std::string("exception: ") + e.what()};
+    }
+    std::string msg = std::to_string(static_cast<int>(o.verdict)) + o.detail;
+    ssize_t w = write(fds[1], msg.data(), msg.size());
+    (void)w;
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(r));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (msg.empty()) {
+    if (WIFSIGNALED(status))
+      return {Verdict::kFail, "crashed with signal " + std::to_string(WTERMSIG(status)) +
+                                  (WTERMSIG(status) == SIGALRM ? " (timeout)" : "")};
+    return {Verdict::kFail, "child exited without a result"};
+  }
+  return {static_cast<Verdict>(msg[0] - '0'), msg.substr(1)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Optional filter: substring of the case name.
+  std::string filter = argc > 1 ? argv[1] : "";
+  bool verbose = std::getenv("PIPETRAIN_CONFORMANCE_VERBOSE") != nullptr;
+  std::vector<fs::path> cases;
+  for (const char* sub : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    fs::path root = fs::path(kDataRoot) / sub;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::directory_iterator(root))
+      if (fs::exists(e.path() / "model.onnx") &&
+          e.path().filename().string().find(filter) != std::string::npos)
+        cases.push_back(e.path());
+  }
+  std::sort(cases.begin(), cases.end());
+  if (cases.empty()) {
+    std::printf("no ONNX test data under %s (install libonnx-testdata)\n", kDataRoot);
+    return 1;
+  }
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, std::vector<std::string>> skipped_by_reason;
+  std::vector<std::string> failures;
+  auto t0 = std::chrono::steady_clock::now();
+  for (const auto& dir : cases) {
+    Outcome o = run_isolated(dir);
+    std::string rel = dir.parent_path().filename().string() + "/" + dir.filename().string();
+    switch (o.verdict) {
+      case Verdict::kPass:
+        ++passed;
+        if (verbose) std::printf("PASS %s\n", rel.c_str());
+        break;
+      case Verdict::kFail:
+        ++failed;
+        failures.push_back(rel + ": " + o.detail);
+        std::printf("FAIL %s: %s\n", rel.c_str(), o.detail.c_str());
+        break;
+      case Verdict::kSkip: {
+        ++skipped;
+        std::string reason = o.detail.substr(0, o.detail.find('\n'));
+        if (reason.size() > 160) reason = reason.substr(0, 160) + "...";
+        skipped_by_reason[reason].push_back(dir.filename().string());
+        if (verbose) std::printf("SKIP %s: %s\n", rel.c_str(), reason.c_str());
+        break;
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("\nskipped cases, by reason:\n");
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups(skipped_by_reason.begin(),
+                                                                       skipped_by_reason.end());
+  std::sort(groups.begin(), groups.end(),
+            [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  for (const auto& [reason, names] : groups) {
+    std::printf("  %3zu  %s", names.size(), reason.c_str());
+    if (names.size() <= 3) {
+      std::printf("  [");
+      for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
+      std::printf("]");
+    }
+    std::printf("\n");
+  }
+  std::printf("\nONNX conformance (%zu cases, %.1f s)\n", cases.size(), secs);
+  std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+  return failed == 0 ? 0 : 1;
+}
