@@ -19,6 +19,11 @@ struct ImportOptions {
   /// 0: one node per layer; k > 0: group nodes by the first k scopes of their
   /// names ("/layer1/layer1.0/conv1/Conv" at depth 2 is layer "layer1.0").
   int layer_depth = 0;
+  /// Graph inputs bound to fixed values: they become constants (Role::kConstant)
+  /// instead of inputs, so shape-deciding inputs (a Reshape's shape fed at run
+  /// time, as in ONNX's node tests) are known at import. Dtype and static
+  /// dimensions must match the model's declaration.
+  std::map<std::string, ir::Tensor> input_values;
   /// Fold static shape subgraphs (Shape, Gather, Concat, Unsqueeze, ... on constants).
   bool fold_constants = true;
 };
@@ -39,5 +44,8 @@ void export_model(const ir::Graph& graph, const std::string& path);
 
 /// Reads a serialized TensorProto (the ONNX test data format).
 ir::Tensor load_tensor_proto(const std::string& path);
+/// Same, also giving the TensorProto's name (ONNX test data names each input
+/// after the graph input it feeds); `name` may be null.
+ir::Tensor load_tensor_proto(const std::string& path, std::string* name);
 
 }  // namespace pipetrain::importer

@@ -62,6 +62,11 @@ def export(name, out_dir, force):
     torch.manual_seed(0)
     build, shapes = models()[name]
     model = build()
+    # Dropout masks come from PyTorch's RNG, which no other runtime reproduces:
+    # p = 0 keeps the Dropout nodes in the graph (training mode) but makes them exact.
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
     model.train()
     gen = torch.Generator().manual_seed(1)
     inputs = [torch.randn(*s, generator=gen) for s in shapes]

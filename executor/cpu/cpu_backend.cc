@@ -4,6 +4,7 @@
 
 #include "executor/backend.h"
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -51,6 +52,9 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
-void set_cpu_threads(int threads) { openblas_set_num_threads(threads); }
+void set_cpu_threads(int threads) {
+  openblas_set_num_threads(threads);
+  cpu::set_dnnl_threads(threads);
+}
 
 }  // namespace pipetrain::exec

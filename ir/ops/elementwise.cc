@@ -1,165 +1,169 @@
-// PLACEHOLDER: replaced by the real schemas of this family.
+// Schemas of the elementwise ops: numpy-broadcast binaries, comparisons,
+// variadic Max/Min, unaries, Where and Cast.
+#include "ir/error.h"
 #include "ir/op_registry.h"
 
 namespace pipetrain::ir {
 
+namespace {
+
+/// Broadcast of inputs [0, n) with the node named in the message.
+Shape broadcast_inputs(InferContext& c, size_t n) {
+  Shape out = c.shape(0);
+  for (size_t i = 1; i < n; ++i) {
+    try {
+      out = broadcast_shapes(out, c.shape(i));
+    } catch (const ModelError&) {
+      std::string shapes;
+      for (size_t k = 0; k < n; ++k) shapes += (k ? ", " : "") + shape_str(c.shape(k));
+      c.fail("input shapes " + shapes + " do not broadcast");
+    }
+  }
+  return out;
+}
+
+void require_same_dtype(InferContext& c, size_t n) {
+  for (size_t i = 1; i < n; ++i)
+    if (c.dtype(i) != c.dtype(0))
+      c.fail("input " + std::to_string(i) + " is " + dtype_name(c.dtype(i)) + " but input 0 is " +
+             dtype_name(c.dtype(0)));
+}
+
+/// A two-input op whose inputs share a dtype; the output has `out` dtype, or
+/// the inputs' dtype when out is kUndefined.
+OpSchema binary(DType out = DType::kUndefined, bool differentiable = true) {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.differentiable = differentiable;
+  s.infer = [out](InferContext& c) {
+    require_same_dtype(c, 2);
+    c.set_output(0, out == DType::kUndefined ? c.dtype(0) : out, broadcast_inputs(c, 2));
+  };
+  return s;
+}
+
+OpSchema variadic() {
+  OpSchema s;
+  s.min_inputs = 1;
+  s.max_inputs = 1 << 20;
+  s.infer = [](InferContext& c) {
+    require_same_dtype(c, c.num_inputs());
+    c.set_output(0, c.dtype(0), broadcast_inputs(c, c.num_inputs()));
+  };
+  return s;
+}
+
+OpSchema unary(bool differentiable = true) {
+  OpSchema s;
+  s.differentiable = differentiable;
+  s.infer = [](InferContext& c) { c.set_output(0, c.dtype(0), c.shape(0)); };
+  return s;
+}
+
+}  // namespace
+
 OpSchema schema_Add() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary();
 }
-
 OpSchema schema_Sub() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary();
 }
-
 OpSchema schema_Mul() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary();
 }
-
+/// Integer Div truncates towards zero (C semantics).
 OpSchema schema_Div() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary();
 }
 
+/// Y = X ^ E; E may have another dtype than X, Y takes X's.
 OpSchema schema_Pow() {
   OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  s.min_inputs = s.max_inputs = 2;
+  s.infer = [](InferContext& c) {
+    for (DType t : {c.dtype(0), c.dtype(1)})
+      if (t == DType::kBool) c.fail("Pow does not take bool inputs");
+    c.set_output(0, c.dtype(0), broadcast_inputs(c, 2));
+  };
   return s;
 }
 
 OpSchema schema_Equal() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary(DType::kBool, false);
 }
-
 OpSchema schema_Less() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary(DType::kBool, false);
 }
-
 OpSchema schema_Greater() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return binary(DType::kBool, false);
 }
-
 OpSchema schema_Max() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return variadic();
 }
-
 OpSchema schema_Min() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return variadic();
 }
 
 OpSchema schema_Sqrt() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Neg() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Exp() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Log() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Reciprocal() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Abs() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
-
 OpSchema schema_Erf() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
-  return s;
+  return unary();
 }
 
 OpSchema schema_Not() {
-  OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  OpSchema s = unary(false);
+  s.infer = [](InferContext& c) {
+    if (c.dtype(0) != DType::kBool)
+      c.fail(std::string("input is ") + dtype_name(c.dtype(0)) + ", expected bool");
+    c.set_output(0, DType::kBool, c.shape(0));
+  };
   return s;
 }
 
+/// Y = condition ? X : Y, all three broadcast together.
 OpSchema schema_Where() {
   OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  s.min_inputs = s.max_inputs = 3;
+  s.infer = [](InferContext& c) {
+    if (c.dtype(0) != DType::kBool)
+      c.fail(std::string("condition is ") + dtype_name(c.dtype(0)) + ", expected bool");
+    if (c.dtype(1) != c.dtype(2))
+      c.fail(std::string("X is ") + dtype_name(c.dtype(1)) + " but Y is " + dtype_name(c.dtype(2)));
+    c.set_output(0, c.dtype(1), broadcast_inputs(c, 3));
+  };
   return s;
 }
 
+/// `saturate` (opset 19) only changes float8 conversions, which pipetrain has
+/// no dtype for, so it is accepted and has no effect.
 OpSchema schema_Cast() {
   OpSchema s;
-  s.max_inputs = 8;
-  s.max_outputs = 8;
-  s.infer = [](InferContext& c) { c.unsupported("not implemented yet"); };
+  s.attrs = {{"to", AttrType::kInt}, {"saturate", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    if (!c.node().has_attr("to")) c.fail("attribute 'to' is required");
+    int64_t to = c.node().attr_int("to", 0);
+    DType t = dtype_from_onnx(static_cast<int>(to));
+    if (t == DType::kUndefined)
+      c.unsupported("cast to ONNX type " + std::to_string(to) +
+                    " is not supported (f32, f16, bf16, i64, i32 and bool are)");
+    c.set_output(0, t, c.shape(0));
+  };
   return s;
 }
 

@@ -2,6 +2,7 @@
 // compares pipetrain's outputs with PyTorch's on the same inputs.
 // Error measure per output: max |ours - torch| / max |torch| (relative to the
 // tensor's scale, so near-zero elements do not dominate); bound 1e-4.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>

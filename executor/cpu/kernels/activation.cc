@@ -1,16 +1,243 @@
-// PLACEHOLDER: replaced by the real kernels of this family.
+// CPU kernels of the activations, Softmax/LogSoftmax and Dropout. Math in
+// f32; f16/bf16 run through f32 (with_f32).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/ew_common.h"
+#include "executor/cpu/kernels/vec_math.h"
 
 namespace pipetrain::exec::cpu {
 
-CpuKernel kernel_Relu() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_LeakyRelu() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Sigmoid() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Tanh() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Gelu() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Clip() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Softmax() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_LogSoftmax() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Dropout() { return {[](KernelContext&) {}, {}, 0}; }
+void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+  if (outer * n * inner == 0) return;
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* xr = x + o * n;  // (n)
+      float* yr = y + o * n;        // (n)
+      const float m = max_row(xr, n);
+      for (int64_t j = 0; j < n; ++j) yr[j] = exp_f32(xr[j] - m);
+      const float s = static_cast<float>(sum_row(yr, n));
+      if (log) {
+        // (x - m) - log s: folding m + log s first loses digits when |m| is large.
+        const float ls = std::log(s);
+        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
+      } else {
+        for (int64_t j = 0; j < n; ++j) yr[j] /= s;
+      }
+    }
+    return;
+  }
+  // Strided axis: reduce along j for `inner` columns at once (vectorised over k).
+  std::vector<float> m(static_cast<size_t>(inner));   // (inner) max over j
+  std::vector<double> s(static_cast<size_t>(inner));  // (inner) sum over j of exps
+  std::vector<float> t(static_cast<size_t>(inner));   // (inner) log s or s, in f32
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* xb = x + o * n * inner;  // (n, inner)
+    float* yb = y + o * n * inner;        // (n, inner)
+    for (int64_t k = 0; k < inner; ++k) m[k] = xb[k];
+    for (int64_t j = 1; j < n; ++j)
+      for (int64_t k = 0; k < inner; ++k) m[k] = nan_max(m[k], xb[j * inner + k]);
+    std::fill(s.begin(), s.end(), 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < inner; ++k) {
+        const float e = exp_f32(xb[j * inner + k] - m[k]);
+        yb[j * inner + k] = e;
+        s[k] += e;
+      }
+    if (log) {
+      for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(std::log(s[k]));
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t k = 0; k < inner; ++k) yb[j * inner + k] = (xb[j * inner + k] - m[k]) - t[k];
+    } else {
+      for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(s[k]);
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t k = 0; k < inner; ++k) yb[j * inner + k] /= t[k];
+    }
+  }
+}
+
+namespace {
+
+using ir::DType;
+using ir::Tensor;
+
+const std::vector<DType> kFloat = {DType::kF32, DType::kF16, DType::kBF16};
+const std::vector<DType> kNumeric = {DType::kF32, DType::kF16, DType::kBF16, DType::kI64,
+                                     DType::kI32};
+
+/// y[i] = fn(x[i]) over f32.
+template <typename Fn>
+void map_f32(KernelContext& ctx, Fn fn) {
+  const float* x = ctx.in(0).data<float>();
+  float* y = ctx.out(0).data<float>();
+  const int64_t n = ctx.in(0).numel();
+  for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);
+}
+
+/// relu(x) = max(x, 0); NaN stays NaN.
+void relu_kernel(KernelContext& ctx) {
+  dispatch<float, int64_t, int32_t>(ctx.in(0).dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = ctx.in(0).data<T>();
+    T* y = ctx.out(0).data<T>();
+    const int64_t n = ctx.in(0).numel();
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T{0} ? T{0} : x[i];
+  });
+}
+
+/// leaky_relu(x) = x < 0 ? alpha x : x.
+void leaky_relu_kernel(KernelContext& ctx) {
+  const float alpha = ctx.n().attr_float("alpha", 0.01f);
+  map_f32(ctx, [alpha](float v) { return select_f32(v < 0.0f, alpha * v, v); });
+}
+
+/// sigmoid(x) = 1 / (1 + e^-x), written as e^x / (1 + e^x) for x < 0 so
+/// that exp never overflows.
+void sigmoid_kernel(KernelContext& ctx) {
+  map_f32(ctx, [](float v) {
+    const float e = exp_f32(-std::fabs(v));  // e^-|v| in (0, 1]
+    const float s = 1.0f / (1.0f + e);
+    return select_f32(v >= 0.0f, s, e * s);
+  });
+}
+
+void tanh_kernel(KernelContext& ctx) {
+  map_f32(ctx, [](float v) { return tanh_f32(v); });
+}
+
+/// gelu(x) = x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
+/// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void gelu_kernel(KernelContext& ctx) {
+  if (ctx.n().attr_string("approximate", "none") == "tanh") {
+    const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
+    map_f32(ctx,
+            [k](float v) { return 0.5f * v * (1.0f + tanh_f32(k * (v + 0.044715f * v * v * v))); });
+  } else {
+    map_f32(ctx, [](float v) {
+      // 1 + erf(u) = erfc(-u): no cancellation for very negative x.
+      return 0.5f * v * erfc_f32(-v * static_cast<float>(M_SQRT1_2));
+    });
+  }
+}
+
+/// clip(x) = min(max(x, lo), hi); min > max gives max everywhere, as ONNX
+/// specifies. Bounds come from inputs 1/2, else the opset < 11 attributes.
+void clip_kernel(KernelContext& ctx) {
+  dispatch<float, int64_t, int32_t>(ctx.in(0).dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    auto bound = [&](size_t i, const char* attr, T dflt) -> T {
+      if (ctx.has_in(i)) return ctx.in(i).data<T>()[0];
+      if (ctx.n().has_attr(attr)) {
+        const float v = ctx.n().attr_float(attr, 0.0f);
+        if constexpr (std::is_floating_point_v<T>)
+          return v;
+        else
+          return float_to_int<T>(v);
+      }
+      return dflt;
+    };
+    constexpr bool kFloatT = std::is_floating_point_v<T>;
+    const T lo = bound(
+        1, "min", kFloatT ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest());
+    const T hi = bound(
+        2, "max", kFloatT ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max());
+    const T* x = ctx.in(0).data<T>();
+    T* y = ctx.out(0).data<T>();
+    const int64_t n = ctx.in(0).numel();
+    for (int64_t i = 0; i < n; ++i) {
+      T v = x[i] < lo ? lo : x[i];
+      y[i] = v > hi ? hi : v;
+    }
+  });
+}
+
+/// Softmax (kLog = false) or LogSoftmax along `axis` (opset 13 semantics).
+template <bool kLog>
+void softmax_kernel(KernelContext& ctx) {
+  const Tensor& xt = ctx.in(0);
+  const ir::Shape& shape = xt.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = ir::normalize_axis(ctx.n().attr_int("axis", -1), rank);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[static_cast<size_t>(d)];
+  softmax_f32(xt.data<float>(), ctx.out(0).data<float>(), outer, shape[static_cast<size_t>(axis)],
+              inner, kLog);
+}
+
+/// splitmix64 finaliser: a bijective 64-bit mix.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+/// Training: element i is kept when u_i >= ratio, u_i = hash(seed, i) / 2^24
+/// uniform in [0, 1) (counter-based: the mask depends only on seed and i),
+/// and kept elements are scaled by 1 / (1 - ratio). The seed is the `seed`
+/// attribute when present, else the run's per-node seed. Inference copies.
+void dropout_kernel(KernelContext& ctx) {
+  const Tensor& xt = ctx.in(0);
+  const int64_t n = xt.numel();
+  const float* x = xt.data<float>();
+  float* y = ctx.out(0).data<float>();
+  uint8_t* mask = ctx.has_out(1) ? ctx.out(1).data<uint8_t>() : nullptr;  // same shape as x
+  const bool training = (ctx.has_in(2) && ctx.in(2).at(0) != 0.0) || ctx.training;
+  float ratio = ctx.n().attr_float("ratio", 0.5f);
+  if (ctx.has_in(1)) ratio = static_cast<float>(ctx.in(1).at(0));
+  if (!training || ratio <= 0.0f) {
+    if (n) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+    if (mask) std::memset(mask, 1, static_cast<size_t>(n));
+    return;
+  }
+  const uint64_t seed =
+      ctx.n().has_attr("seed") ? static_cast<uint64_t>(ctx.n().attr_int("seed", 0)) : ctx.seed;
+  const uint64_t base = mix64(seed + 0x9E3779B97F4A7C15ULL);
+  // ratio >= 1 drops everything (scale unused).
+  const float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+  // Compare in integers: keep iff (hash >> 40) >= ceil(ratio * 2^24).
+  const double thr_d = std::ceil(static_cast<double>(ratio) * 16777216.0);
+  const uint64_t thr = static_cast<uint64_t>(std::min(thr_d, 16777216.0));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t h = mix64(base + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 40;
+    const bool keep = h >= thr;
+    y[i] = select_f32(keep, x[i] * scale, 0.0f);
+    if (mask) mask[i] = keep;
+  }
+}
+
+}  // namespace
+
+CpuKernel kernel_Relu() {
+  return {with_f32<relu_kernel>, kNumeric, 0};
+}
+CpuKernel kernel_LeakyRelu() {
+  return {with_f32<leaky_relu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Sigmoid() {
+  return {with_f32<sigmoid_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Tanh() {
+  return {with_f32<tanh_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Gelu() {
+  return {with_f32<gelu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Clip() {
+  return {with_f32<clip_kernel>, kNumeric, 0};
+}
+CpuKernel kernel_Softmax() {
+  return {with_f32<softmax_kernel<false>>, kFloat, 0};
+}
+CpuKernel kernel_LogSoftmax() {
+  return {with_f32<softmax_kernel<true>>, kFloat, 0};
+}
+CpuKernel kernel_Dropout() {
+  return {with_f32<dropout_kernel>, kFloat, 0};
+}
 
 }  // namespace pipetrain::exec::cpu

@@ -1,27 +1,411 @@
-// PLACEHOLDER: replaced by the real kernels of this family.
+// CPU kernels of the elementwise ops: broadcast binaries, comparisons,
+// variadic Max/Min, unaries, Where and Cast. f16/bf16 math runs through f32
+// (with_f32); integer arithmetic wraps instead of overflowing.
+#include <cmath>
+#include <cstring>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/broadcast.h"
+#include "executor/cpu/kernels/ew_common.h"
+#include "executor/cpu/kernels/vec_math.h"
 
 namespace pipetrain::exec::cpu {
 
-CpuKernel kernel_Add() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Sub() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Mul() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Div() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Pow() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Equal() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Less() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Greater() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Max() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Min() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Sqrt() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Neg() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Exp() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Log() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Reciprocal() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Abs() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Erf() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Not() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Where() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_Cast() { return {[](KernelContext&) {}, {}, 0}; }
+namespace {
+
+using ir::DType;
+using ir::Tensor;
+
+const std::vector<DType> kNumeric = {DType::kF32, DType::kF16, DType::kBF16, DType::kI64,
+                                     DType::kI32};
+const std::vector<DType> kFloat = {DType::kF32, DType::kF16, DType::kBF16};
+
+// --- binary --------------------------------------------------------------
+
+struct AddOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return wrap_add(a, b);
+  }
+};
+struct SubOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return wrap_sub(a, b);
+  }
+};
+struct MulOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return wrap_mul(a, b);
+  }
+};
+/// Integer division truncates towards zero like C; x / 0 gives 0 and
+/// x / -1 wraps instead of trapping.
+struct DivOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return 0;
+      if (b == -1) return wrap_sub(T{0}, a);
+    }
+    return a / b;
+  }
+};
+struct MaxOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return nan_max(a, b);
+  }
+};
+struct MinOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return nan_min(a, b);
+  }
+};
+struct EqualOp {
+  template <typename T>
+  uint8_t operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LessOp {
+  template <typename T>
+  uint8_t operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct GreaterOp {
+  template <typename T>
+  uint8_t operator()(T a, T b) const {
+    return a > b;
+  }
+};
+
+/// Y = op(A, B) for the same-dtype binaries; the output element type is op's.
+template <typename Op, typename... Ts>
+void binary_kernel(KernelContext& ctx) {
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  dispatch<Ts...>(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    using R = decltype(Op{}(T{}, T{}));
+    binary_broadcast(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<R>(), y.shape(),
+                     [](T p, T q) { return Op{}(p, q); });
+  });
+}
+
+template <typename Op>
+CpuKernel arith_kernel() {
+  return {with_f32<binary_kernel<Op, float, int64_t, int32_t>>, kNumeric, 0};
+}
+
+/// Max/Min over 1..N inputs: Y = broadcast(X0), then Y = op(Y, Xi) in input order.
+template <typename Op>
+void variadic_kernel(KernelContext& ctx) {
+  Tensor& y = ctx.out(0);
+  dispatch<float, int64_t, int32_t>(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* py = y.data<T>();  // (broadcast of all input shapes)
+    broadcast_copy(ctx.in(0).data<T>(), ctx.in(0).shape(), py, y.shape());
+    for (size_t i = 1; i < ctx.inputs.size(); ++i)
+      binary_broadcast(py, y.shape(), ctx.in(i).data<T>(), ctx.in(i).shape(), py, y.shape(),
+                       [](T p, T q) { return Op{}(p, q); });
+  });
+}
+
+// --- Pow -----------------------------------------------------------------
+
+/// a^e for integers by squaring; negative exponents truncate 1 / a^|e|.
+template <typename T, typename E>
+T int_pow(T a, E e) {
+  if (e < 0) {
+    if (a == 1) return 1;
+    if (a == -1) return (e % 2) ? -1 : 1;
+    return 0;
+  }
+  T r = 1;
+  while (e > 0) {
+    if (e & 1) r = wrap_mul(r, a);
+    a = wrap_mul(a, a);
+    e >>= 1;
+  }
+  return r;
+}
+
+/// a^b: f32^f32 in f32; mixed float/integer powers in double, converted once.
+template <typename T, typename E>
+T pow_value(T a, E b) {
+  if constexpr (std::is_floating_point_v<T> && std::is_floating_point_v<E>) {
+    return std::pow(a, b);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  } else if constexpr (std::is_integral_v<E>) {
+    return int_pow(a, b);
+  } else {
+    return float_to_int<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+  }
+}
+
+/// Y = X ^ E with X and E each in {f32, i64, i32}.
+void pow_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  const Tensor& e = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  dispatch<float, int64_t, int32_t>(x.dtype(), [&](auto xtag) {
+    using T = decltype(xtag);
+    dispatch<float, int64_t, int32_t>(e.dtype(), [&](auto etag) {
+      using E = decltype(etag);
+      binary_broadcast(x.data<T>(), x.shape(), e.data<E>(), e.shape(), y.data<T>(), y.shape(),
+                       [](T a, E b) { return pow_value(a, b); });
+    });
+  });
+}
+
+// --- unary ---------------------------------------------------------------
+
+template <typename Fn, typename... Ts>
+void unary_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  dispatch<Ts...>(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) py[i] = Fn{}(px[i]);
+  });
+}
+
+struct SqrtFn {
+  float operator()(float v) const { return std::sqrt(v); }
+};
+struct ExpFn {
+  float operator()(float v) const { return exp_f32(v); }
+};
+struct LogFn {
+  float operator()(float v) const { return std::log(v); }
+};
+struct ReciprocalFn {
+  float operator()(float v) const { return 1.0f / v; }
+};
+struct ErfFn {
+  float operator()(float v) const { return std::erf(v); }
+};
+struct NegFn {
+  template <typename T>
+  T operator()(T v) const {
+    return wrap_sub(T{0}, v);
+  }
+};
+struct AbsFn {
+  template <typename T>
+  T operator()(T v) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return std::fabs(v);
+    else
+      return v < 0 ? wrap_sub(T{0}, v) : v;
+  }
+};
+
+template <typename Fn>
+CpuKernel float_unary() {
+  return {with_f32<unary_kernel<Fn, float>>, kFloat, 0};
+}
+
+// --- Where ---------------------------------------------------------------
+
+/// Y = C ? X : Y; moves elements by size, so every dtype works.
+void where_kernel(KernelContext& ctx) {
+  const Tensor& c = ctx.in(0);
+  const Tensor& x = ctx.in(1);
+  const Tensor& yv = ctx.in(2);
+  Tensor& out = ctx.out(0);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    ternary_broadcast(c.data<uint8_t>(), c.shape(), x.data<T>(), x.shape(), yv.data<T>(),
+                      yv.shape(), out.data<T>(), out.shape(),
+                      [](uint8_t k, T p, T q) { return k ? p : q; });
+  };
+  switch (ir::dtype_size(x.dtype())) {
+    case 1:
+      run(uint8_t{});
+      break;
+    case 2:
+      run(uint16_t{});
+      break;
+    case 4:
+      run(uint32_t{});
+      break;
+    case 8:
+      run(uint64_t{});
+      break;
+    default:
+      assert(false);
+  }
+}
+
+// --- Cast ----------------------------------------------------------------
+
+/// Element i of a tensor of dtype S: float for float dtypes, int64 otherwise.
+template <DType S>
+auto load_value(const Tensor& t, int64_t i) {
+  if constexpr (S == DType::kF32) return t.data<float>()[i];
+  if constexpr (S == DType::kF16) return ir::f16_to_f32(t.data<uint16_t>()[i]);
+  if constexpr (S == DType::kBF16) return ir::bf16_to_f32(t.data<uint16_t>()[i]);
+  if constexpr (S == DType::kI64) return t.data<int64_t>()[i];
+  if constexpr (S == DType::kI32) return static_cast<int64_t>(t.data<int32_t>()[i]);
+  if constexpr (S == DType::kBool) return static_cast<int64_t>(t.data<uint8_t>()[i] != 0);
+}
+
+/// v converted to dtype D's storage: floats round to nearest even, floats to
+/// integers truncate (saturating), integers narrow by wrapping like numpy,
+/// anything non-zero (NaN included) is true.
+template <DType D, typename V>
+auto store_value(V v) {
+  constexpr bool kFromFloat = std::is_floating_point_v<V>;
+  if constexpr (D == DType::kF32) return static_cast<float>(v);
+  if constexpr (D == DType::kF16) return ir::f32_to_f16(static_cast<float>(v));
+  if constexpr (D == DType::kBF16) return ir::f32_to_bf16(static_cast<float>(v));
+  if constexpr (D == DType::kBool) return static_cast<uint8_t>(v != 0);
+  if constexpr (D == DType::kI64) {
+    if constexpr (kFromFloat)
+      return float_to_int<int64_t>(v);
+    else
+      return static_cast<int64_t>(v);
+  }
+  if constexpr (D == DType::kI32) {
+    if constexpr (kFromFloat)
+      return float_to_int<int32_t>(v);
+    else
+      return static_cast<int32_t>(v);
+  }
+}
+
+/// Calls f.template operator()<t>() for a runtime dtype t.
+template <typename F>
+void with_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kF32:
+      f.template operator()<DType::kF32>();
+      break;
+    case DType::kF16:
+      f.template operator()<DType::kF16>();
+      break;
+    case DType::kBF16:
+      f.template operator()<DType::kBF16>();
+      break;
+    case DType::kI64:
+      f.template operator()<DType::kI64>();
+      break;
+    case DType::kI32:
+      f.template operator()<DType::kI32>();
+      break;
+    case DType::kBool:
+      f.template operator()<DType::kBool>();
+      break;
+    case DType::kUndefined:
+      assert(false);
+      break;
+  }
+}
+
+void cast_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.in(0);
+  Tensor& y = ctx.out(0);
+  if (x.dtype() == y.dtype()) {
+    if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  with_dtype(x.dtype(), [&]<DType S>() {
+    with_dtype(y.dtype(), [&]<DType D>() {
+      using Out = decltype(store_value<D>(load_value<S>(x, 0)));
+      Out* py = y.data<Out>();
+      const int64_t n = x.numel();
+      for (int64_t i = 0; i < n; ++i) py[i] = store_value<D>(load_value<S>(x, i));
+    });
+  });
+}
+
+}  // namespace
+
+CpuKernel kernel_Add() {
+  return arith_kernel<AddOp>();
+}
+CpuKernel kernel_Sub() {
+  return arith_kernel<SubOp>();
+}
+CpuKernel kernel_Mul() {
+  return arith_kernel<MulOp>();
+}
+CpuKernel kernel_Div() {
+  return arith_kernel<DivOp>();
+}
+CpuKernel kernel_Pow() {
+  return {with_f32<pow_kernel>, kNumeric, 0};
+}
+CpuKernel kernel_Equal() {
+  return {with_f32<binary_kernel<EqualOp, float, int64_t, int32_t, uint8_t>>,
+          {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool},
+          0};
+}
+CpuKernel kernel_Less() {
+  return {with_f32<binary_kernel<LessOp, float, int64_t, int32_t>>, kNumeric, 0};
+}
+CpuKernel kernel_Greater() {
+  return {with_f32<binary_kernel<GreaterOp, float, int64_t, int32_t>>, kNumeric, 0};
+}
+CpuKernel kernel_Max() {
+  return {with_f32<variadic_kernel<MaxOp>>, kNumeric, 0};
+}
+CpuKernel kernel_Min() {
+  return {with_f32<variadic_kernel<MinOp>>, kNumeric, 0};
+}
+
+CpuKernel kernel_Sqrt() {
+  return float_unary<SqrtFn>();
+}
+CpuKernel kernel_Exp() {
+  return float_unary<ExpFn>();
+}
+CpuKernel kernel_Log() {
+  return float_unary<LogFn>();
+}
+CpuKernel kernel_Reciprocal() {
+  return float_unary<ReciprocalFn>();
+}
+CpuKernel kernel_Erf() {
+  return float_unary<ErfFn>();
+}
+CpuKernel kernel_Neg() {
+  return {with_f32<unary_kernel<NegFn, float, int64_t, int32_t>>, kNumeric, 0};
+}
+CpuKernel kernel_Abs() {
+  return {with_f32<unary_kernel<AbsFn, float, int64_t, int32_t>>, kNumeric, 0};
+}
+CpuKernel kernel_Not() {
+  return {[](KernelContext& ctx) {
+            const uint8_t* px = ctx.in(0).data<uint8_t>();
+            uint8_t* py = ctx.out(0).data<uint8_t>();
+            const int64_t n = ctx.in(0).numel();
+            for (int64_t i = 0; i < n; ++i) py[i] = px[i] == 0;
+          },
+          {DType::kBool},
+          0};
+}
+
+CpuKernel kernel_Where() {
+  return {where_kernel,
+          {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool},
+          1};
+}
+
+CpuKernel kernel_Cast() {
+  return {cast_kernel,
+          {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool},
+          0};
+}
 
 }  // namespace pipetrain::exec::cpu

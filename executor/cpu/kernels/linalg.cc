@@ -1,9 +1,113 @@
-// PLACEHOLDER: replaced by the real kernels of this family.
+// Gemm and MatMul (f32) on OpenBLAS cblas_sgemm.
+#include <algorithm>
+#include <vector>
+
+#include <cblas.h>
+
 #include "executor/cpu/cpu_kernels.h"
 
 namespace pipetrain::exec::cpu {
 
-CpuKernel kernel_Gemm() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_MatMul() { return {[](KernelContext&) {}, {}, 0}; }
+namespace {
+
+// Row-major Y (m, n) = alpha * op(A) op(B) + beta * Y; lda/ldb are the row
+// lengths of A and B as stored.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* y) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // empty sum: Y = beta * Y
+    for (int64_t i = 0; i < m * n; ++i) y[i] = beta == 0.0f ? 0.0f : beta * y[i];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, y, static_cast<int>(n));
+}
+
+void gemm(KernelContext& ctx) {
+  const ir::Tensor& a = ctx.in(0);  // (M, K) or (K, M)
+  const ir::Tensor& b = ctx.in(1);  // (K, N) or (N, K)
+  ir::Tensor& y = ctx.out(0);       // (M, N)
+  bool ta = ctx.n().attr_int("transA", 0) != 0;
+  bool tb = ctx.n().attr_int("transB", 0) != 0;
+  float alpha = ctx.n().attr_float("alpha", 1.0f);
+  float beta = ctx.n().attr_float("beta", 1.0f);
+  int64_t m = y.shape()[0], n = y.shape()[1];
+  int64_t k = ta ? a.shape()[0] : a.shape()[1];
+  float* yd = y.data<float>();
+  float acc = 0.0f;  // sgemm's beta
+  if (ctx.has_in(2) && beta != 0.0f) {
+    // Y = beta * C broadcast: C is (), (N), (1|M, 1|N); a size-1 axis has stride 0.
+    const ir::Tensor& c = ctx.in(2);
+    const ir::Shape& cs = c.shape();
+    int64_t c_rows = cs.size() == 2 ? cs[0] : 1;
+    int64_t c_cols = cs.empty() ? 1 : cs.back();
+    int64_t row_stride = c_rows == 1 ? 0 : c_cols, col_stride = c_cols == 1 ? 0 : 1;
+    const float* cd = c.data<float>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) yd[i * n + j] = beta * cd[i * row_stride + j * col_stride];
+    acc = 1.0f;
+  }
+  sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1], acc,
+        yd);
+}
+
+void matmul(KernelContext& ctx) {
+  const ir::Tensor& a = ctx.in(0);  // (batch_a..., M, K) or (K)
+  const ir::Tensor& b = ctx.in(1);  // (batch_b..., K, N) or (K)
+  ir::Tensor& y = ctx.out(0);       // (batch..., M, N) without the axes a 1-D operand lacks
+  const ir::Shape& as = a.shape();
+  const ir::Shape& bs = b.shape();
+  int64_t m = as.size() >= 2 ? as[as.size() - 2] : 1;
+  int64_t k = as.back();
+  int64_t n = bs.size() >= 2 ? bs.back() : 1;
+  ir::Shape batch_a(as.begin(), as.end() - (as.size() >= 2 ? 2 : 1));
+  ir::Shape batch_b(bs.begin(), bs.end() - (bs.size() >= 2 ? 2 : 1));
+  const float* ad = a.data<float>();
+  const float* bd = b.data<float>();
+  float* yd = y.data<float>();
+  if (ir::numel(batch_b) == 1) {
+    // One B for every batch: the batches of A stack into one (batch_a * M, K) matrix.
+    sgemm(false, false, ir::numel(batch_a) * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd);
+    return;
+  }
+  // Broadcast batch axes: a size-1 (or missing) axis of an operand has stride 0.
+  size_t rank = std::max(batch_a.size(), batch_b.size());
+  ir::Shape batch(rank), stride_a(rank, 0), stride_b(rank, 0);
+  int64_t sa = m * k, sb = k * n;
+  for (size_t i = rank; i-- > 0;) {
+    size_t ia = i + batch_a.size(), ib = i + batch_b.size();  // index + own rank - rank
+    int64_t da = ia >= rank ? batch_a[ia - rank] : 1;
+    int64_t db = ib >= rank ? batch_b[ib - rank] : 1;
+    batch[i] = std::max(da, db);
+    stride_a[i] = da == 1 ? 0 : sa;
+    stride_b[i] = db == 1 ? 0 : sb;
+    sa *= da;
+    sb *= db;
+  }
+  int64_t count = ir::numel(batch);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i < rank; ++i) {
+      oa += idx[i] * stride_a[i];
+      ob += idx[i] * stride_b[i];
+    }
+    sgemm(false, false, m, n, k, 1.0f, ad + oa, k, bd + ob, n, 0.0f, yd + t * m * n);
+    for (size_t i = rank; i-- > 0;) {  // next batch index, last axis fastest
+      if (++idx[i] < batch[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+CpuKernel kernel_Gemm() {
+  return {gemm, {ir::DType::kF32}, 0};
+}
+CpuKernel kernel_MatMul() {
+  return {matmul, {ir::DType::kF32}, 0};
+}
 
 }  // namespace pipetrain::exec::cpu

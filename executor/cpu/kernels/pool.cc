@@ -1,10 +1,168 @@
-// PLACEHOLDER: replaced by the real kernels of this family.
+// MaxPool, AveragePool and GlobalAveragePool (f32), plain loops. Every
+// windowed pool is viewed as 3-D: missing leading spatial axes have size 1.
+#include <algorithm>
+#include <limits>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "ir/ops/window.h"
 
 namespace pipetrain::exec::cpu {
 
-CpuKernel kernel_MaxPool() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_AveragePool() { return {[](KernelContext&) {}, {}, 0}; }
-CpuKernel kernel_GlobalAveragePool() { return {[](KernelContext&) {}, {}, 0}; }
+namespace {
+
+struct Pool3 {
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+Pool3 pool_geometry(const KernelContext& ctx) {
+  const ir::Shape& x = ctx.in(0).shape();  // (N, C, D...)
+  const ir::Node& n = ctx.n();
+  ir::WindowGeometry g =
+      ir::window_geometry(n, ir::Shape(x.begin() + 2, x.end()), n.attr_ints("kernel_shape"),
+                          n.attr_int("ceil_mode", 0) != 0);
+  Pool3 p;
+  size_t lead = 3 - g.rank();
+  for (size_t i = 0; i < 3; ++i) {
+    bool real = i >= lead;
+    size_t j = i - lead;
+    p.in[i] = real ? g.in[j] : 1;
+    p.out[i] = real ? g.out[j] : 1;
+    p.k[i] = real ? g.kernel[j] : 1;
+    p.s[i] = real ? g.strides[j] : 1;
+    p.d[i] = real ? g.dilations[j] : 1;
+    p.pb[i] = real ? g.pads_begin[j] : 0;
+    p.pe[i] = real ? g.pads_end[j] : 0;
+  }
+  return p;
+}
+
+// Taps [lo, hi) of a window starting at `start` that fall inside [0, size).
+void valid_taps(int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo, int64_t& hi) {
+  lo = start >= 0 ? 0 : (-start + d - 1) / d;
+  if (start >= size) {
+    hi = lo;
+    return;
+  }
+  hi = start + (k - 1) * d < size ? k : (size - 1 - start) / d + 1;
+  hi = std::max(hi, lo);
+}
+
+// Visits every output position of one (n, c) plane with its valid tap ranges.
+template <typename F>
+void for_each_window(const Pool3& p, F&& f) {
+  for (int64_t o0 = 0; o0 < p.out[0]; ++o0) {
+    int64_t st0 = o0 * p.s[0] - p.pb[0], lo0, hi0;
+    valid_taps(st0, p.k[0], p.d[0], p.in[0], lo0, hi0);
+    for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+      int64_t st1 = o1 * p.s[1] - p.pb[1], lo1, hi1;
+      valid_taps(st1, p.k[1], p.d[1], p.in[1], lo1, hi1);
+      for (int64_t o2 = 0; o2 < p.out[2]; ++o2) {
+        int64_t st2 = o2 * p.s[2] - p.pb[2], lo2, hi2;
+        valid_taps(st2, p.k[2], p.d[2], p.in[2], lo2, hi2);
+        int64_t st[3] = {st0, st1, st2}, lo[3] = {lo0, lo1, lo2}, hi[3] = {hi0, hi1, hi2};
+        f((o0 * p.out[1] + o1) * p.out[2] + o2, st, lo, hi);
+      }
+    }
+  }
+}
+
+void max_pool(KernelContext& ctx) {
+  const ir::Tensor& x = ctx.in(0);                                       // (N, C, D...)
+  ir::Tensor& y = ctx.out(0);                                            // (N, C, O...)
+  int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
+  bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
+  Pool3 p = pool_geometry(ctx);
+  int64_t planes = x.shape()[0] * x.shape()[1];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x.data<float>() + pl * p.in_size();
+    float* yp = y.data<float>() + pl * p.out_size();
+    for_each_window(p, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t where = -1;  // row-major spatial offset of the maximum
+      for (int64_t a = lo[0]; a < hi[0]; ++a) {
+        int64_t i0 = st[0] + a * p.d[0];
+        for (int64_t b = lo[1]; b < hi[1]; ++b) {
+          int64_t i1 = st[1] + b * p.d[1];
+          const float* row = xp + (i0 * p.in[1] + i1) * p.in[2];
+          for (int64_t c = lo[2]; c < hi[2]; ++c) {
+            int64_t i2 = st[2] + c * p.d[2];
+            if (row[i2] > best || where < 0) {
+              best = row[i2];
+              where = (i0 * p.in[1] + i1) * p.in[2] + i2;
+            }
+          }
+        }
+      }
+      yp[o] = best;
+      if (idx) {
+        int64_t flat = where;
+        if (col_major && where >= 0) {
+          int64_t i2 = where % p.in[2], i1 = (where / p.in[2]) % p.in[1],
+                  i0 = where / (p.in[1] * p.in[2]);
+          flat = i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1];
+        }
+        idx[pl * p.out_size() + o] = pl * p.in_size() + flat;
+      }
+    });
+  }
+}
+
+void average_pool(KernelContext& ctx) {
+  const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
+  ir::Tensor& y = ctx.out(0);       // (N, C, O...)
+  bool include_pad = ctx.n().attr_int("count_include_pad", 0) != 0;
+  Pool3 p = pool_geometry(ctx);
+  int64_t planes = x.shape()[0] * x.shape()[1];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x.data<float>() + pl * p.in_size();
+    float* yp = y.data<float>() + pl * p.out_size();
+    for_each_window(p, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+      double sum = 0;
+      for (int64_t a = lo[0]; a < hi[0]; ++a) {
+        int64_t i0 = st[0] + a * p.d[0];
+        for (int64_t b = lo[1]; b < hi[1]; ++b) {
+          const float* row = xp + (i0 * p.in[1] + st[1] + b * p.d[1]) * p.in[2];
+          for (int64_t c = lo[2]; c < hi[2]; ++c) sum += row[st[2] + c * p.d[2]];
+        }
+      }
+      int64_t count = 1;
+      for (int i = 0; i < 3; ++i) {
+        int64_t l = lo[i], h = hi[i];
+        // Taps inside the padded extent [-pb, in + pe) rather than inside X.
+        if (include_pad)
+          valid_taps(st[i] + p.pb[i], p.k[i], p.d[i], p.in[i] + p.pb[i] + p.pe[i], l, h);
+        count *= h - l;
+      }
+      yp[o] = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.0f;
+    });
+  }
+}
+
+void global_average_pool(KernelContext& ctx) {
+  const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
+  ir::Tensor& y = ctx.out(0);       // (N, C, 1...)
+  int64_t planes = x.shape()[0] * x.shape()[1];
+  int64_t size = planes == 0 ? 0 : x.numel() / planes;
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x.data<float>() + pl * size;
+    double sum = 0;
+    for (int64_t i = 0; i < size; ++i) sum += xp[i];
+    y.data<float>()[pl] = size > 0 ? static_cast<float>(sum / static_cast<double>(size)) : 0.0f;
+  }
+}
+
+}  // namespace
+
+CpuKernel kernel_MaxPool() {
+  return {max_pool, {ir::DType::kF32}, 0};
+}
+CpuKernel kernel_AveragePool() {
+  return {average_pool, {ir::DType::kF32}, 0};
+}
+CpuKernel kernel_GlobalAveragePool() {
+  return {global_average_pool, {ir::DType::kF32}, 0};
+}
 
 }  // namespace pipetrain::exec::cpu

@@ -1,0 +1,162 @@
+// oneDNN convolution / deconvolution with memory format `any`: oneDNN picks
+// blocked layouts (nChw8c on AVX2) and we reorder the plain tensors in and
+// out. Primitives and reorders are cached per shapes + attributes; the
+// scratchpad is ours (user mode) so one primitive may run on several threads.
+#include <cassert>
+#include <optional>
+
+#include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/dnnl_util.h"
+
+namespace pipetrain::exec::cpu {
+
+namespace {
+
+using dnnl::memory;
+namespace du = dnnl_util;
+
+struct ConvPrimitive {
+  dnnl::primitive prim;
+  memory::desc user_src, user_w, user_dst, user_b;
+  memory::desc src, w, dst, scratch;
+  std::optional<dnnl::reorder> src_in, w_in, dst_out;  // set when layouts differ
+};
+
+int64_t product(const ir::Shape& s, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < s.size(); ++i) p *= s[i];
+  return p;
+}
+
+// oneDNN's weights view: (OC, IC, k...) or (G, OC/G, IC/G, k...) over the
+// ONNX bytes. Conv W (M, C/G, k...) is exactly that row-major; ConvTranspose
+// W (C, M/G, k...) is (G, IC/G, OC/G, k...), so OC and IC strides swap.
+memory::desc user_weights(const ConvArgs& a) {
+  const ir::Shape& w = a.w;
+  int64_t k = product(w, 2);
+  ir::Shape spatial(w.begin() + 2, w.end());
+  ir::Shape spatial_strides = ir::strides_of(spatial);
+  int64_t g = a.group;
+  int64_t oc_g = a.transposed ? w[1] : w[0] / g;  // output channels per group
+  int64_t ic_g = a.transposed ? w[0] / g : w[1];  // input channels per group
+  int64_t oc_stride = a.transposed ? k : ic_g * k;
+  int64_t ic_stride = a.transposed ? oc_g * k : k;
+  ir::Shape dims, strides;
+  if (g > 1) {
+    dims = {g, oc_g, ic_g};
+    strides = {oc_g * ic_g * k, oc_stride, ic_stride};
+  } else {
+    dims = {oc_g, ic_g};
+    strides = {oc_stride, ic_stride};
+  }
+  dims.insert(dims.end(), spatial.begin(), spatial.end());
+  strides.insert(strides.end(), spatial_strides.begin(), spatial_strides.end());
+  return du::plain_desc(dims, strides);
+}
+
+std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
+  const ir::WindowGeometry& g = a.geo;
+  memory::dims strides, dilates, pad_l, pad_r;
+  for (size_t i = 0; i < g.rank(); ++i) {
+    strides.push_back(g.strides[i]);
+    dilates.push_back(g.dilations[i] - 1);  // oneDNN counts the gaps
+    pad_l.push_back(g.pads_begin[i]);
+    // ConvTranspose's output_padding extends the end: o = s (i - 1) + ext - pl - pr.
+    // oneDNN takes a negative end padding (a larger output) but not a negative begin.
+    pad_r.push_back(g.pads_end[i] - g.output_padding[i]);
+    if (pad_l.back() < 0) return nullptr;
+  }
+  auto p = std::make_shared<ConvPrimitive>();
+  p->user_src = du::plain_desc(a.x);
+  p->user_dst = du::plain_desc(a.y);
+  p->user_w = user_weights(a);
+  if (a.b_data) p->user_b = du::plain_desc({a.y[1]});
+  auto any = [](const memory::desc& d) {
+    return memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any);
+  };
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto& eng = du::engine();
+  auto finish = [&](const auto& pd) {
+    p->src = pd.src_desc();
+    p->w = pd.weights_desc();
+    p->dst = pd.dst_desc();
+    p->scratch = pd.scratchpad_desc();
+    if (p->src != p->user_src)
+      p->src_in = dnnl::reorder(memory(p->user_src, eng), memory(p->src, eng));
+    if (p->w != p->user_w) p->w_in = dnnl::reorder(memory(p->user_w, eng), memory(p->w, eng));
+    if (p->dst != p->user_dst)
+      p->dst_out = dnnl::reorder(memory(p->dst, eng), memory(p->user_dst, eng));
+  };
+  try {
+    auto kind = dnnl::prop_kind::forward_inference;
+    if (!a.transposed) {
+      using Op = dnnl::convolution_forward;
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto d = a.b_data ? Op::desc(kind, alg, any(p->user_src), any(p->user_w), p->user_b,
+                                   any(p->user_dst), strides, dilates, pad_l, pad_r)
+                        : Op::desc(kind, alg, any(p->user_src), any(p->user_w), any(p->user_dst),
+                                   strides, dilates, pad_l, pad_r);
+      Op::primitive_desc pd(d, attr, eng);
+      finish(pd);
+      p->prim = Op(pd);
+    } else {
+      using Op = dnnl::deconvolution_forward;
+      auto alg = dnnl::algorithm::deconvolution_direct;
+      auto d = a.b_data ? Op::desc(kind, alg, any(p->user_src), any(p->user_w), p->user_b,
+                                   any(p->user_dst), strides, dilates, pad_l, pad_r)
+                        : Op::desc(kind, alg, any(p->user_src), any(p->user_w), any(p->user_dst),
+                                   strides, dilates, pad_l, pad_r);
+      Op::primitive_desc pd(d, attr, eng);
+      finish(pd);
+      p->prim = Op(pd);
+    }
+  } catch (const dnnl::error&) {
+    return nullptr;  // not expressible in oneDNN: the plain path runs instead
+  }
+  return p;
+}
+
+std::string cache_key(const ConvArgs& a) {
+  const ir::WindowGeometry& g = a.geo;
+  return std::string(a.transposed ? "deconv" : "conv") + " x" + du::key_of(a.x) + " w" +
+         du::key_of(a.w) + " y" + du::key_of(a.y) + " g" + std::to_string(a.group) + " s" +
+         du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
+         " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
+         (a.b_data ? " bias" : "");
+}
+
+}  // namespace
+
+bool conv_dnnl(const ConvArgs& a) {
+  auto p = du::cached_as<ConvPrimitive>(cache_key(a), [&] { return make_primitive(a); });
+  if (!p) return false;
+  auto& eng = du::engine();
+  auto& s = du::stream();
+  // oneDNN's memory API takes non-const handles; inputs are only read.
+  memory user_src(p->user_src, eng, const_cast<float*>(a.x_data));
+  memory user_w(p->user_w, eng, const_cast<float*>(a.w_data));
+  memory user_dst(p->user_dst, eng, a.y_data);
+  memory src = user_src, w = user_w, dst = user_dst;
+  if (p->src_in) {
+    src = memory(p->src, eng);
+    p->src_in->execute(s, user_src, src);
+  }
+  if (p->w_in) {
+    w = memory(p->w, eng);
+    p->w_in->execute(s, user_w, w);
+  }
+  if (p->dst_out) dst = memory(p->dst, eng);
+  memory scratch(p->scratch, eng);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
+                                          {DNNL_ARG_WEIGHTS, w},
+                                          {DNNL_ARG_DST, dst},
+                                          {DNNL_ARG_SCRATCHPAD, scratch}};
+  if (a.b_data) args[DNNL_ARG_BIAS] = memory(p->user_b, eng, const_cast<float*>(a.b_data));
+  p->prim.execute(s, args);
+  if (p->dst_out) p->dst_out->execute(s, dst, user_dst);
+  s.wait();
+  return true;
+}
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,142 @@
+// Plain-layout convolution: every problem is viewed as 3-D (missing leading
+// spatial axes have size 1), Conv as im2col + sgemm, ConvTranspose as
+// sgemm + col2im (its adjoint). Used where oneDNN cannot run a case.
+#include <algorithm>
+#include <vector>
+
+#include <cblas.h>
+
+#include "executor/cpu/kernels/conv_impl.h"
+
+namespace pipetrain::exec::cpu {
+
+namespace {
+
+// The geometry padded to 3 spatial axes.
+struct Geo3 {
+  int64_t in[3], k[3], s[3], d[3], pb[3], out[3];
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+Geo3 to_geo3(const ir::WindowGeometry& g) {
+  Geo3 r;
+  size_t lead = 3 - g.rank();
+  for (size_t i = 0; i < 3; ++i) {
+    bool real = i >= lead;
+    size_t j = i - lead;
+    r.in[i] = real ? g.in[j] : 1;
+    r.k[i] = real ? g.kernel[j] : 1;
+    r.s[i] = real ? g.strides[j] : 1;
+    r.d[i] = real ? g.dilations[j] : 1;
+    r.pb[i] = real ? g.pads_begin[j] : 0;
+    r.out[i] = 0;
+  }
+  return r;
+}
+
+// col (channels * K, O): col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pb, ...] or 0.
+void im2col(const float* x, int64_t channels, const Geo3& g, float* col) {
+  int64_t o_size = g.out_size();
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          float* row = col + (((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw) * o_size;
+          const float* xc = x + c * g.in_size();
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            int64_t id = od * g.s[0] + kd * g.d[0] - g.pb[0];
+            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+              int64_t ih = oh * g.s[1] + kh * g.d[1] - g.pb[1];
+              float* dst = row + (od * g.out[1] + oh) * g.out[2];
+              bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+              const float* src = xc + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+                int64_t iw = ow * g.s[2] + kw * g.d[2] - g.pb[2];
+                dst[ow] = inside && iw >= 0 && iw < g.in[2] ? src[iw] : 0.0f;
+              }
+            }
+          }
+        }
+}
+
+// Adjoint of im2col with the roles of in/out swapped: col (channels * K, I)
+// holds per-input-position contributions; y[c, i*s + k*d - pb] += col.
+void col2im(const float* col, int64_t channels, const Geo3& g, float* y) {
+  int64_t i_size = g.in_size();
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const float* row = col + (((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw) * i_size;
+          float* yc = y + c * g.out_size();
+          for (int64_t id = 0; id < g.in[0]; ++id) {
+            int64_t od = id * g.s[0] + kd * g.d[0] - g.pb[0];
+            if (od < 0 || od >= g.out[0]) continue;
+            for (int64_t ih = 0; ih < g.in[1]; ++ih) {
+              int64_t oh = ih * g.s[1] + kh * g.d[1] - g.pb[1];
+              if (oh < 0 || oh >= g.out[1]) continue;
+              const float* src = row + (id * g.in[1] + ih) * g.in[2];
+              float* dst = yc + (od * g.out[1] + oh) * g.out[2];
+              for (int64_t iw = 0; iw < g.in[2]; ++iw) {
+                int64_t ow = iw * g.s[2] + kw * g.d[2] - g.pb[2];
+                if (ow >= 0 && ow < g.out[2]) dst[ow] += src[iw];
+              }
+            }
+          }
+        }
+}
+
+void add_bias(float* y, const float* b, int64_t channels, int64_t size) {
+  for (int64_t m = 0; m < channels; ++m)
+    for (int64_t i = 0; i < size; ++i) y[m * size + i] += b[m];
+}
+
+}  // namespace
+
+void conv_plain(const ConvArgs& a) {
+  Geo3 g = to_geo3(a.geo);
+  size_t lead = 3 - a.geo.rank();
+  for (size_t i = lead; i < 3; ++i) g.out[i] = a.geo.out[i - lead];
+  for (size_t i = 0; i < lead; ++i) g.out[i] = 1;
+  const int64_t n_batch = a.x[0], c_in = a.x[1], m_out = a.y[1], groups = a.group;
+  const int64_t cg = c_in / groups, mg = m_out / groups;  // channels per group
+  const int64_t k = g.k_size(), i_size = g.in_size(), o_size = g.out_size();
+  if (!a.transposed) {
+    bool direct = k == 1;  // 1x1, stride 1, no padding: X already is the column matrix
+    for (int i = 0; i < 3; ++i)
+      direct = direct && g.s[i] == 1 && g.pb[i] == 0 && g.out[i] == g.in[i];
+    std::vector<float> col(direct ? 0 : static_cast<size_t>(cg * k * o_size));  // (Cg K, O)
+    for (int64_t n = 0; n < n_batch; ++n)
+      for (int64_t gi = 0; gi < groups; ++gi) {
+        const float* xg = a.x_data + (n * c_in + gi * cg) * i_size;  // (Cg, I)
+        if (!direct) im2col(xg, cg, g, col.data());
+        const float* cols = direct ? xg : col.data();
+        float* yg = a.y_data + (n * m_out + gi * mg) * o_size;  // (Mg, O)
+        const float* wg = a.w_data + gi * mg * cg * k;          // (Mg, Cg K)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
+                    static_cast<int>(o_size), static_cast<int>(cg * k), 1.0f, wg,
+                    static_cast<int>(cg * k), cols, static_cast<int>(o_size), 0.0f, yg,
+                    static_cast<int>(o_size));
+        if (a.b_data) add_bias(yg, a.b_data + gi * mg, mg, o_size);
+      }
+    return;
+  }
+  std::fill(a.y_data, a.y_data + n_batch * m_out * o_size, 0.0f);  // col2im accumulates
+  std::vector<float> col(static_cast<size_t>(mg * k * i_size));    // (Mg K, I)
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t gi = 0; gi < groups; ++gi) {
+      const float* xg = a.x_data + (n * c_in + gi * cg) * i_size;  // (Cg, I)
+      const float* wg = a.w_data + gi * cg * mg * k;               // (Cg, Mg K)
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(mg * k),
+                  static_cast<int>(i_size), static_cast<int>(cg), 1.0f, wg,
+                  static_cast<int>(mg * k), xg, static_cast<int>(i_size), 0.0f, col.data(),
+                  static_cast<int>(i_size));
+      float* yg = a.y_data + (n * m_out + gi * mg) * o_size;  // (Mg, O)
+      col2im(col.data(), mg, g, yg);
+      if (a.b_data) add_bias(yg, a.b_data + gi * mg, mg, o_size);
+    }
+}
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,50 @@
+#include "executor/cpu/kernels/dnnl_util.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "executor/cpu/kernels/cpu_threads.h"
+
+namespace pipetrain::exec::cpu::dnnl_util {
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& stream() {
+  apply_dnnl_threads();
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+std::shared_ptr<void> cached(const std::string& key,
+                             const std::function<std::shared_ptr<void>()>& make) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<void>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  // Built outside the lock: primitive creation can take milliseconds.
+  std::shared_ptr<void> made = make();
+  std::lock_guard<std::mutex> lock(mu);
+  return cache.emplace(key, std::move(made)).first->second;
+}
+
+dnnl::memory::desc plain_desc(const ir::Shape& dims, const ir::Shape& strides) {
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()),
+                            dnnl::memory::data_type::f32,
+                            dnnl::memory::dims(strides.begin(), strides.end()));
+}
+
+dnnl::memory::desc plain_desc(const ir::Shape& dims) {
+  return plain_desc(dims, ir::strides_of(dims));
+}
+
+std::string key_of(const ir::Shape& s) {
+  return ir::shape_str(s);
+}
+
+}  // namespace pipetrain::exec::cpu::dnnl_util

@@ -1,0 +1,177 @@
+// Shared by the elementwise, activation, reduce and loss CPU kernels: dtype
+// dispatch, the f16/bf16-through-f32 adapter, fixed-order row reductions and
+// the softmax the losses share.
+#pragma once
+
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/vec_math.h"
+#include "ir/tensor.h"
+
+namespace pipetrain::exec::cpu {
+
+/// The dtype whose elements are stored as T (bool is stored as uint8_t).
+template <typename T>
+constexpr ir::DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return ir::DType::kF32;
+  if constexpr (std::is_same_v<T, int64_t>) return ir::DType::kI64;
+  if constexpr (std::is_same_v<T, int32_t>) return ir::DType::kI32;
+  if constexpr (std::is_same_v<T, uint8_t>) return ir::DType::kBool;
+  return ir::DType::kUndefined;
+}
+
+/// Calls f(T{}) for the T among Ts stored as dtype t. Kernels list the dtypes
+/// they accept, so t is always one of Ts (f16/bf16 reach with_f32 kernels as f32).
+template <typename... Ts, typename F>
+void dispatch(ir::DType t, F&& f) {
+  [[maybe_unused]] bool found = ((t == dtype_of<Ts>() ? (f(Ts{}), true) : false) || ...);
+  assert(found && "dtype not listed by the kernel");
+}
+
+/// Float to integer, truncating towards zero and saturating (NaN gives 0);
+/// a plain static_cast is undefined out of range.
+template <typename T>
+T float_to_int(double v) {
+  if (!(v == v)) return 0;
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  return static_cast<T>(v);
+}
+
+/// Runs fn with every f16/bf16 input and output swapped for an f32 copy, then
+/// rounds the f32 outputs back to their dtype (round to nearest even). Each op
+/// then computes in f32 and rounds once, as numpy does for half arithmetic.
+void run_via_f32(KernelContext& ctx, KernelFn fn);
+bool has_half_tensor(const KernelContext& ctx);
+
+/// A kernel that also accepts f16/bf16 tensors by computing in f32.
+template <KernelFn Fn>
+void with_f32(KernelContext& ctx) {
+  if (has_half_tensor(ctx))
+    run_via_f32(ctx, Fn);
+  else
+    Fn(ctx);
+}
+
+/// Integer + - * that wrap instead of overflowing (signed overflow is UB).
+template <typename T>
+T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a + b;
+}
+template <typename T>
+T wrap_sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) -
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a - b;
+}
+template <typename T>
+T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) *
+                          static_cast<std::make_unsigned_t<T>>(b));
+  else
+    return a * b;
+}
+
+/// max/min that propagate NaN like numpy's maximum/minimum.
+template <typename T>
+T nan_max(T a, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    return select_f32((a > b) | (a != a), a, b);
+  else
+    return (a > b || a != a) ? a : b;
+}
+template <typename T>
+T nan_min(T a, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    return select_f32((a < b) | (a != a), a, b);
+  else
+    return (a < b || a != a) ? a : b;
+}
+
+/// Number of interleaved partial accumulators in the row reductions: a fixed
+/// order (lane l sums elements l, l+16, ...; lanes combine pairwise), so the
+/// result is deterministic while the loop still vectorises.
+inline constexpr int64_t kLanes = 16;
+
+/// Accumulator of sums: double for floats (f32 sums of long rows drift
+/// otherwise), the type itself (wrapping) for integers.
+template <typename T>
+using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+
+/// sum of x[0..n), accumulated in acc_t<T>.
+template <typename T>
+acc_t<T> sum_row(const T* x, int64_t n) {
+  using A = acc_t<T>;
+  A acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] = wrap_add(acc[l], static_cast<A>(x[i + l]));
+  const int64_t rest = n - i;  // < kLanes
+  for (int64_t l = 0; l < rest; ++l) acc[l] = wrap_add(acc[l], static_cast<A>(x[i + l]));
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] = wrap_add(acc[l], acc[l + w]);
+  return acc[0];
+}
+
+/// max of x[0..n) (n >= 1), NaN propagating.
+template <typename T>
+T max_row(const T* x, int64_t n) {
+  T acc[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) acc[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) acc[l] = nan_max(acc[l], x[i + l]);
+  const int64_t rest = n - i;  // < kLanes
+  for (int64_t l = 0; l < rest; ++l) acc[l] = nan_max(acc[l], x[i + l]);
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] = nan_max(acc[l], acc[l + w]);
+  return acc[0];
+}
+
+/// The f32 max in GCC vector extensions: the scalar-lane form above does not
+/// vectorise for floats (the NaN-propagating select defeats the vectoriser).
+/// Same lane order as the generic version, so the result is identical.
+template <>
+inline float max_row<float>(const float* x, int64_t n) {
+  typedef float v8f __attribute__((vector_size(32)));
+  auto vmax = [](v8f a, v8f b) -> v8f { return (a > b) | (a != a) ? a : b; };
+  v8f lo, hi;  // lanes 0..7 and 8..15
+  for (int l = 0; l < 8; ++l) lo[l] = hi[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    v8f u, w;
+    std::memcpy(&u, x + i, sizeof(u));
+    std::memcpy(&w, x + i + 8, sizeof(w));
+    lo = vmax(lo, u);
+    hi = vmax(hi, w);
+  }
+  float acc[kLanes];
+  std::memcpy(acc, &lo, sizeof(lo));
+  std::memcpy(acc + 8, &hi, sizeof(hi));
+  const int64_t rest = n - i;  // < kLanes
+  for (int64_t l = 0; l < rest; ++l) acc[l] = nan_max(acc[l], x[i + l]);
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] = nan_max(acc[l], acc[l + w]);
+  return acc[0];
+}
+
+/// softmax(x)_j = e^(x_j - m) / sum_k e^(x_k - m) with m = max_k x_k, or
+/// log_softmax(x)_j = x_j - m - log sum_k e^(x_k - m), along the middle axis of
+/// x viewed as (outer, n, inner); y has the same layout. Sums run in a fixed
+/// order. Defined in activation.cc; the losses use it too.
+void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log);
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,101 @@
+// Internal interfaces between the importer's files (not installed, not used
+// outside importer/). Each function lives in the file named in its comment.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "importer/importer.h"
+#include "ir/graph.h"
+
+namespace pipetrain::importer::detail {
+
+/// Largest tensor we accept from a file (16 GiB): anything bigger is a
+/// corrupt dimension, not a model we could train.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 34;
+
+// --- tensor_proto.cc -----------------------------------------------------
+
+/// Lower-case ONNX name of a TensorProto.DataType value ("double", "uint8").
+std::string onnx_dtype_name(int32_t onnx_type);
+/// Maps an ONNX element type; UnsupportedOp naming `what` and the dtype otherwise.
+ir::DType checked_dtype(int32_t onnx_type, const std::string& what);
+/// Validates dims (non-negative, total size <= kMaxTensorBytes); ModelError naming `what`.
+ir::Shape checked_shape(const std::vector<int64_t>& dims, ir::DType dtype, const std::string& what);
+/// Decodes a TensorProto (raw_data, typed fields or external data relative
+/// to `base_dir`). `what` names the tensor in messages ("initializer 'w'").
+ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                             const std::string& what);
+/// The resolved path of an external tensor's data file; ModelError when the
+/// location is missing, absolute, or leads outside `base_dir`.
+std::string external_file(const onnx::TensorProto& proto, const std::string& base_dir,
+                          const std::string& what);
+/// Encodes a tensor as raw_data.
+void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto);
+/// Reads a whole file; ModelError "<path>: cannot read file" when it cannot.
+std::string read_file(const std::string& path);
+
+// --- onnx_reader.cc ------------------------------------------------------
+
+/// The default-domain opset of the model; ModelError when it has none.
+int64_t default_opset(const onnx::ModelProto& model);
+/// Unique node names: the model's own, "<OpType>_<index>" for unnamed nodes,
+/// a numeric suffix for duplicates.
+std::vector<std::string> node_names(const onnx::GraphProto& graph);
+/// Throws one UnsupportedOp listing every node whose op (or domain) pipetrain
+/// does not know, grouped by op type.
+void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::string>& names);
+/// Builds the graph: inputs with bound shapes, initializers and Constant nodes
+/// as values, nodes with their attributes. No shapes inferred yet.
+ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
+                           const std::string& base_dir, const ImportOptions& options);
+
+// --- opset_rewrites.cc ---------------------------------------------------
+
+/// Rewrites a node whose semantics at `g.opset` differ from what our schemas
+/// implement (the latest opset). Input descriptors are known. Returns the
+/// replacement nodes (in topological order) or nullopt when none is needed;
+/// new constants are added to `g`, new names are taken from `taken_names`.
+std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::Node& n,
+                                                       std::set<std::string>& taken_names);
+
+// --- constant_folding.cc -------------------------------------------------
+
+/// Evaluates `n` at import time when every input is a kConstant value (or
+/// when only its input's static shape matters, as for Shape). Returns one
+/// tensor per output, or nullopt when the node cannot or should not be folded.
+/// Never throws for malformed nodes: the shape rule reports those.
+std::optional<std::vector<ir::Tensor>> fold_node(const ir::Graph& g, const ir::Node& n);
+
+// --- shape_pass.cc -------------------------------------------------------
+
+/// Walks the nodes in topological order: applies opset rewrites, folds
+/// constant nodes into values (when `fold`), runs the shape rule of the rest.
+void infer_and_fold(ir::Graph& g, bool fold);
+/// Removes values nothing reads (unused initializers, inputs of folded nodes).
+void drop_unused_values(ir::Graph& g);
+
+// --- onnx_shape_check.cc -------------------------------------------------
+
+/// Runs libonnx's shape inference on `model` (graph inputs bound to the
+/// shapes in `g`) and throws ModelError naming the node where a fully static
+/// libonnx shape disagrees with ours.
+void check_against_onnx_shapes(onnx::ModelProto& model, const ir::Graph& g);
+
+// --- layering.cc ---------------------------------------------------------
+
+/// Groups nodes into layers by the first `depth` scopes of their names and
+/// calls g.set_layers (may reorder nodes within a valid topological order).
+void assign_layers(ir::Graph& g, int depth);
+
+// --- exporter.cc ---------------------------------------------------------
+
+/// The graph as a ModelProto (ir_version 8, opset g.opset).
+onnx::ModelProto model_from_graph(const ir::Graph& g);
+
+}  // namespace pipetrain::importer::detail

@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include "tests/executor/nn_test_util.h"
+
+namespace pipetrain::test {
+namespace {
+
+using ir::Shape;
+using ir::Tensor;
+
+// Element (i, j) of a matrix stored row-major with `cols` columns, optionally transposed.
+float at2(const Tensor& t, bool trans, int64_t i, int64_t j) {
+  int64_t cols = t.shape()[1];
+  return t.data<float>()[trans ? j * cols + i : i * cols + j];
+}
+
+TEST(Gemm, HandComputed) {
+  Tensor a = Tensor::from_f32({1, 2, 3, 4}, {2, 2});
+  Tensor b = Tensor::from_f32({5, 6, 7, 8}, {2, 2});
+  expect_close(run_op("Gemm", {in(a), in(b)})[0], {19, 22, 43, 50});
+  // Y = 0.5 A^T B + 2 C with C (2) broadcast over rows: A^T B = [[26, 30], [38, 44]].
+  Tensor c = Tensor::from_f32({1, -1}, {2});
+  auto y = run_op("Gemm", {in(a), in(b), in(c)},
+                  {{"transA", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}})[0];
+  expect_close(y, {15, 13, 21, 20});
+}
+
+TEST(Gemm, AllTransposesAndBiasShapesMatchNaive) {
+  const int64_t m = 3, k = 5, n = 4;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const Shape& cs : {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
+        bool no_c = cs == Shape{0};
+        Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
+        Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
+        Tensor c = no_c ? Tensor() : wave(cs, 1.3);
+        std::vector<OpInput> ins = {in(a), in(b)};
+        if (!no_c) ins.push_back(in(c));
+        auto y = run_op("Gemm", ins,
+                        {{"transA", int64_t{ta}},
+                         {"transB", int64_t{tb}},
+                         {"alpha", 0.75f},
+                         {"beta", -1.25f}})[0];
+        Tensor want(ir::DType::kF32, {m, n});
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(b, tb, p, j);
+            double cv = 0;
+            if (!no_c) {
+              int64_t ci = cs.size() == 2 && cs[0] != 1 ? i : 0;
+              int64_t cj = !cs.empty() && cs.back() != 1 ? j : 0;
+              cv = c.data<float>()[ci * (cs.empty() ? 1 : cs.back()) + cj];
+            }
+            want.data<float>()[i * n + j] = static_cast<float>(0.75 * s - 1.25 * cv);
+          }
+        SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " C " +
+                     (no_c ? "absent" : ir::shape_str(cs)));
+        expect_close(y, want);
+      }
+}
+
+TEST(Gemm, ShapeErrorsNameTheShapes) {
+  try {
+    run_op("Gemm", {in(Tensor(ir::DType::kF32, {2, 3})), in(Tensor(ir::DType::kF32, {4, 5}))});
+    FAIL() << "expected ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("(2, 3)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(
+      run_op("Gemm", {in(Tensor(ir::DType::kF32, {2, 3})), in(Tensor(ir::DType::kF32, {3, 4})),
+                      in(Tensor(ir::DType::kF32, {3}))}),
+      ModelError);
+}
+
+// numpy matmul by definition: promote 1-D operands, broadcast batch axes.
+Tensor naive_matmul(const Tensor& a, const Tensor& b, const Shape& y_shape) {
+  Shape as = a.shape(), bs = b.shape();
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  size_t rank = std::max(as.size(), bs.size());
+  while (as.size() < rank) as.insert(as.begin(), 1);
+  while (bs.size() < rank) bs.insert(bs.begin(), 1);
+  Shape batch(rank - 2);
+  for (size_t i = 0; i + 2 < rank; ++i) batch[i] = std::max(as[i], bs[i]);
+  Tensor y(ir::DType::kF32, y_shape);
+  int64_t count = ir::numel(batch);
+  for (int64_t t = 0; t < count; ++t) {
+    int64_t rem = t, oa = 0, ob = 0, sa = m * k, sb = k * n;
+    for (size_t i = batch.size(); i-- > 0;) {
+      int64_t idx = rem % batch[i];
+      rem /= batch[i];
+      oa += (as[i] == 1 ? 0 : idx) * sa;
+      ob += (bs[i] == 1 ? 0 : idx) * sb;
+      sa *= as[i];
+      sb *= bs[i];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += a.data<float>()[oa + i * k + p] * b.data<float>()[ob + p * n + j];
+        y.data<float>()[(t * m + i) * n + j] = static_cast<float>(s);
+      }
+  }
+  return y;
+}
+
+TEST(MatMul, NumpySemantics) {
+  struct Case {
+    Shape a, b, y;
+  };
+  for (const Case& c : std::vector<Case>{{{5}, {5}, {}},
+                                         {{4}, {2, 4, 3}, {2, 3}},
+                                         {{2, 3, 4}, {4}, {2, 3}},
+                                         {{2, 1, 3, 4}, {5, 4, 6}, {2, 5, 3, 6}},
+                                         {{3, 4}, {2, 2, 4, 5}, {2, 2, 3, 5}},
+                                         {{2, 3, 5, 4}, {4, 6}, {2, 3, 5, 6}},
+                                         {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}}}) {
+    Tensor a = wave(c.a, 0.2), b = wave(c.b, 0.9);
+    auto y = run_op("MatMul", {in(a), in(b)})[0];
+    SCOPED_TRACE(ir::shape_str(c.a) + " x " + ir::shape_str(c.b));
+    EXPECT_EQ(y.shape(), c.y);
+    expect_close(y, naive_matmul(a, b, c.y));
+  }
+}
+
+TEST(MatMul, MismatchesAreModelErrors) {
+  EXPECT_THROW(
+      run_op("MatMul", {in(Tensor(ir::DType::kF32, {2, 3})), in(Tensor(ir::DType::kF32, {4, 2}))}),
+      ModelError);
+  EXPECT_THROW(run_op("MatMul", {in(Tensor(ir::DType::kF32, {2, 2, 3})),
+                                 in(Tensor(ir::DType::kF32, {3, 3, 2}))}),
+               ModelError);
+}
+
+}  // namespace
+}  // namespace pipetrain::test
