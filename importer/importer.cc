@@ -54,17 +54,22 @@ void check_with_libonnx(onnx::ModelProto& model, const std::string& base_dir) {
 ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
                        const ImportOptions& options) {
   if (!model.has_graph()) throw ModelError("the model has no graph");
-  detail::check_ops_supported(model.graph(), detail::node_names(model.graph()));
+  const auto names = detail::node_names(model.graph());
+  detail::check_ops_supported(model.graph(), names);
   int64_t opset = detail::default_opset(model);
   if (opset > kMaxOpset)
     throw UnsupportedOp("opset " + std::to_string(opset) + " is newer than pipetrain supports (" +
                         std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
+  detail::check_structure(model.graph(), names);
 
   const bool libonnx_knows = opset <= kMaxLibonnxOpset;
   if (libonnx_knows && model.ir_version() <= kMaxLibonnxIrVersion) {
     check_with_libonnx(model, base_dir);
   }
   if (opset < kMinOpset) {
+    // Our own reading of the original model validates every tensor and
+    // attribute first: libonnx's converter is not hardened against malformed input.
+    detail::graph_from_model(model, opset, base_dir, options);
     try {
       model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(kMinOpset));
     } catch (const std::exception& e) {

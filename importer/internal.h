@@ -50,6 +50,10 @@ std::vector<std::string> node_names(const onnx::GraphProto& graph);
 /// Throws one UnsupportedOp listing every node whose op (or domain) pipetrain
 /// does not know, grouped by op type.
 void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::string>& names);
+/// Every name a node reads or the graph outputs is defined, and no tensor is
+/// defined twice. Runs before libonnx sees the model: its converter crashes
+/// on dangling names.
+void check_structure(const onnx::GraphProto& graph, const std::vector<std::string>& names);
 /// Builds the graph: inputs with bound shapes, initializers and Constant nodes
 /// as values, nodes with their attributes. No shapes inferred yet.
 ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,

@@ -221,6 +221,28 @@ void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::s
   throw UnsupportedOp(msg);
 }
 
+void check_structure(const onnx::GraphProto& graph, const std::vector<std::string>& names) {
+  std::set<std::string> defined;
+  for (const auto& init : graph.initializer()) defined.insert(init.name());
+  for (const auto& in : graph.input()) defined.insert(in.name());
+  auto describe = [&](int i) {
+    return graph.node(i).op_type() + " node '" + names[static_cast<size_t>(i)] + "'";
+  };
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const auto& o : graph.node(i).output())
+      if (!o.empty() && !defined.insert(o).second)
+        throw ModelError(describe(i) + ": output '" + o +
+                         "' is already defined elsewhere in the graph");
+  for (int i = 0; i < graph.node_size(); ++i)
+    for (const auto& in : graph.node(i).input())
+      if (!in.empty() && !defined.count(in))
+        throw ModelError(describe(i) + ": input '" + in +
+                         "' is neither a graph input, an initializer nor produced by a node");
+  for (const auto& o : graph.output())
+    if (!defined.count(o.name()))
+      throw ModelError("graph output '" + o.name() + "' is not produced by any node");
+}
+
 ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
                            const std::string& base_dir, const ImportOptions& options) {
   if (!model.has_graph()) throw ModelError("the model has no graph");

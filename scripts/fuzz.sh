@@ -16,6 +16,6 @@ for t in test_relu test_add_bcast test_conv_with_strides_padding test_reshape_ex
   [[ -f $f ]] && cp "$f" "$corpus/$t.onnx"
 done
 # ASan's leak checker is off: a fuzz run checks crashes and hangs, not leaks.
-ASAN_OPTIONS=detect_leaks=0 "$build/importer_fuzzer" -max_total_time="$seconds" -timeout=10 \
+ASAN_OPTIONS=detect_leaks=0 "$build/fuzz/importer_fuzzer" -max_total_time="$seconds" -timeout=10 \
   -rss_limit_mb=4096 -print_final_stats=1 "$corpus"
 echo "fuzz: no crash in ${seconds}s"

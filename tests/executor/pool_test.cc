@@ -39,6 +39,42 @@ TEST(MaxPool, CeilModeDilationAndPadsMatchTorch) {
                         0.898708f, 0.996476f, 0.996476f, 0.996476f, 0.959375f});
   EXPECT_EQ(out[1].to_i64(),
             (Ints{6, 6, 7, 8, 9, 10, 6, 20, 21, 21, 21, 22, 19, 20, 21, 21, 21, 22}));
+  // Without Indices the kernel takes its row-at-a-time path: same values.
+  auto values = run_op("MaxPool", {in(x)},
+                       {{"kernel_shape", Ints{2, 3}},
+                        {"strides", Ints{2, 1}},
+                        {"pads", Ints{1, 1, 1, 1}},
+                        {"dilations", Ints{2, 1}},
+                        {"ceil_mode", int64_t{1}}})[0];
+  expect_close(values, out[0], 0, 0);
+}
+
+TEST(MaxPool, ValuesPathMatchesIndicesPath) {
+  // Strides, dilations and pads on the last axis, where the values-only path
+  // computes per-tap output ranges; 1-D, 2-D and 3-D.
+  struct Case {
+    Shape x;
+    Ints k, s, pads, d;
+    int64_t ceil;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{2, 3, 13}, {3}, {2}, {1, 2}, {2}, 1},
+           {{1, 2, 9, 11}, {3, 4}, {2, 3}, {1, 2, 2, 3}, {1, 2}, 1},
+           {{1, 2, 8, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+           {{1, 1, 4, 5, 7}, {2, 2, 3}, {1, 2, 3}, {1, 0, 2, 0, 1, 1}, {2, 1, 2}, 1}}) {
+    std::map<std::string, ir::Attribute> attrs = {{"kernel_shape", c.k},
+                                                  {"strides", c.s},
+                                                  {"pads", c.pads},
+                                                  {"dilations", c.d},
+                                                  {"ceil_mode", c.ceil}};
+    Tensor x = wave(c.x, 0.4);
+    auto both = run_op("MaxPool", {in(x)}, attrs, 2);
+    SCOPED_TRACE(ir::shape_str(c.x));
+    expect_close(run_op("MaxPool", {in(x)}, attrs)[0], both[0], 0, 0);
+    for (int64_t i = 0; i < both[0].numel(); ++i)
+      EXPECT_EQ(x.data<float>()[both[1].to_i64()[static_cast<size_t>(i)]],
+                both[0].data<float>()[i]);
+  }
 }
 
 TEST(MaxPool, IndicesIncludeBatchAndChannelOffsets3d) {

@@ -320,6 +320,23 @@ g (float[3] x) => (float[3] y)
   EXPECT_NE(msg.find("not valid ONNX"), std::string::npos) << msg;
 }
 
+TEST(Importer, DanglingNamesAreReportedBeforeLibonnxSeesThem) {
+  auto m = parse_model(R"(
+<ir_version: 8, opset_import: ["" : 9]>
+g (float[3] x) => (float[3] y)
+{
+  y = Relu(x)
+}
+)");
+  m.mutable_graph()->mutable_node(0)->set_input(0, "ghost");
+  auto msg = error_of<ModelError>([&] { import_proto(m); });
+  EXPECT_NE(msg.find("Relu node 'Relu_0': input 'ghost' is neither"), std::string::npos) << msg;
+  m.mutable_graph()->mutable_node(0)->set_input(0, "x");
+  m.mutable_graph()->mutable_output(0)->set_name("z");
+  msg = error_of<ModelError>([&] { import_proto(m); });
+  EXPECT_NE(msg.find("graph output 'z' is not produced"), std::string::npos) << msg;
+}
+
 TEST(Importer, MissingFileIsNamed) {
   auto msg = error_of<ModelError>([] { importer::import_model("/nonexistent/dir/model.onnx"); });
   EXPECT_NE(msg.find("/nonexistent/dir/model.onnx"), std::string::npos) << msg;

@@ -186,7 +186,8 @@ void dropout_kernel(KernelContext& ctx) {
   const float* x = xt.data<float>();
   float* y = ctx.out(0).data<float>();
   uint8_t* mask = ctx.has_out(1) ? ctx.out(1).data<uint8_t>() : nullptr;  // same shape as x
-  const bool training = (ctx.has_in(2) && ctx.in(2).at(0) != 0.0) || ctx.training;
+  // An explicit training_mode input wins; without one the run decides.
+  const bool training = ctx.has_in(2) ? ctx.in(2).at(0) != 0.0 : ctx.training;
   float ratio = ctx.n().attr_float("ratio", 0.5f);
   if (ctx.has_in(1)) ratio = static_cast<float>(ctx.in(1).at(0));
   if (!training || ratio <= 0.0f) {

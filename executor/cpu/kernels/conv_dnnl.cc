@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
 
 namespace pipetrain::exec::cpu {
@@ -123,7 +124,7 @@ std::string cache_key(const ConvArgs& a) {
          du::key_of(a.w) + " y" + du::key_of(a.y) + " g" + std::to_string(a.group) + " s" +
          du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
          " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
-         (a.b_data ? " bias" : "");
+         (a.b_data ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
 }
 
 }  // namespace

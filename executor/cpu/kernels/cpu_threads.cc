@@ -25,4 +25,13 @@ void apply_dnnl_threads() {
 #endif
 }
 
+int dnnl_threads() {
+  apply_dnnl_threads();
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  return omp_get_max_threads();
+#else
+  return g_dnnl_threads.load(std::memory_order_relaxed);
+#endif
+}
+
 }  // namespace pipetrain::exec::cpu

@@ -10,5 +10,8 @@ namespace pipetrain::exec::cpu {
 void set_dnnl_threads(int threads);
 /// Applies the count set by set_dnnl_threads (if any) to the calling thread.
 void apply_dnnl_threads();
+/// The count oneDNN primitives created now on the calling thread plan for;
+/// part of primitive cache keys, as a primitive keeps the count it was made with.
+int dnnl_threads();
 
 }  // namespace pipetrain::exec::cpu

@@ -1,7 +1,9 @@
 // MaxPool, AveragePool and GlobalAveragePool (f32), plain loops. Every
 // windowed pool is viewed as 3-D: missing leading spatial axes have size 1.
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
 #include "ir/ops/window.h"
@@ -49,23 +51,71 @@ void valid_taps(int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo, 
   hi = std::max(hi, lo);
 }
 
+// Window start and valid tap range [lo, hi) of every output position along each axis.
+struct AxisTaps {
+  std::vector<int64_t> start, lo, hi;
+};
+
+std::array<AxisTaps, 3> axis_taps(const Pool3& p) {
+  std::array<AxisTaps, 3> t;
+  for (int i = 0; i < 3; ++i)
+    for (int64_t o = 0; o < p.out[i]; ++o) {
+      int64_t st = o * p.s[i] - p.pb[i], lo, hi;
+      valid_taps(st, p.k[i], p.d[i], p.in[i], lo, hi);
+      t[i].start.push_back(st);
+      t[i].lo.push_back(lo);
+      t[i].hi.push_back(hi);
+    }
+  return t;
+}
+
 // Visits every output position of one (n, c) plane with its valid tap ranges.
 template <typename F>
-void for_each_window(const Pool3& p, F&& f) {
-  for (int64_t o0 = 0; o0 < p.out[0]; ++o0) {
-    int64_t st0 = o0 * p.s[0] - p.pb[0], lo0, hi0;
-    valid_taps(st0, p.k[0], p.d[0], p.in[0], lo0, hi0);
-    for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
-      int64_t st1 = o1 * p.s[1] - p.pb[1], lo1, hi1;
-      valid_taps(st1, p.k[1], p.d[1], p.in[1], lo1, hi1);
-      for (int64_t o2 = 0; o2 < p.out[2]; ++o2) {
-        int64_t st2 = o2 * p.s[2] - p.pb[2], lo2, hi2;
-        valid_taps(st2, p.k[2], p.d[2], p.in[2], lo2, hi2);
-        int64_t st[3] = {st0, st1, st2}, lo[3] = {lo0, lo1, lo2}, hi[3] = {hi0, hi1, hi2};
-        f((o0 * p.out[1] + o1) * p.out[2] + o2, st, lo, hi);
+void for_each_window(const std::array<AxisTaps, 3>& t, F&& f) {
+  int64_t o = 0;
+  for (size_t o0 = 0; o0 < t[0].start.size(); ++o0)
+    for (size_t o1 = 0; o1 < t[1].start.size(); ++o1)
+      for (size_t o2 = 0; o2 < t[2].start.size(); ++o2, ++o) {
+        int64_t st[3] = {t[0].start[o0], t[1].start[o1], t[2].start[o2]};
+        int64_t lo[3] = {t[0].lo[o0], t[1].lo[o1], t[2].lo[o2]};
+        int64_t hi[3] = {t[0].hi[o0], t[1].hi[o1], t[2].hi[o2]};
+        f(o, st, lo, hi);
       }
-    }
+}
+
+// Values only, one output row at a time: for each kernel tap c along the last
+// axis, the outputs it reaches form one range [first[c], last[c]), so the
+// innermost loop is a branch-free running max over contiguous outputs.
+void max_pool_plane(const Pool3& p, const std::array<AxisTaps, 3>& t, const float* xp,
+                    float* yp) {  // xp (D, H, W), yp (OD, OH, OW)
+  const int64_t ow = p.out[2];
+  std::vector<int64_t> first(static_cast<size_t>(p.k[2])), last(first.size());
+  for (int64_t c = 0; c < p.k[2]; ++c) {
+    // 0 <= o * s - pb + c * d < in  <=>  o in [ceil((pb - c d) / s), floor((in - 1 + pb - c d) /
+    // s)].
+    int64_t lo_num = p.pb[2] - c * p.d[2], hi_num = p.in[2] - 1 + p.pb[2] - c * p.d[2];
+    int64_t lo = lo_num <= 0 ? 0 : (lo_num + p.s[2] - 1) / p.s[2];
+    int64_t hi = hi_num < 0 ? -1 : hi_num / p.s[2];
+    first[static_cast<size_t>(c)] = std::min(lo, ow);
+    last[static_cast<size_t>(c)] = std::max(first[static_cast<size_t>(c)], std::min(hi + 1, ow));
   }
+  for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+    for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+      float* acc = yp + (o0 * p.out[1] + o1) * ow;
+      std::fill(acc, acc + ow, -std::numeric_limits<float>::infinity());
+      size_t u0 = static_cast<size_t>(o0), u1 = static_cast<size_t>(o1);
+      for (int64_t a = t[0].lo[u0]; a < t[0].hi[u0]; ++a)
+        for (int64_t b = t[1].lo[u1]; b < t[1].hi[u1]; ++b) {
+          const float* row =
+              xp +
+              ((t[0].start[u0] + a * p.d[0]) * p.in[1] + t[1].start[u1] + b * p.d[1]) * p.in[2];
+          for (int64_t c = 0; c < p.k[2]; ++c) {
+            const float* src = row - p.pb[2] + c * p.d[2];
+            for (int64_t o = first[static_cast<size_t>(c)]; o < last[static_cast<size_t>(c)]; ++o)
+              acc[o] = std::max(acc[o], src[o * p.s[2]]);
+          }
+        }
+    }
 }
 
 void max_pool(KernelContext& ctx) {
@@ -74,11 +124,16 @@ void max_pool(KernelContext& ctx) {
   int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
   bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
   Pool3 p = pool_geometry(ctx);
+  std::array<AxisTaps, 3> taps = axis_taps(p);
   int64_t planes = x.shape()[0] * x.shape()[1];
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* xp = x.data<float>() + pl * p.in_size();
     float* yp = y.data<float>() + pl * p.out_size();
-    for_each_window(p, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+    if (!idx) {
+      max_pool_plane(p, taps, xp, yp);
+      continue;
+    }
+    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
       float best = -std::numeric_limits<float>::infinity();
       int64_t where = -1;  // row-major spatial offset of the maximum
       for (int64_t a = lo[0]; a < hi[0]; ++a) {
@@ -96,7 +151,7 @@ void max_pool(KernelContext& ctx) {
         }
       }
       yp[o] = best;
-      if (idx) {
+      {
         int64_t flat = where;
         if (col_major && where >= 0) {
           int64_t i2 = where % p.in[2], i1 = (where / p.in[2]) % p.in[1],
@@ -114,11 +169,12 @@ void average_pool(KernelContext& ctx) {
   ir::Tensor& y = ctx.out(0);       // (N, C, O...)
   bool include_pad = ctx.n().attr_int("count_include_pad", 0) != 0;
   Pool3 p = pool_geometry(ctx);
+  std::array<AxisTaps, 3> taps = axis_taps(p);
   int64_t planes = x.shape()[0] * x.shape()[1];
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* xp = x.data<float>() + pl * p.in_size();
     float* yp = y.data<float>() + pl * p.out_size();
-    for_each_window(p, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
       double sum = 0;
       for (int64_t a = lo[0]; a < hi[0]; ++a) {
         int64_t i0 = st[0] + a * p.d[0];
