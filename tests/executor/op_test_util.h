@@ -2,6 +2,7 @@
 // on the CPU backend. For kernel tests that need no ONNX file.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
