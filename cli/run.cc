@@ -1,6 +1,7 @@
 // `pipetrain run model.onnx --input x=x.npy --output-dir out/`: one forward pass.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -9,6 +10,7 @@
 #include "cli/model_options.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "ir/cost.h"
 #include "ir/error.h"
 #include "ir/npy.h"
 
@@ -25,7 +27,36 @@ struct RunArgs {
   int threads = 1;
   int repeat = 1;
   bool training = false;
+  bool profile = false;
 };
+
+// Time per op type over all runs, largest first, with the share of the total.
+void print_profile(const ir::Graph& g, const std::vector<double>& node_seconds, int runs) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  for (size_t i = 0; i < node_seconds.size(); ++i) {
+    by_op[g.nodes[i].op_type].first += node_seconds[i];
+    by_op[g.nodes[i].op_type].second += 1;
+    total += node_seconds[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  fmt::print("time per op type (mean of {} run{}):\n", runs, runs == 1 ? "" : "s");
+  for (const auto& [op, v] : rows)
+    fmt::print("  {:<26} {:>4} nodes {:>10.2f} ms {:>6.1f}%\n", op, v.second, v.first * 1e3 / runs,
+               total > 0 ? 100 * v.first / total : 0.0);
+  std::vector<size_t> idx(node_seconds.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return node_seconds[a] > node_seconds[b]; });
+  fmt::print("slowest nodes:\n");
+  for (size_t k = 0; k < std::min<size_t>(10, idx.size()); ++k) {
+    const ir::Node& n = g.nodes[idx[k]];
+    double sec = node_seconds[idx[k]] / runs;
+    fmt::print("  {:<44} {:>9.2f} ms {:>7.1f} GFLOP/s\n", n.op_type + " " + n.name, sec * 1e3,
+               sec > 0 ? double(ir::node_flops(g, n)) / sec * 1e-9 : 0.0);
+  }
+}
 
 ir::Tensor random_tensor(const ir::TensorDesc& d, std::mt19937_64& rng) {
   ir::Tensor t(d.dtype, d.shape);
@@ -67,13 +98,15 @@ void run(const RunArgs& a) {
   opts.training = a.training;
   opts.seed = a.seed;
   std::map<std::string, ir::Tensor> outs;
-  std::vector<double> ms;
+  std::vector<double> ms, node_seconds;
+  if (a.profile) opts.node_seconds = &node_seconds;
   for (int r = 0; r < a.repeat; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     outs = runner.run(feeds, opts);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
+  if (a.profile) print_profile(g, node_seconds, a.repeat);
   fmt::print("forward pass of {} on {} ({} thread{}): {:.2f} ms{}\n", a.model.path, backend->name(),
              a.threads, a.threads == 1 ? "" : "s", ms[ms.size() / 2],
              a.repeat > 1 ? fmt::format(" (median of {})", a.repeat) : "");
@@ -108,6 +141,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--repeat", a->repeat, "Run N times and report the median time")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--training", a->training, "Run Dropout nodes without a training_mode input in training mode");
+  cmd->add_flag("--profile", a->profile, "Print the time spent per op type");
   cmd->callback([a] { run(*a); });
 }
 

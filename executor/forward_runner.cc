@@ -1,6 +1,7 @@
 #include "executor/forward_runner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "ir/error.h"
@@ -50,13 +51,16 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(
     for (const auto& in : n.inputs) {
       if (in.empty()) {
         ctx.inputs.push_back(nullptr);
+        ctx.input_is_value.push_back(false);
         continue;
       }
       auto it = live.find(in);
       if (it != live.end()) {
         ctx.inputs.push_back(&it->second);
+        ctx.input_is_value.push_back(false);
       } else if (const ir::Tensor* v = graph_.value(in)) {
         ctx.inputs.push_back(v);
+        ctx.input_is_value.push_back(true);
       } else {
         throw RuntimeFault(n.describe() + ": input '" + in + "' has no value");
       }
@@ -68,7 +72,13 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(
         outs[k] = ir::Tensor(d.dtype, d.shape);
       }
     for (size_t k = 0; k < outs.size(); ++k) ctx.outputs.push_back(outs[k].defined() ? &outs[k] : nullptr);
+    auto start = std::chrono::steady_clock::now();
     backend_.run(ctx);
+    if (options.node_seconds) {
+      options.node_seconds->resize(graph_.nodes.size());
+      (*options.node_seconds)[order_[pos]] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty()) live[n.outputs[k]] = std::move(outs[k]);
     // Free what no later node reads.

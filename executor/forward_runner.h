@@ -16,6 +16,8 @@ namespace pipetrain::exec {
 struct RunOptions {
   bool training = false;  // Dropout's default mode when it has no training_mode input
   uint64_t seed = 0;      // base seed for random ops; each node mixes in its index
+  /// When set, receives each node's wall time in seconds, indexed like graph.nodes.
+  std::vector<double>* node_seconds = nullptr;
 };
 
 class ForwardRunner {

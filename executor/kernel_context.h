@@ -17,8 +17,16 @@ struct KernelContext {
   std::vector<ir::Tensor*> outputs;       // nullptr for an absent optional output
   uint64_t seed = 0;      // per-node, per-step seed for random ops (Dropout)
   bool training = false;  // run-level training flag (Dropout without training_mode input)
+  /// inputs[i] is a graph value (parameter, buffer, constant): the same buffer
+  /// on every run, so a kernel may cache a derived form of it (a reordered
+  /// weight) keyed by its address and `values_version`.
+  std::vector<bool> input_is_value;
+  /// Bumped by whoever changes values in place (an optimizer step); caches
+  /// keyed on an older version are stale.
+  uint64_t values_version = 0;
 
   const ir::Node& n() const { return *node; }
+  bool in_is_value(size_t i) const { return i < input_is_value.size() && input_is_value[i]; }
   bool has_in(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   bool has_out(size_t i) const { return i < outputs.size() && outputs[i] != nullptr; }
   const ir::Tensor& in(size_t i) const {

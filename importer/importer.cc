@@ -5,7 +5,6 @@
 #include "importer/importer.h"
 
 #include <onnx/checker.h>
-#include <onnx/version_converter/convert.h>
 
 #include <filesystem>
 #include <fstream>
@@ -70,12 +69,7 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
     // Our own reading of the original model validates every tensor and
     // attribute first: libonnx's converter is not hardened against malformed input.
     detail::graph_from_model(model, opset, base_dir, options);
-    try {
-      model = onnx::version_conversion::ConvertVersion(model, static_cast<int>(kMinOpset));
-    } catch (const std::exception& e) {
-      throw ModelError("opset " + std::to_string(opset) + " could not be converted to opset " +
-                       std::to_string(kMinOpset) + ": " + e.what());
-    }
+    model = detail::convert_opset(model, opset, kMinOpset);
     opset = kMinOpset;
     detail::check_ops_supported(model.graph(), detail::node_names(model.graph()));
   }

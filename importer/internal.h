@@ -59,6 +59,12 @@ void check_structure(const onnx::GraphProto& graph, const std::vector<std::strin
 ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
                            const std::string& base_dir, const ImportOptions& options);
 
+// --- opset_convert.cc ---------------------------------------------------
+
+/// libonnx's strict shape inference and version converter from opset `from`
+/// to `to`, isolated in a child process; ModelError when they fail or crash.
+onnx::ModelProto convert_opset(const onnx::ModelProto& model, int64_t from, int64_t to);
+
 // --- opset_rewrites.cc ---------------------------------------------------
 
 /// Rewrites a node whose semantics at `g.opset` differ from what our schemas
