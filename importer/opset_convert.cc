@@ -49,7 +49,7 @@ bool write_all(int fd, const std::string& bytes) {
   try {
     onnx::ModelProto m = model;
     onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(true, 1, false));
+                                       onnx::ShapeInferenceOptions(false, 1, false));
     onnx::ModelProto converted = onnx::version_conversion::ConvertVersion(m, static_cast<int>(to));
     reply = "K";
     reply += converted.SerializeAsString();

@@ -45,6 +45,7 @@ OpSchema schema_Split() {
   s.attrs = {{"axis", AttrType::kInt}, {"split", AttrType::kInts}, {"num_outputs", AttrType::kInt}};
   s.infer = [](InferContext& c) {
     const Shape& x = c.shape(0);
+    if (x.empty()) c.fail("cannot split a scalar");
     const int64_t axis = with_node(c, [&] {
       return normalize_axis(c.node().attr_int("axis", 0), static_cast<int64_t>(x.size()));
     });

@@ -100,7 +100,8 @@ class CliTest(unittest.TestCase):
 
     def test_truncated(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
-        data = open(m, "rb").read()
+        with open(m, "rb") as f:
+            data = f.read()
         p = self.path("truncated.onnx")
         with open(p, "wb") as f:
             f.write(data[: len(data) // 2])
@@ -142,7 +143,7 @@ class CliTest(unittest.TestCase):
         graph = helper.make_graph(nodes, "g",
                                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
                                    helper.make_tensor_value_info("z", TensorProto.FLOAT, [4])],
-                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
         m = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
                  self.path("s.onnx"))
         self.assert_bad_input(run("inspect", m), "bad_add", "(2, 3)", "(4)")

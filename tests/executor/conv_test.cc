@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "executor/cpu/kernels/conv_impl.h"
 #include "tests/executor/nn_test_util.h"
 
@@ -198,6 +200,31 @@ TEST(Conv, OneDnnAndPlainPathsMatchTheDefinition) {
       expect_close(direct, want);
     }
   }
+}
+
+// Reordered weights of a graph value are cached per (buffer, values_version):
+// the same version reuses them even if the bytes changed (the contract: whoever
+// changes values bumps the version), a new version or a non-value reorders anew.
+TEST(Conv, WeightCacheFollowsValuesVersion) {
+  const Case c = {false, {2, 16, 7, 7}, {8, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, {}};
+  Tensor x = wave(c.x, 0.3), w = wave(c.w, 1.1, 0.5), b = wave({8}, 2.0);
+  Tensor w2 = wave(c.w, 0.7, 0.1);
+  const Tensor want1 = naive(c, x, w, &b, {2, 8, 7, 7});
+  const Tensor want2 = naive(c, x, w2, &b, {2, 8, 7, 7});
+  auto run = [&](bool is_value, uint64_t version) {
+    Tensor y(ir::DType::kF32, {2, 8, 7, 7});
+    exec::cpu::ConvArgs a = conv_args(c, x, w, &b, y);
+    a.w_is_value = is_value;
+    a.values_version = version;
+    EXPECT_TRUE(exec::cpu::conv_dnnl(a));
+    return y;
+  };
+  const uint64_t v = 0x5eed0001;  // a version no other test uses
+  expect_close(run(true, v), want1);
+  std::memcpy(w.raw(), w2.raw(), w.nbytes());  // changed in place, version not bumped
+  expect_close(run(true, v), want1);
+  expect_close(run(false, v), want2);
+  expect_close(run(true, v + 1), want2);
 }
 
 TEST(Conv, AutoPadShapes) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/executor/nn_test_util.h"
 
 namespace pipetrain::test {
@@ -26,10 +28,14 @@ TEST(Gemm, HandComputed) {
 }
 
 TEST(Gemm, AllTransposesAndBiasShapesMatchNaive) {
-  const int64_t m = 3, k = 5, n = 4;
+  // A small product (dnnl_sgemm) with every bias shape, and one above
+  // linalg.cc's kSmallGemm (cblas_sgemm) with a row bias.
+  for (const auto& [m, k, n, large] : {std::tuple<int64_t, int64_t, int64_t, bool>{3, 5, 4, false},
+                                       {130, 170, 200, true}})
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
       for (const Shape& cs : {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
+        if (large && cs != Shape{n}) continue;
         bool no_c = cs == Shape{0};
         Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
         Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
@@ -117,7 +123,10 @@ TEST(MatMul, NumpySemantics) {
                                          {{2, 1, 3, 4}, {5, 4, 6}, {2, 5, 3, 6}},
                                          {{3, 4}, {2, 2, 4, 5}, {2, 2, 3, 5}},
                                          {{2, 3, 5, 4}, {4, 6}, {2, 3, 5, 6}},
-                                         {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}}}) {
+                                         {{2, 3, 4}, {1, 4, 2}, {2, 3, 2}},
+                                         // above kSmallGemm: the cblas_sgemm path
+                                         {{2, 96, 160}, {160, 300}, {2, 96, 300}},
+                                         {{2, 96, 160}, {2, 160, 300}, {2, 96, 300}}}) {
     Tensor a = wave(c.a, 0.2), b = wave(c.b, 0.9);
     auto y = run_op("MatMul", {in(a), in(b)})[0];
     SCOPED_TRACE(ir::shape_str(c.a) + " x " + ir::shape_str(c.b));

@@ -1,4 +1,4 @@
-// exp_f32 / tanh_f32 / erfc_f32 against libm in double over dense sweeps.
+// exp_f32 / tanh_f32 / erfc_f32 / erf_f32 against libm in double over dense sweeps.
 #include "executor/cpu/kernels/vec_math.h"
 
 #include <gtest/gtest.h>
@@ -65,6 +65,25 @@ TEST(VecMath, ErfcRelativeErrorBelow4e6) {
   EXPECT_EQ(erfc_f32(INFINITY), 0.0f);
   EXPECT_EQ(erfc_f32(-INFINITY), 2.0f);
   EXPECT_TRUE(std::isnan(erfc_f32(NAN)));
+}
+
+TEST(VecMath, ErfWithinSevenUlp) {
+  // ulp of the f32 result, measured against libm in double.
+  double worst = 0;
+  float worst_x = 0;
+  for (float x = -5.0f; x <= 5.0f; x += 0.00011f) {
+    const double want = std::erf(static_cast<double>(x));
+    const float want_f = static_cast<float>(want);
+    const double ulp = std::nextafter(std::fabs(want_f), INFINITY) - std::fabs(want_f);
+    const double err = std::fabs(erf_f32(x) - want) / ulp;
+    if (err > worst) worst = err, worst_x = x;
+  }
+  EXPECT_LE(worst, 7.0) << "at x = " << worst_x;
+  EXPECT_EQ(erf_f32(0.0f), 0.0f);
+  EXPECT_EQ(erf_f32(1e-30f), static_cast<float>(1e-30 * 1.1283791670955126));
+  EXPECT_EQ(erf_f32(INFINITY), 1.0f);
+  EXPECT_EQ(erf_f32(-INFINITY), -1.0f);
+  EXPECT_TRUE(std::isnan(erf_f32(NAN)));
 }
 
 }  // namespace

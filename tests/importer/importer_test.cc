@@ -280,15 +280,15 @@ g (float[3] x) => (float[3] y)
 // Found by fuzzing: libonnx's Gemm-6 shape rule indexes a rank-0 input and
 // segfaults. The conversion runs isolated, so this is an error, not a crash.
 TEST(Importer, MalformedLegacyModelFailsConversionCleanly) {
-  auto msg = error_of<ModelError>([] {
-    import_text(R"(
+  auto m = parse_model(R"(
 <ir_version: 7, opset_import: ["" : 6]>
-g (float[] a, float[7, 68] b, float[1, 4] c) => (float[2, 4] y)
+g (float a, float[7, 68] b, float[1, 4] c) => (float[2, 4] y)
 {
   y = Gemm<beta = 0.5>(a, b, c)
 }
 )");
-  });
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  auto msg = error_of<ModelError>([&] { import_proto(m); });
   EXPECT_NE(msg.find("opset 6 could not be converted to opset 11"), std::string::npos) << msg;
 }
 

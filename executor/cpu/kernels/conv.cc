@@ -25,6 +25,8 @@ ConvArgs conv_args(KernelContext& ctx, bool transposed) {
   a.w_data = w.data<float>();
   a.b_data = ctx.has_in(2) ? ctx.in(2).data<float>() : nullptr;
   a.y_data = y.data<float>();
+  a.w_is_value = ctx.in_is_value(1);
+  a.values_version = ctx.values_version;
   return a;
 }
 

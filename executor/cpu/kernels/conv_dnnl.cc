@@ -3,7 +3,9 @@
 // out. Primitives and reorders are cached per shapes + attributes; the
 // scratchpad is ours (user mode) so one primitive may run on several threads.
 #include <cassert>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
@@ -16,12 +18,25 @@ namespace {
 using dnnl::memory;
 namespace du = dnnl_util;
 
+// Weights in the primitive's layout, reordered once per (weight buffer,
+// values_version) for weights that are graph values.
+struct CachedWeights {
+  uint64_t version = 0;
+  memory w;
+};
+
 struct ConvPrimitive {
   dnnl::primitive prim;
   memory::desc user_src, user_w, user_dst, user_b;
   memory::desc src, w, dst, scratch;
   std::optional<dnnl::reorder> src_in, w_in, dst_out;  // set when layouts differ
+  std::mutex weights_mu;
+  std::unordered_map<const float*, CachedWeights> weights;  // guarded by weights_mu
 };
+
+// Bounds the weight cache of one primitive (weights reallocated by their
+// owner leave stale entries keyed by dead addresses).
+constexpr size_t kMaxCachedWeights = 64;
 
 int64_t product(const ir::Shape& s, size_t from) {
   int64_t p = 1;
@@ -127,6 +142,29 @@ std::string cache_key(const ConvArgs& a) {
          (a.b_data ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
 }
 
+// The weights in p.w's layout: from the cache when they are a graph value
+// reordered at the current values_version, else reordered now (and cached
+// when they are a value). The returned handle keeps its buffer alive even if
+// another thread replaces the cache entry meanwhile.
+memory reordered_weights(ConvPrimitive& p, const ConvArgs& a, memory user_w) {
+  auto& eng = du::engine();
+  auto& s = du::stream();
+  if (a.w_is_value) {
+    std::lock_guard<std::mutex> lock(p.weights_mu);
+    auto it = p.weights.find(a.w_data);
+    if (it != p.weights.end() && it->second.version == a.values_version) return it->second.w;
+  }
+  memory w(p.w, eng);
+  p.w_in->execute(s, user_w, w);
+  s.wait();
+  if (a.w_is_value) {
+    std::lock_guard<std::mutex> lock(p.weights_mu);
+    if (p.weights.size() >= kMaxCachedWeights && !p.weights.count(a.w_data)) p.weights.clear();
+    p.weights[a.w_data] = CachedWeights{a.values_version, w};
+  }
+  return w;
+}
+
 }  // namespace
 
 bool conv_dnnl(const ConvArgs& a) {
@@ -143,10 +181,7 @@ bool conv_dnnl(const ConvArgs& a) {
     src = memory(p->src, eng);
     p->src_in->execute(s, user_src, src);
   }
-  if (p->w_in) {
-    w = memory(p->w, eng);
-    p->w_in->execute(s, user_w, w);
-  }
+  if (p->w_in) w = reordered_weights(*p, a, user_w);
   if (p->dst_out) dst = memory(p->dst, eng);
   memory scratch(p->scratch, eng);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},

@@ -21,6 +21,10 @@ struct ConvArgs {
   const float* w_data = nullptr;  // as w
   const float* b_data = nullptr;  // (M) or nullptr
   float* y_data = nullptr;        // (N, M, O...)
+  /// w_data is a graph value: the same bytes on every run until
+  /// values_version changes, so its reordered form may be cached.
+  bool w_is_value = false;
+  uint64_t values_version = 0;
 };
 
 /// Runs the convolution with oneDNN; false when oneDNN cannot express it

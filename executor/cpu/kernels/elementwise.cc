@@ -192,7 +192,7 @@ struct ReciprocalFn {
   float operator()(float v) const { return 1.0f / v; }
 };
 struct ErfFn {
-  float operator()(float v) const { return std::erf(v); }
+  float operator()(float v) const { return erf_f32(v); }
 };
 struct NegFn {
   template <typename T>

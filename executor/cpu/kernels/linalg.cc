@@ -1,14 +1,24 @@
-// Gemm and MatMul (f32) on OpenBLAS cblas_sgemm.
+// Gemm and MatMul (f32) on OpenBLAS cblas_sgemm, and on oneDNN's dnnl_sgemm
+// for small products (the attention heads' per-batch matrices), where it was
+// measured ~30% faster on one AVX2 thread (64 x (128, 64) @ (64, 128):
+// 1.8 vs 2.8 ms); on the large ones (1024 x 512 x 2048) the two are within
+// noise of each other.
 #include <algorithm>
+#include <cassert>
 #include <vector>
 
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
+
+// Products with at most this many multiply-adds go to dnnl_sgemm.
+constexpr int64_t kSmallGemm = int64_t{1} << 22;
 
 // Row-major Y (m, n) = alpha * op(A) op(B) + beta * Y; lda/ldb are the row
 // lengths of A and B as stored.
@@ -17,6 +27,13 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
   if (m == 0 || n == 0) return;
   if (k == 0) {  // empty sum: Y = beta * Y
     for (int64_t i = 0; i < m * n; ++i) y[i] = beta == 0.0f ? 0.0f : beta * y[i];
+    return;
+  }
+  if (m * n * k <= kSmallGemm) {
+    apply_dnnl_threads();  // dnnl_sgemm runs on the calling thread's OpenMP team
+    [[maybe_unused]] dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, y, n);
+    assert(st == dnnl_success);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
