@@ -10,7 +10,7 @@ DEB_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata clang libclang-rt-14-dev
-  python3-torch python3-torchvision python3-numpy python3-onnx
+  python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
 )
 PIP_PACKAGES=(onnxruntime)
 
