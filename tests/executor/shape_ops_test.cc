@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "tests/executor/op_test_util.h"
+#include "tests/executor/tensor_fill.h"
 
 namespace pipetrain::test {
 namespace {
@@ -15,51 +16,7 @@ using ir::DType;
 using ir::Shape;
 using ir::Tensor;
 
-const DType kAll[] = {DType::kF32, DType::kF16, DType::kBF16,
-                      DType::kI64, DType::kI32, DType::kBool};
-
-/// Element i holds f(i) in the tensor's dtype (bool: f(i) odd).
-Tensor filled(
-    DType t, Shape s, int64_t (*f)(int64_t) = [](int64_t i) { return i; }) {
-  Tensor x(t, std::move(s));
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const int64_t v = f(i);
-    switch (t) {
-      case DType::kF32:
-        x.data<float>()[i] = static_cast<float>(v);
-        break;
-      case DType::kF16:
-        x.data<uint16_t>()[i] = ir::f32_to_f16(static_cast<float>(v % 2048));
-        break;
-      case DType::kBF16:
-        x.data<uint16_t>()[i] = ir::f32_to_bf16(static_cast<float>(v % 256));
-        break;
-      case DType::kI64:
-        x.data<int64_t>()[i] = v;
-        break;
-      case DType::kI32:
-        x.data<int32_t>()[i] = static_cast<int32_t>(v);
-        break;
-      case DType::kBool:
-        x.data<uint8_t>()[i] = static_cast<uint8_t>(v & 1);
-        break;
-      default:
-        break;
-    }
-  }
-  return x;
-}
-
-Tensor ints(std::vector<int64_t> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return Tensor::from_i64(v, {n});
-}
-
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
-  return v;
-}
+const auto& kAll = kAllDtypes;
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
