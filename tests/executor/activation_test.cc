@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tests/executor/op_test_util.h"
+#include "tests/executor/tensor_fill.h"
 
 namespace pipetrain {
 namespace {
@@ -17,6 +18,8 @@ using test::absent;
 using test::constant;
 using test::in;
 using test::run_op;
+using test::pattern;
+using test::values;
 
 Tensor f32(std::vector<float> v, Shape s) {
   return Tensor::from_f32(v, std::move(s));
@@ -27,18 +30,6 @@ Tensor scalar(float v) {
 Tensor flag(bool v) {
   Tensor t(DType::kBool, {});
   t.data<uint8_t>()[0] = v;
-  return t;
-}
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
-  return v;
-}
-/// x[i] = (i % 7) * 0.5 - 1.5 over shape s.
-Tensor pattern(Shape s) {
-  Tensor t(DType::kF32, std::move(s));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
   return t;
 }
 

@@ -10,6 +10,7 @@
 
 #include "executor/cpu/kernels/broadcast.h"
 #include "tests/executor/op_test_util.h"
+#include "tests/executor/tensor_fill.h"
 
 namespace pipetrain {
 namespace {
@@ -20,6 +21,8 @@ using ir::Tensor;
 using test::constant;
 using test::in;
 using test::run_op;
+using test::pattern;
+using test::values;
 
 Tensor f32(std::vector<float> v, Shape s) {
   return Tensor::from_f32(v, std::move(s));
@@ -35,18 +38,6 @@ Tensor i32(std::vector<int32_t> v, Shape s) {
 Tensor boolean(std::vector<uint8_t> v, Shape s) {
   Tensor t(DType::kBool, std::move(s));
   std::memcpy(t.raw(), v.data(), v.size());
-  return t;
-}
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
-  return v;
-}
-/// x[i] = (i % 7) * 0.5 - 1.5 over shape s.
-Tensor pattern(Shape s) {
-  Tensor t(DType::kF32, std::move(s));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
   return t;
 }
 

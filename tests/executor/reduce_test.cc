@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tests/executor/op_test_util.h"
+#include "tests/executor/tensor_fill.h"
 
 namespace pipetrain {
 namespace {
@@ -17,18 +18,9 @@ using ir::Tensor;
 using test::constant;
 using test::in;
 using test::run_op;
+using test::pattern;
+using test::values;
 
-std::vector<double> values(const Tensor& t) {
-  std::vector<double> v;
-  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.at(i));
-  return v;
-}
-Tensor pattern(Shape s) {
-  Tensor t(DType::kF32, std::move(s));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
-  return t;
-}
 Tensor axes(std::vector<int64_t> a) {
   const int64_t n = static_cast<int64_t>(a.size());
   return Tensor::from_i64(a, {n});

@@ -51,4 +51,12 @@ inline std::vector<double> values(const ir::Tensor& t) {
   return v;
 }
 
+/// x[i] = (i % 7) * 0.5 - 1.5 over shape s: small exact values of both signs.
+inline ir::Tensor pattern(ir::Shape s) {
+  ir::Tensor t(ir::DType::kF32, std::move(s));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = static_cast<float>(i % 7) * 0.5f - 1.5f;
+  return t;
+}
+
 }  // namespace pipetrain::test
