@@ -43,8 +43,8 @@ void inspect(const ModelOptions& mo) {
   for (size_t l = 0; l < stats.size(); ++l) {
     const auto& s = stats[l];
     std::string name = s.name.size() > 36 ? "..." + s.name.substr(s.name.size() - 33) : s.name;
-    fmt::print("  {:>4}  {:<36} {:>5}  {:>12}  {:>13}  {:>12}\n", l, name, s.num_nodes,
-               s.params, human(double(s.flops), "FLOP"), human(double(s.activation_bytes), "B"));
+    fmt::print("  {:>4}  {:<36} {:>5}  {:>12}  {:>13}  {:>12}\n", l, name, s.num_nodes, s.params,
+               human(double(s.flops), "FLOP"), human(double(s.activation_bytes), "B"));
     params += s.params;
     flops += s.flops;
     act += s.activation_bytes;
@@ -60,9 +60,10 @@ void inspect(const ModelOptions& mo) {
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "inspect", "Describe a model: inputs, outputs, layers with parameters, FLOPs and "
-                 "activation bytes; lists every unsupported op at once");
+  auto* cmd =
+      app.add_subcommand("inspect",
+                         "Describe a model: inputs, outputs, layers with parameters, FLOPs and "
+                         "activation bytes; lists every unsupported op at once");
   auto mo = std::make_shared<ModelOptions>();
   mo->add_to(*cmd);
   cmd->callback([mo] { inspect(*mo); });

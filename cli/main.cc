@@ -1,6 +1,6 @@
 // The pipetrain command line: subcommands parse, call the library, print.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "ir/error.h"

@@ -34,7 +34,8 @@ importer::ImportOptions ModelOptions::import_options() const {
       } catch (const std::exception&) {
         throw ModelError("--input-shape '" + spec + "': '" + tok + "' is not a dimension");
       }
-      if (shape.back() <= 0) throw ModelError("--input-shape '" + spec + "': dimensions must be positive");
+      if (shape.back() <= 0)
+        throw ModelError("--input-shape '" + spec + "': dimensions must be positive");
     }
     o.input_shapes[spec.substr(0, eq)] = shape;
   }

@@ -13,7 +13,7 @@ namespace pipetrain::cli {
 
 struct ModelOptions {
   std::string path;
-  int64_t batch = 0;  // 0: not given
+  int64_t batch = 0;                      // 0: not given
   std::vector<std::string> input_shapes;  // NAME=d0,d1,...
   int layer_depth = 0;
 

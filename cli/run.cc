@@ -48,7 +48,8 @@ void print_profile(const ir::Graph& g, const std::vector<double>& node_seconds, 
                total > 0 ? 100 * v.first / total : 0.0);
   std::vector<size_t> idx(node_seconds.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return node_seconds[a] > node_seconds[b]; });
+  std::sort(idx.begin(), idx.end(),
+            [&](size_t a, size_t b) { return node_seconds[a] > node_seconds[b]; });
   fmt::print("slowest nodes:\n");
   for (size_t k = 0; k < std::min<size_t>(10, idx.size()); ++k) {
     const ir::Node& n = g.nodes[idx[k]];
@@ -74,7 +75,8 @@ ir::Tensor random_tensor(const ir::TensorDesc& d, std::mt19937_64& rng) {
 
 std::string file_name_for(const std::string& tensor) {
   std::string s;
-  for (char c : tensor) s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
+  for (char c : tensor)
+    s += (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-') ? c : '_';
   return s + ".npy";
 }
 
@@ -103,7 +105,8 @@ void run(const RunArgs& a) {
   for (int r = 0; r < a.repeat; ++r) {
     auto t0 = std::chrono::steady_clock::now();
     outs = runner.run(feeds, opts);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   if (a.profile) print_profile(g, node_seconds, a.repeat);
@@ -140,7 +143,8 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--repeat", a->repeat, "Run N times and report the median time")
       ->check(CLI::PositiveNumber);
-  cmd->add_flag("--training", a->training, "Run Dropout nodes without a training_mode input in training mode");
+  cmd->add_flag("--training", a->training,
+                "Run Dropout nodes without a training_mode input in training mode");
   cmd->add_flag("--profile", a->profile, "Print the time spent per op type");
   cmd->callback([a] { run(*a); });
 }

@@ -22,8 +22,8 @@ ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend)
       if (!in.empty()) last_use_[in] = pos;
 }
 
-std::map<std::string, ir::Tensor> ForwardRunner::run(
-    const std::map<std::string, ir::Tensor>& feeds, const RunOptions& options) {
+std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string, ir::Tensor>& feeds,
+                                                     const RunOptions& options) {
   std::map<std::string, ir::Tensor> live;
   for (const auto& name : graph_.inputs) {
     auto it = feeds.find(name);
@@ -71,7 +71,8 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(
         const ir::TensorDesc& d = graph_.tensor(n.outputs[k]);
         outs[k] = ir::Tensor(d.dtype, d.shape);
       }
-    for (size_t k = 0; k < outs.size(); ++k) ctx.outputs.push_back(outs[k].defined() ? &outs[k] : nullptr);
+    for (size_t k = 0; k < outs.size(); ++k)
+      ctx.outputs.push_back(outs[k].defined() ? &outs[k] : nullptr);
     auto start = std::chrono::steady_clock::now();
     backend_.run(ctx);
     if (options.node_seconds) {

@@ -15,7 +15,7 @@ struct KernelContext {
   const ir::Node* node = nullptr;
   std::vector<const ir::Tensor*> inputs;  // nullptr for an absent optional input
   std::vector<ir::Tensor*> outputs;       // nullptr for an absent optional output
-  uint64_t seed = 0;      // per-node, per-step seed for random ops (Dropout)
+  uint64_t seed = 0;                      // per-node, per-step seed for random ops (Dropout)
   bool training = false;  // run-level training flag (Dropout without training_mode input)
   /// inputs[i] is a graph value (parameter, buffer, constant): the same buffer
   /// on every run, so a kernel may cache a derived form of it (a reordered

@@ -30,14 +30,10 @@ bool arithmetic_dtype(DType t) {
 
 int64_t get_int(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kI64:
-      return t.data<int64_t>()[i];
-    case DType::kI32:
-      return t.data<int32_t>()[i];
-    case DType::kBool:
-      return t.data<uint8_t>()[i] != 0;
-    default:
-      return static_cast<int64_t>(t.at(i));
+    case DType::kI64: return t.data<int64_t>()[i];
+    case DType::kI32: return t.data<int32_t>()[i];
+    case DType::kBool: return t.data<uint8_t>()[i] != 0;
+    default: return static_cast<int64_t>(t.at(i));
   }
 }
 

@@ -23,22 +23,15 @@ bool is_int(DType t) {
 // Stores v into element i; false when it does not fit the dtype.
 bool put_int(Tensor& t, int64_t i, int64_t v) {
   switch (t.dtype()) {
-    case DType::kI64:
-      t.data<int64_t>()[i] = v;
-      return true;
+    case DType::kI64: t.data<int64_t>()[i] = v; return true;
     case DType::kI32:
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
         return false;
       t.data<int32_t>()[i] = static_cast<int32_t>(v);
       return true;
-    case DType::kBool:
-      t.data<uint8_t>()[i] = v != 0;
-      return true;
-    case DType::kF32:
-      t.data<float>()[i] = static_cast<float>(v);
-      return true;
-    default:
-      return false;
+    case DType::kBool: t.data<uint8_t>()[i] = v != 0; return true;
+    case DType::kF32: t.data<float>()[i] = static_cast<float>(v); return true;
+    default: return false;
   }
 }
 

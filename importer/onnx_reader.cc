@@ -113,22 +113,14 @@ ir::Attribute convert_attribute(const onnx::AttributeProto& a, const std::string
       type = A::STRINGS;
   }
   switch (type) {
-    case A::FLOAT:
-      return a.f();
-    case A::INT:
-      return static_cast<int64_t>(a.i());
-    case A::STRING:
-      return a.s();
-    case A::FLOATS:
-      return std::vector<float>(a.floats().begin(), a.floats().end());
-    case A::INTS:
-      return std::vector<int64_t>(a.ints().begin(), a.ints().end());
-    case A::STRINGS:
-      return std::vector<std::string>(a.strings().begin(), a.strings().end());
-    case A::TENSOR:
-      return tensor_from_proto(a.t(), base_dir, what);
-    default:
-      break;
+    case A::FLOAT: return a.f();
+    case A::INT: return static_cast<int64_t>(a.i());
+    case A::STRING: return a.s();
+    case A::FLOATS: return std::vector<float>(a.floats().begin(), a.floats().end());
+    case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
+    case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
+    case A::TENSOR: return tensor_from_proto(a.t(), base_dir, what);
+    default: break;
   }
   std::string kind = A::AttributeType_IsValid(type) ? A::AttributeType_Name(type) : "unknown";
   throw UnsupportedOp(what + " has kind " + kind + ", which pipetrain does not support");

@@ -181,15 +181,9 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
     return t;
   }
   switch (dtype) {
-    case ir::DType::kF32:
-      check_count(proto.float_data(), n, "float_data", what);
-      break;
-    case ir::DType::kI64:
-      check_count(proto.int64_data(), n, "int64_data", what);
-      break;
-    default:
-      check_count(proto.int32_data(), n, "int32_data", what);
-      break;
+    case ir::DType::kF32: check_count(proto.float_data(), n, "float_data", what); break;
+    case ir::DType::kI64: check_count(proto.int64_data(), n, "int64_data", what); break;
+    default: check_count(proto.int32_data(), n, "int32_data", what); break;
   }
   ir::Tensor t(dtype, shape);
   switch (dtype) {
@@ -212,8 +206,7 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
       for (int64_t i = 0; i < n; ++i)
         t.data<uint8_t>()[i] = proto.int32_data(static_cast<int>(i)) != 0;
       break;
-    case ir::DType::kUndefined:
-      break;
+    case ir::DType::kUndefined: break;
   }
   return t;
 }

@@ -4,7 +4,9 @@
 
 namespace pipetrain::ir {
 
-AttrType attr_type(const Attribute& a) { return static_cast<AttrType>(a.index()); }
+AttrType attr_type(const Attribute& a) {
+  return static_cast<AttrType>(a.index());
+}
 
 const char* attr_type_name(AttrType t) {
   switch (t) {

@@ -38,7 +38,9 @@ DType dtype_from_name(const std::string& name) {
   throw ModelError("unknown dtype '" + name + "' (expected f32, f16, bf16, i64, i32 or bool)");
 }
 
-bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+bool is_float(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
+}
 
 DType dtype_from_onnx(int onnx_type) {
   switch (onnx_type) {
@@ -85,7 +87,8 @@ uint16_t f32_to_f16(float f) {
   uint32_t sign = (x >> 16) & 0x8000u;
   int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
   uint32_t mant = x & 0x7fffffu;
-  if (((x >> 23) & 0xff) == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
+  if (((x >> 23) & 0xff) == 0xff)
+    return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
   if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
   if (exp <= 0) {
     if (exp < -10) return static_cast<uint16_t>(sign);

@@ -146,9 +146,8 @@ void Graph::infer_shapes() {
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       if (n.outputs[k].empty()) continue;
       auto it = tensors_.find(n.outputs[k]);
-      Role role = it != tensors_.end() && it->second.role != Role::kActivation
-                      ? it->second.role
-                      : Role::kActivation;
+      Role role = it != tensors_.end() && it->second.role != Role::kActivation ? it->second.role
+                                                                               : Role::kActivation;
       set_tensor({n.outputs[k], outs[k].first, outs[k].second, role});
     }
   }

@@ -11,8 +11,7 @@ const T* get_attr(const Node& n, const std::string& key, AttrType want) {
   if (it == n.attrs.end()) return nullptr;
   if (attr_type(it->second) != want)
     throw ModelError(n.describe() + ": attribute '" + key + "' is " +
-                     attr_type_name(attr_type(it->second)) + ", expected " +
-                     attr_type_name(want));
+                     attr_type_name(attr_type(it->second)) + ", expected " + attr_type_name(want));
   return &std::get<T>(it->second);
 }
 }  // namespace
@@ -48,6 +47,8 @@ const Tensor& Node::attr_tensor(const std::string& key) const {
   return *v;
 }
 
-std::string Node::describe() const { return op_type + " node '" + name + "'"; }
+std::string Node::describe() const {
+  return op_type + " node '" + name + "'";
+}
 
 }  // namespace pipetrain::ir

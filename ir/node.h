@@ -11,8 +11,8 @@
 namespace pipetrain::ir {
 
 struct Node {
-  std::string name;     // unique within the graph; used in every message
-  std::string op_type;  // ONNX op type, e.g. "Conv"
+  std::string name;                  // unique within the graph; used in every message
+  std::string op_type;               // ONNX op type, e.g. "Conv"
   std::vector<std::string> inputs;   // "" marks an absent optional input
   std::vector<std::string> outputs;  // "" marks an absent optional output
   std::map<std::string, Attribute> attrs;

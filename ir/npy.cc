@@ -55,7 +55,8 @@ Tensor load_npy(const std::string& path) {
   for (DType t : {DType::kF32, DType::kF16, DType::kI64, DType::kI32, DType::kBool})
     if (descr == descr_of(t) || (t == DType::kBool && descr == "<b1")) dtype = t;
   if (dtype == DType::kUndefined)
-    throw ModelError(path + ": .npy dtype '" + descr + "' is not supported (f32, f16, i64, i32, bool)");
+    throw ModelError(path + ": .npy dtype '" + descr +
+                     "' is not supported (f32, f16, i64, i32, bool)");
   if (field(header, "fortran_order", path).find("True") < 8)
     throw ModelError(path + ": Fortran-order .npy is not supported");
   std::string s = field(header, "shape", path);
@@ -75,7 +76,8 @@ Tensor load_npy(const std::string& path) {
 
 void save_npy(const Tensor& t, const std::string& path) {
   const char* descr = descr_of(t.dtype());
-  if (!descr) throw ModelError(std::string("cannot write dtype ") + dtype_name(t.dtype()) + " to .npy");
+  if (!descr)
+    throw ModelError(std::string("cannot write dtype ") + dtype_name(t.dtype()) + " to .npy");
   std::string shape = "(";
   for (size_t i = 0; i < t.shape().size(); ++i) shape += std::to_string(t.shape()[i]) + ",";
   shape += ")";

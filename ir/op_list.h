@@ -4,6 +4,7 @@
 // linker refuses a build where any of those is missing.
 #pragma once
 
+// clang-format off
 #define PIPETRAIN_OPS(X)                                                                   \
   /* elementwise binary (numpy broadcasting) */                                           \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Equal) X(Less) X(Greater) X(Max) X(Min)            \
@@ -27,3 +28,4 @@
   X(LSTM)                                                                                 \
   /* losses */                                                                            \
   X(SoftmaxCrossEntropyLoss) X(NegativeLogLikelihoodLoss)
+// clang-format on

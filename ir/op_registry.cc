@@ -36,10 +36,10 @@ void InferContext::unsupported(const std::string& msg) const {
 }
 
 OpRegistry::OpRegistry() {
-#define PIPETRAIN_ADD_SCHEMA(op) \
-  {                              \
-    OpSchema s = schema_##op();  \
-    s.op_type = #op;             \
+#define PIPETRAIN_ADD_SCHEMA(op)         \
+  {                                      \
+    OpSchema s = schema_##op();          \
+    s.op_type = #op;                     \
     schemas_.emplace(#op, std::move(s)); \
   }
   PIPETRAIN_OPS(PIPETRAIN_ADD_SCHEMA)
@@ -73,8 +73,7 @@ std::vector<std::pair<DType, Shape>> infer_node(const Graph& g, const Node& n) {
     const AttrSpec* spec = nullptr;
     for (const auto& a : s->attrs)
       if (a.name == key) spec = &a;
-    if (!spec)
-      throw UnsupportedOp(n.describe() + ": attribute '" + key + "' is not supported");
+    if (!spec) throw UnsupportedOp(n.describe() + ": attribute '" + key + "' is not supported");
     if (attr_type(value) != spec->type)
       throw ModelError(n.describe() + ": attribute '" + key + "' is " +
                        attr_type_name(attr_type(value)) + ", expected " +
@@ -90,8 +89,8 @@ std::vector<std::pair<DType, Shape>> infer_node(const Graph& g, const Node& n) {
   for (size_t i = 0; i < n.outputs.size(); ++i) {
     if (n.outputs[i].empty()) continue;
     if (i >= outs.size() || outs[i].first == DType::kUndefined)
-      throw ModelError(n.describe() + ": shape rule gave no type for output " +
-                       std::to_string(i) + " ('" + n.outputs[i] + "')");
+      throw ModelError(n.describe() + ": shape rule gave no type for output " + std::to_string(i) +
+                       " ('" + n.outputs[i] + "')");
   }
   return outs;
 }

@@ -19,7 +19,9 @@ class CpuBackend final : public Backend {
 #undef PIPETRAIN_ADD_CPU_KERNEL
   }
 
-  std::string name() const override { return "cpu"; }
+  std::string name() const override {
+    return "cpu";
+  }
 
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
     auto it = kernels_.find(n.op_type);
@@ -50,7 +52,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 void set_cpu_threads(int threads) {
   openblas_set_num_threads(threads);

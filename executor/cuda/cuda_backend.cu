@@ -8,12 +8,12 @@
 #include "executor/backend.h"
 #include "ir/error.h"
 
-#define PIPETRAIN_CUDA_CHECK(call)                                                       \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess)                                                             \
-      throw ::pipetrain::RuntimeFault(std::string(#call) + " failed: " +                 \
-                                      cudaGetErrorString(err_));                         \
+#define PIPETRAIN_CUDA_CHECK(call)                                             \
+  do {                                                                         \
+    cudaError_t err_ = (call);                                                 \
+    if (err_ != cudaSuccess)                                                   \
+      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
+                                      " failed: " + cudaGetErrorString(err_)); \
   } while (0)
 
 namespace pipetrain::exec {

@@ -8,6 +8,8 @@ std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
   throw RuntimeFault("pipetrain was built without CUDA (nvcc was not found at configure time)");
 }
 
-int cuda_device_count() { return 0; }
+int cuda_device_count() {
+  return 0;
+}
 
 }  // namespace pipetrain::exec

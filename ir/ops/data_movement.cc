@@ -124,12 +124,9 @@ PadSpec resolve_pads(const Shape& in, const std::vector<int64_t>& pads,
 int64_t pad_source_index(int64_t p, int64_t n, PadMode mode) {
   if (p >= 0 && p < n) return p;
   switch (mode) {
-    case PadMode::kConstant:
-      return -1;
-    case PadMode::kEdge:
-      return p < 0 ? 0 : n - 1;
-    case PadMode::kWrap:
-      return ((p % n) + n) % n;
+    case PadMode::kConstant: return -1;
+    case PadMode::kEdge: return p < 0 ? 0 : n - 1;
+    case PadMode::kWrap: return ((p % n) + n) % n;
     case PadMode::kReflect: {
       if (n == 1) return 0;
       // Mirror image sequence 0, 1, ..., n-1, n-2, ..., 1 repeats with period 2(n-1).

@@ -44,8 +44,10 @@ constexpr int kTimeoutSeconds = 60;
 // Cases whose expected outputs cannot be reproduced by any correct
 // implementation: ONNX drew their dropout masks from NumPy's global RNG.
 const std::set<std::string> kRandomCases = {
-    "test_training_dropout",          "test_training_dropout_default",
-    "test_training_dropout_default_mask", "test_training_dropout_mask",
+    "test_training_dropout",
+    "test_training_dropout_default",
+    "test_training_dropout_default_mask",
+    "test_training_dropout_mask",
 };
 
 // Looser bounds, each with its reason. Empty so far.
@@ -57,14 +59,14 @@ struct Outcome {
   std::string detail;  // skip reason or failure message
 };
 
-// "backend 'cpu' cannot run:\n  Add node 'a': the CPU kernel ... dtype i32" -> "the CPU kernel ... dtype i32":
-// the part of the last line after the node's name, so skips group by cause.
+// "backend 'cpu' cannot run:\n  Add node 'a': the CPU kernel ... dtype i32" -> "the CPU kernel ...
+// dtype i32": the part of the last line after the node's name, so skips group by cause.
 std::string short_reason(const std::string& what) {
-  std::string line = what.substr(what.find_last_of('\n') == std::string::npos
-                                     ? 0
-                                     : what.find_last_of('\n') + 1);
+  std::string line =
+      what.substr(what.find_last_of('\n') == std::string::npos ? 0 : what.find_last_of('\n') + 1);
   size_t dt = line.find("has dtype ");
-  if (dt != std::string::npos) {  // "<file>: tensor 'x' has dtype uint8, which ..." -> "dtype uint8"
+  if (dt !=
+      std::string::npos) {  // "<file>: tensor 'x' has dtype uint8, which ..." -> "dtype uint8"
     std::string t = line.substr(dt + 10);
     return "dtype " + t.substr(0, t.find_first_of(", "));
   }
@@ -87,8 +89,8 @@ bool is_integer(int t) {
   return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
 }
 
-Outcome compare(const ir::Tensor& got, const ir::Tensor& want, const std::string& name,
-                double rtol, double atol) {
+Outcome compare(const ir::Tensor& got, const ir::Tensor& want, const std::string& name, double rtol,
+                double atol) {
   if (got.shape() != want.shape())
     return {Verdict::kFail, name + ": shape " + ir::shape_str(got.shape()) + ", expected " +
                                 ir::shape_str(want.shape())};
@@ -127,7 +129,8 @@ Outcome run_case(const fs::path& dir) {
   if (kRandomCases.count(name))
     return {Verdict::kSkip, "mask drawn from NumPy's RNG (not reproducible)"};
   for (const auto& op : op_types(model))
-    if (!ir::OpRegistry::instance().find(op)) return {Verdict::kSkip, "op " + op + " is not supported"};
+    if (!ir::OpRegistry::instance().find(op))
+      return {Verdict::kSkip, "op " + op + " is not supported"};
 
   // Inputs that are not initializers, in order; they pair with input_<i>.pb.
   std::set<std::string> inits;
@@ -317,7 +320,8 @@ int main(int argc, char** argv) {
     std::printf("  %3zu  %s", names.size(), reason.c_str());
     if (names.size() <= 3) {
       std::printf("  [");
-      for (size_t i = 0; i < names.size(); ++i) std::printf("%s%s", i ? ", " : "", names[i].c_str());
+      for (size_t i = 0; i < names.size(); ++i)
+        std::printf("%s%s", i ? ", " : "", names[i].c_str());
       std::printf("]");
     }
     std::printf("\n");

@@ -17,8 +17,8 @@ using ir::Tensor;
 using test::absent;
 using test::constant;
 using test::in;
-using test::run_op;
 using test::pattern;
+using test::run_op;
 using test::values;
 
 Tensor f32(std::vector<float> v, Shape s) {

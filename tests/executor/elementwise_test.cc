@@ -20,8 +20,8 @@ using ir::Shape;
 using ir::Tensor;
 using test::constant;
 using test::in;
-using test::run_op;
 using test::pattern;
+using test::run_op;
 using test::values;
 
 Tensor f32(std::vector<float> v, Shape s) {

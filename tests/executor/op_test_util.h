@@ -21,9 +21,15 @@ struct OpInput {
   bool absent = false;    // an absent optional input ("")
 };
 
-inline OpInput in(ir::Tensor t) { return {std::move(t), false, false}; }
-inline OpInput constant(ir::Tensor t) { return {std::move(t), true, false}; }
-inline OpInput absent() { return {ir::Tensor(), false, true}; }
+inline OpInput in(ir::Tensor t) {
+  return {std::move(t), false, false};
+}
+inline OpInput constant(ir::Tensor t) {
+  return {std::move(t), true, false};
+}
+inline OpInput absent() {
+  return {ir::Tensor(), false, true};
+}
 
 /// Runs `op` with the given inputs and attributes; returns its outputs in order.
 inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,

@@ -17,8 +17,8 @@ using ir::Shape;
 using ir::Tensor;
 using test::constant;
 using test::in;
-using test::run_op;
 using test::pattern;
+using test::run_op;
 using test::values;
 
 Tensor axes(std::vector<int64_t> a) {

@@ -15,15 +15,20 @@ inline const ir::DType kAllDtypes[] = {ir::DType::kF32, ir::DType::kF16, ir::DTy
 
 /// Element i holds f(i) in the tensor's dtype (f16 mod 2048, bf16 mod 256 so
 /// values stay exact; bool: f(i) odd).
-inline ir::Tensor filled(ir::DType t, ir::Shape s,
-                         const std::function<int64_t(int64_t)>& f = [](int64_t i) { return i; }) {
+inline ir::Tensor filled(
+    ir::DType t, ir::Shape s,
+    const std::function<int64_t(int64_t)>& f = [](int64_t i) { return i; }) {
   ir::Tensor x(t, std::move(s));
   for (int64_t i = 0; i < x.numel(); ++i) {
     const int64_t v = f(i);
     switch (t) {
       case ir::DType::kF32: x.data<float>()[i] = static_cast<float>(v); break;
-      case ir::DType::kF16: x.data<uint16_t>()[i] = ir::f32_to_f16(static_cast<float>(v % 2048)); break;
-      case ir::DType::kBF16: x.data<uint16_t>()[i] = ir::f32_to_bf16(static_cast<float>(v % 256)); break;
+      case ir::DType::kF16:
+        x.data<uint16_t>()[i] = ir::f32_to_f16(static_cast<float>(v % 2048));
+        break;
+      case ir::DType::kBF16:
+        x.data<uint16_t>()[i] = ir::f32_to_bf16(static_cast<float>(v % 256));
+        break;
       case ir::DType::kI64: x.data<int64_t>()[i] = v; break;
       case ir::DType::kI32: x.data<int32_t>()[i] = static_cast<int32_t>(v); break;
       case ir::DType::kBool: x.data<uint8_t>()[i] = static_cast<uint8_t>(v & 1); break;

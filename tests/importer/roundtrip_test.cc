@@ -17,20 +17,16 @@ namespace {
 bool same_attr(const ir::Attribute& a, const ir::Attribute& b) {
   if (ir::attr_type(a) != ir::attr_type(b)) return false;
   switch (ir::attr_type(a)) {
-    case ir::AttrType::kInt:
-      return std::get<int64_t>(a) == std::get<int64_t>(b);
-    case ir::AttrType::kFloat:
-      return std::get<float>(a) == std::get<float>(b);
-    case ir::AttrType::kString:
-      return std::get<std::string>(a) == std::get<std::string>(b);
+    case ir::AttrType::kInt: return std::get<int64_t>(a) == std::get<int64_t>(b);
+    case ir::AttrType::kFloat: return std::get<float>(a) == std::get<float>(b);
+    case ir::AttrType::kString: return std::get<std::string>(a) == std::get<std::string>(b);
     case ir::AttrType::kInts:
       return std::get<std::vector<int64_t>>(a) == std::get<std::vector<int64_t>>(b);
     case ir::AttrType::kFloats:
       return std::get<std::vector<float>>(a) == std::get<std::vector<float>>(b);
     case ir::AttrType::kStrings:
       return std::get<std::vector<std::string>>(a) == std::get<std::vector<std::string>>(b);
-    case ir::AttrType::kTensor:
-      break;
+    case ir::AttrType::kTensor: break;
   }
   const auto& ta = std::get<ir::Tensor>(a);
   const auto& tb = std::get<ir::Tensor>(b);

@@ -19,13 +19,13 @@ Graph relu_graph() {
 
 TEST(OpRegistry, EveryListedOpHasASchemaWithARule) {
   size_t count = 0;
-#define PIPETRAIN_CHECK_OP(op)                                   \
-  {                                                              \
-    const OpSchema* s = OpRegistry::instance().find(#op);        \
-    ASSERT_NE(s, nullptr) << #op;                                \
-    EXPECT_TRUE(static_cast<bool>(s->infer)) << #op;             \
-    EXPECT_LE(s->min_inputs, s->max_inputs) << #op;              \
-    ++count;                                                     \
+#define PIPETRAIN_CHECK_OP(op)                            \
+  {                                                       \
+    const OpSchema* s = OpRegistry::instance().find(#op); \
+    ASSERT_NE(s, nullptr) << #op;                         \
+    EXPECT_TRUE(static_cast<bool>(s->infer)) << #op;      \
+    EXPECT_LE(s->min_inputs, s->max_inputs) << #op;       \
+    ++count;                                              \
   }
   PIPETRAIN_OPS(PIPETRAIN_CHECK_OP)
 #undef PIPETRAIN_CHECK_OP

@@ -55,7 +55,8 @@ bool check(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: reference_check DIR (made by scripts/export_reference_models.py)\n");
+    std::fprintf(stderr,
+                 "usage: reference_check DIR (made by scripts/export_reference_models.py)\n");
     return 2;
   }
   int passed = 0, failed = 0;
