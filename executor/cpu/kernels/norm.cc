@@ -1,9 +1,11 @@
 // BatchNormalization and LayerNormalization (f32). Statistics accumulate in
-// double, in a fixed order.
+// double, in a fixed order (LayerNormalization: in interleaved lanes, so the
+// row loops vectorise).
 #include <cmath>
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/ew_common.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -83,6 +85,24 @@ std::vector<float> expand_param(const ir::Tensor& p, const ir::Shape& norm) {
   return out;
 }
 
+/// sum of (x[i] - mean)^2 over x[0..n) in double, lanes as sum_row's.
+double sum_sq_dev_row(const float* x, int64_t n, double mean) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const double d = x[i + l] - mean;
+      acc[l] += d * d;
+    }
+  for (int64_t l = 0; l < n - i; ++l) {
+    const double d = x[i + l] - mean;
+    acc[l] += d * d;
+  }
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
 void layer_norm(KernelContext& ctx) {
   const ir::Tensor& x = ctx.in(0);  // (outer..., inner...)
   const ir::Shape& xs = x.shape();
@@ -102,11 +122,10 @@ void layer_norm(KernelContext& ctx) {
   for (int64_t r = 0; r < outer; ++r) {
     const float* p = x.data<float>() + r * inner;
     float* q = y + r * inner;
-    double sum = 0, sq = 0;
-    for (int64_t i = 0; i < inner; ++i) sum += p[i];
-    double mean = sum / static_cast<double>(inner);
-    for (int64_t i = 0; i < inner; ++i) sq += (p[i] - mean) * (p[i] - mean);
-    double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+    // Lane-interleaved sums (ew_common.h): a fixed order that vectorises.
+    const double mean = sum_row(p, inner) / static_cast<double>(inner);
+    const double sq = sum_sq_dev_row(p, inner, mean);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
     for (int64_t i = 0; i < inner; ++i)
       q[i] = static_cast<float>((p[i] - mean) * inv) * scale[static_cast<size_t>(i)] +
              bias[static_cast<size_t>(i)];

@@ -83,6 +83,14 @@ void for_each_window(const std::array<AxisTaps, 3>& t, F&& f) {
       }
 }
 
+// acc[o] = max(acc[o], src[o * stride]) for o in [from, to); kStride 0 means
+// the runtime `stride`.
+template <int64_t kStride>
+void running_max(float* acc, const float* src, int64_t from, int64_t to, int64_t stride = 0) {
+  const int64_t s = kStride ? kStride : stride;
+  for (int64_t o = from; o < to; ++o) acc[o] = std::max(acc[o], src[o * s]);
+}
+
 // Values only, one output row at a time: for each kernel tap c along the last
 // axis, the outputs it reaches form one range [first[c], last[c]), so the
 // innermost loop is a branch-free running max over contiguous outputs.
@@ -111,8 +119,14 @@ void max_pool_plane(const Pool3& p, const std::array<AxisTaps, 3>& t, const floa
               ((t[0].start[u0] + a * p.d[0]) * p.in[1] + t[1].start[u1] + b * p.d[1]) * p.in[2];
           for (int64_t c = 0; c < p.k[2]; ++c) {
             const float* src = row - p.pb[2] + c * p.d[2];
-            for (int64_t o = first[static_cast<size_t>(c)]; o < last[static_cast<size_t>(c)]; ++o)
-              acc[o] = std::max(acc[o], src[o * p.s[2]]);
+            const int64_t from = first[static_cast<size_t>(c)], to = last[static_cast<size_t>(c)];
+            // Constant strides let the compiler vectorise the strided loads.
+            if (p.s[2] == 1)
+              running_max<1>(acc, src, from, to);
+            else if (p.s[2] == 2)
+              running_max<2>(acc, src, from, to);
+            else
+              running_max<0>(acc, src, from, to, p.s[2]);
           }
         }
     }
