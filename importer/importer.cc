@@ -76,6 +76,7 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
 
   ir::Graph g = detail::graph_from_model(model, opset, base_dir, options);
   detail::infer_and_fold(g, options.fold_constants);
+  detail::elide_identities(g);
   detail::drop_unused_values(g);
   g.sort_topologically();
   g.infer_shapes();

@@ -90,6 +90,10 @@ void infer_and_fold(ir::Graph& g, bool fold);
 /// Removes values nothing reads (unused initializers, inputs of folded nodes).
 void drop_unused_values(ir::Graph& g);
 
+/// Rewires readers of Identity outputs to the Identity inputs and removes the
+/// nodes (graph outputs keep theirs). Runs before layering (clears layers).
+void elide_identities(ir::Graph& g);
+
 // --- onnx_shape_check.cc -------------------------------------------------
 
 /// Runs libonnx's shape inference on `model` (graph inputs bound to the

@@ -393,3 +393,28 @@ TEST(Importer, MalformedBytesNeverCrash) {
 
 }  // namespace
 }  // namespace pipetrain
+
+namespace pipetrain::test {
+namespace {
+
+TEST(Importer, IdentityChainsAreElidedSoWeightsReachTheirReaders) {
+  ir::Graph g = import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2, 3] x) => (float[2, 4] y, float[2, 4] z) <float[3, 4] w = {1,2,3,4,5,6,7,8,9,10,11,12}>
+{
+  w2 = Identity(w)
+  w1 = Identity(w2)
+  y = MatMul(x, w1)
+  z = Identity(y)
+}
+)");
+  ASSERT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.nodes[0].op_type, "MatMul");
+  EXPECT_EQ(g.nodes[0].inputs[1], "w");
+  EXPECT_FALSE(g.has_tensor("w1"));
+  EXPECT_FALSE(g.has_tensor("w2"));
+  EXPECT_EQ(g.nodes[1].op_type, "Identity") << "a graph output keeps its producer";
+}
+
+}  // namespace
+}  // namespace pipetrain::test

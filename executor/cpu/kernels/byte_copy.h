@@ -17,20 +17,11 @@ namespace pipetrain::exec::cpu {
 template <typename F>
 void with_word(size_t esize, F&& f) {
   switch (esize) {
-    case 1:
-      f(uint8_t{});
-      break;
-    case 2:
-      f(uint16_t{});
-      break;
-    case 4:
-      f(uint32_t{});
-      break;
-    case 8:
-      f(uint64_t{});
-      break;
-    default:
-      assert(false && "unsupported element size");
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint64_t{}); break;
+    default: assert(false && "unsupported element size");
   }
 }
 

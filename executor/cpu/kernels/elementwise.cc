@@ -230,20 +230,11 @@ void where_kernel(KernelContext& ctx) {
                       [](uint8_t k, T p, T q) { return k ? p : q; });
   };
   switch (ir::dtype_size(x.dtype())) {
-    case 1:
-      run(uint8_t{});
-      break;
-    case 2:
-      run(uint16_t{});
-      break;
-    case 4:
-      run(uint32_t{});
-      break;
-    case 8:
-      run(uint64_t{});
-      break;
-    default:
-      assert(false);
+    case 1: run(uint8_t{}); break;
+    case 2: run(uint16_t{}); break;
+    case 4: run(uint32_t{}); break;
+    case 8: run(uint64_t{}); break;
+    default: assert(false);
   }
 }
 
@@ -288,27 +279,13 @@ auto store_value(V v) {
 template <typename F>
 void with_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::kF32:
-      f.template operator()<DType::kF32>();
-      break;
-    case DType::kF16:
-      f.template operator()<DType::kF16>();
-      break;
-    case DType::kBF16:
-      f.template operator()<DType::kBF16>();
-      break;
-    case DType::kI64:
-      f.template operator()<DType::kI64>();
-      break;
-    case DType::kI32:
-      f.template operator()<DType::kI32>();
-      break;
-    case DType::kBool:
-      f.template operator()<DType::kBool>();
-      break;
-    case DType::kUndefined:
-      assert(false);
-      break;
+    case DType::kF32: f.template operator()<DType::kF32>(); break;
+    case DType::kF16: f.template operator()<DType::kF16>(); break;
+    case DType::kBF16: f.template operator()<DType::kBF16>(); break;
+    case DType::kI64: f.template operator()<DType::kI64>(); break;
+    case DType::kI32: f.template operator()<DType::kI32>(); break;
+    case DType::kBool: f.template operator()<DType::kBool>(); break;
+    case DType::kUndefined: assert(false); break;
   }
 }
 

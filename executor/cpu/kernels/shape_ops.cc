@@ -235,17 +235,10 @@ void range_fill(KernelContext& ctx) {
 
 void range_kernel(KernelContext& ctx) {
   switch (ctx.in(0).dtype()) {
-    case DType::kF32:
-      range_fill<float, double>(ctx);
-      break;
-    case DType::kI64:
-      range_fill<int64_t, int64_t>(ctx);
-      break;
-    case DType::kI32:
-      range_fill<int32_t, int64_t>(ctx);
-      break;
-    default:
-      assert(false && "Range dtype not listed");
+    case DType::kF32: range_fill<float, double>(ctx); break;
+    case DType::kI64: range_fill<int64_t, int64_t>(ctx); break;
+    case DType::kI32: range_fill<int32_t, int64_t>(ctx); break;
+    default: assert(false && "Range dtype not listed");
   }
 }
 
