@@ -8,9 +8,24 @@
 #include <cstring>
 #include <vector>
 
+#include "ir/dtype.h"
 #include "ir/shape.h"
+#include "ir/tensor.h"
 
 namespace pipetrain::exec::cpu {
+
+/// Every dtype: data movement never looks inside an element.
+inline std::vector<ir::DType> any_dtype() {
+  return {ir::DType::kF32, ir::DType::kF16, ir::DType::kBF16,
+          ir::DType::kI64, ir::DType::kI32, ir::DType::kBool};
+}
+
+inline const std::byte* bytes(const ir::Tensor& t) {
+  return static_cast<const std::byte*>(t.raw());
+}
+inline std::byte* bytes(ir::Tensor& t) {
+  return static_cast<std::byte*>(t.raw());
+}
 
 /// Calls f(Word{}) with the unsigned integer type whose size is `esize`, so a
 /// templated body moves elements of any dtype by value.

@@ -18,17 +18,6 @@ using ir::DType;
 using ir::Shape;
 using ir::Tensor;
 
-std::vector<DType> any_dtype() {
-  return {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool};
-}
-
-const std::byte* bytes(const Tensor& t) {
-  return static_cast<const std::byte*>(t.raw());
-}
-std::byte* bytes(Tensor& t) {
-  return static_cast<std::byte*>(t.raw());
-}
-
 /// Product of dims [from, to).
 int64_t span(const Shape& s, int64_t from, int64_t to) {
   int64_t n = 1;

@@ -16,17 +16,6 @@ using ir::DType;
 using ir::Shape;
 using ir::Tensor;
 
-std::vector<DType> any_dtype() {
-  return {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool};
-}
-
-const std::byte* bytes(const Tensor& t) {
-  return static_cast<const std::byte*>(t.raw());
-}
-std::byte* bytes(Tensor& t) {
-  return static_cast<std::byte*>(t.raw());
-}
-
 /// Flatten, Reshape, Squeeze, Unsqueeze, Identity: same bytes, new shape.
 /// Outputs are tensor handles, so the output becomes a view of the input's
 /// buffer instead of a copy. Safe because no kernel writes into its inputs:
