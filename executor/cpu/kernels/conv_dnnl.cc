@@ -106,27 +106,21 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
   };
   try {
     auto kind = dnnl::prop_kind::forward_inference;
-    if (!a.transposed) {
-      using Op = dnnl::convolution_forward;
-      auto alg = dnnl::algorithm::convolution_direct;
-      auto d = a.b_data ? Op::desc(kind, alg, any(p->user_src), any(p->user_w), p->user_b,
-                                   any(p->user_dst), strides, dilates, pad_l, pad_r)
-                        : Op::desc(kind, alg, any(p->user_src), any(p->user_w), any(p->user_dst),
-                                   strides, dilates, pad_l, pad_r);
-      Op::primitive_desc pd(d, attr, eng);
+    // Convolution and deconvolution share one descriptor shape in oneDNN 2.x.
+    auto build = [&](auto op_tag, dnnl::algorithm alg) {
+      using Op = decltype(op_tag);
+      auto d = a.b_data ? typename Op::desc(kind, alg, any(p->user_src), any(p->user_w), p->user_b,
+                                            any(p->user_dst), strides, dilates, pad_l, pad_r)
+                        : typename Op::desc(kind, alg, any(p->user_src), any(p->user_w),
+                                            any(p->user_dst), strides, dilates, pad_l, pad_r);
+      typename Op::primitive_desc pd(d, attr, eng);
       finish(pd);
       p->prim = Op(pd);
-    } else {
-      using Op = dnnl::deconvolution_forward;
-      auto alg = dnnl::algorithm::deconvolution_direct;
-      auto d = a.b_data ? Op::desc(kind, alg, any(p->user_src), any(p->user_w), p->user_b,
-                                   any(p->user_dst), strides, dilates, pad_l, pad_r)
-                        : Op::desc(kind, alg, any(p->user_src), any(p->user_w), any(p->user_dst),
-                                   strides, dilates, pad_l, pad_r);
-      Op::primitive_desc pd(d, attr, eng);
-      finish(pd);
-      p->prim = Op(pd);
-    }
+    };
+    if (!a.transposed)
+      build(dnnl::convolution_forward(), dnnl::algorithm::convolution_direct);
+    else
+      build(dnnl::deconvolution_forward(), dnnl::algorithm::deconvolution_direct);
   } catch (const dnnl::error&) {
     return nullptr;  // not expressible in oneDNN: the plain path runs instead
   }

@@ -7,37 +7,14 @@
 #include <cblas.h>
 
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/window3.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
 
-// The geometry padded to 3 spatial axes.
-struct Geo3 {
-  int64_t in[3], k[3], s[3], d[3], pb[3], out[3];
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t k_size() const { return k[0] * k[1] * k[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-};
-
-Geo3 to_geo3(const ir::WindowGeometry& g) {
-  Geo3 r;
-  size_t lead = 3 - g.rank();
-  for (size_t i = 0; i < 3; ++i) {
-    bool real = i >= lead;
-    size_t j = i - lead;
-    r.in[i] = real ? g.in[j] : 1;
-    r.k[i] = real ? g.kernel[j] : 1;
-    r.s[i] = real ? g.strides[j] : 1;
-    r.d[i] = real ? g.dilations[j] : 1;
-    r.pb[i] = real ? g.pads_begin[j] : 0;
-    r.out[i] = 0;
-  }
-  return r;
-}
-
 // col (channels * K, O): col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pb, ...] or 0.
-void im2col(const float* x, int64_t channels, const Geo3& g, float* col) {
+void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
   int64_t o_size = g.out_size();
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kd = 0; kd < g.k[0]; ++kd)
@@ -63,7 +40,7 @@ void im2col(const float* x, int64_t channels, const Geo3& g, float* col) {
 
 // Adjoint of im2col with the roles of in/out swapped: col (channels * K, I)
 // holds per-input-position contributions; y[c, i*s + k*d - pb] += col.
-void col2im(const float* col, int64_t channels, const Geo3& g, float* y) {
+void col2im(const float* col, int64_t channels, const Window3& g, float* y) {
   int64_t i_size = g.in_size();
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kd = 0; kd < g.k[0]; ++kd)
@@ -96,10 +73,7 @@ void add_bias(float* y, const float* b, int64_t channels, int64_t size) {
 }  // namespace
 
 void conv_plain(const ConvArgs& a) {
-  Geo3 g = to_geo3(a.geo);
-  size_t lead = 3 - a.geo.rank();
-  for (size_t i = lead; i < 3; ++i) g.out[i] = a.geo.out[i - lead];
-  for (size_t i = 0; i < lead; ++i) g.out[i] = 1;
+  Window3 g = to_window3(a.geo);
   const int64_t n_batch = a.x[0], c_in = a.x[1], m_out = a.y[1], groups = a.group;
   const int64_t cg = c_in / groups, mg = m_out / groups;  // channels per group
   const int64_t k = g.k_size(), i_size = g.in_size(), o_size = g.out_size();

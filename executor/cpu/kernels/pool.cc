@@ -6,38 +6,20 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/window3.h"
 #include "ir/ops/window.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
 
-struct Pool3 {
-  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-};
-
-Pool3 pool_geometry(const KernelContext& ctx) {
+Window3 pool_geometry(const KernelContext& ctx) {
   const ir::Shape& x = ctx.in(0).shape();  // (N, C, D...)
   const ir::Node& n = ctx.n();
   ir::WindowGeometry g =
       ir::window_geometry(n, ir::Shape(x.begin() + 2, x.end()), n.attr_ints("kernel_shape"),
                           n.attr_int("ceil_mode", 0) != 0);
-  Pool3 p;
-  size_t lead = 3 - g.rank();
-  for (size_t i = 0; i < 3; ++i) {
-    bool real = i >= lead;
-    size_t j = i - lead;
-    p.in[i] = real ? g.in[j] : 1;
-    p.out[i] = real ? g.out[j] : 1;
-    p.k[i] = real ? g.kernel[j] : 1;
-    p.s[i] = real ? g.strides[j] : 1;
-    p.d[i] = real ? g.dilations[j] : 1;
-    p.pb[i] = real ? g.pads_begin[j] : 0;
-    p.pe[i] = real ? g.pads_end[j] : 0;
-  }
-  return p;
+  return to_window3(g);
 }
 
 // Taps [lo, hi) of a window starting at `start` that fall inside [0, size).
@@ -56,7 +38,7 @@ struct AxisTaps {
   std::vector<int64_t> start, lo, hi;
 };
 
-std::array<AxisTaps, 3> axis_taps(const Pool3& p) {
+std::array<AxisTaps, 3> axis_taps(const Window3& p) {
   std::array<AxisTaps, 3> t;
   for (int i = 0; i < 3; ++i)
     for (int64_t o = 0; o < p.out[i]; ++o) {
@@ -94,7 +76,7 @@ void running_max(float* acc, const float* src, int64_t from, int64_t to, int64_t
 // Values only, one output row at a time: for each kernel tap c along the last
 // axis, the outputs it reaches form one range [first[c], last[c]), so the
 // innermost loop is a branch-free running max over contiguous outputs.
-void max_pool_plane(const Pool3& p, const std::array<AxisTaps, 3>& t, const float* xp,
+void max_pool_plane(const Window3& p, const std::array<AxisTaps, 3>& t, const float* xp,
                     float* yp) {  // xp (D, H, W), yp (OD, OH, OW)
   const int64_t ow = p.out[2];
   std::vector<int64_t> first(static_cast<size_t>(p.k[2])), last(first.size());
@@ -137,7 +119,7 @@ void max_pool(KernelContext& ctx) {
   ir::Tensor& y = ctx.out(0);                                            // (N, C, O...)
   int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
   bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
-  Pool3 p = pool_geometry(ctx);
+  Window3 p = pool_geometry(ctx);
   std::array<AxisTaps, 3> taps = axis_taps(p);
   int64_t planes = x.shape()[0] * x.shape()[1];
   for (int64_t pl = 0; pl < planes; ++pl) {
@@ -182,7 +164,7 @@ void average_pool(KernelContext& ctx) {
   const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
   ir::Tensor& y = ctx.out(0);       // (N, C, O...)
   bool include_pad = ctx.n().attr_int("count_include_pad", 0) != 0;
-  Pool3 p = pool_geometry(ctx);
+  Window3 p = pool_geometry(ctx);
   std::array<AxisTaps, 3> taps = axis_taps(p);
   int64_t planes = x.shape()[0] * x.shape()[1];
   for (int64_t pl = 0; pl < planes; ++pl) {
