@@ -196,7 +196,8 @@ void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::s
   size_t count = 0;
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto& n = graph.node(i);
-    bool known = is_default_domain(n.domain()) && registry.find(n.op_type()) != nullptr;
+    const ir::OpSchema* schema = registry.find(n.op_type());
+    bool known = is_default_domain(n.domain()) && schema != nullptr && !schema->internal;
     if (known) continue;
     std::string op = is_default_domain(n.domain()) ? n.op_type() : n.domain() + "::" + n.op_type();
     missing[op].push_back(names[static_cast<size_t>(i)]);

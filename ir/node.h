@@ -17,6 +17,9 @@ struct Node {
   std::vector<std::string> outputs;  // "" marks an absent optional output
   std::map<std::string, Attribute> attrs;
   int layer = -1;  // index into Graph::layers, -1 before layering
+  /// Emitted by autodiff (a gradient computation); it belongs to the layer of
+  /// the forward node whose gradient it computes.
+  bool backward = false;
 
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
   bool has_input(size_t i) const { return i < inputs.size() && !inputs[i].empty(); }

@@ -27,5 +27,12 @@
   /* recurrent */                                                                         \
   X(LSTM)                                                                                 \
   /* losses */                                                                            \
-  X(SoftmaxCrossEntropyLoss) X(NegativeLogLikelihoodLoss)
+  X(SoftmaxCrossEntropyLoss) X(NegativeLogLikelihoodLoss)                                 \
+  /* gradient ops: emitted by autodiff only (OpSchema::internal), never imported */       \
+  X(ReluGrad) X(LeakyReluGrad) X(SigmoidGrad) X(TanhGrad) X(GeluGrad) X(ClipGrad)          \
+  X(DropoutGrad) X(SoftmaxGrad) X(LogSoftmaxGrad)                                         \
+  X(ConvGrad) X(ConvTransposeGrad) X(MaxPoolGrad) X(AveragePoolGrad)                      \
+  X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
+  X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \
+  X(GatherGrad) X(SliceGrad) X(LSTMGrad)
 // clang-format on

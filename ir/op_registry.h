@@ -30,6 +30,8 @@ struct OpSchema {
   std::function<void(InferContext&)> infer;
   /// False for ops gradients never flow through (Shape, Equal, Not, ...).
   bool differentiable = true;
+  /// Gradient ops that only autodiff emits: refused when a model file names them.
+  bool internal = false;
 };
 
 /// What a shape rule sees of one node.
