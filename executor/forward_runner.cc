@@ -47,6 +47,7 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     KernelContext ctx;
     ctx.node = &n;
     ctx.training = options.training;
+    ctx.values_version = options.values_version;
     ctx.seed = options.seed * 1000003ULL + order_[pos];
     for (const auto& in : n.inputs) {
       if (in.empty()) {

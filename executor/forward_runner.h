@@ -16,6 +16,9 @@ namespace pipetrain::exec {
 struct RunOptions {
   bool training = false;  // Dropout's default mode when it has no training_mode input
   uint64_t seed = 0;      // base seed for random ops; each node mixes in its index
+  /// Whoever changes graph values in place (an optimizer step, a finite-difference
+  /// probe) bumps this, so kernels drop what they derived from the old values.
+  uint64_t values_version = 0;
   /// When set, receives each node's wall time in seconds, indexed like graph.nodes.
   std::vector<double>* node_seconds = nullptr;
 };

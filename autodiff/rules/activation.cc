@@ -1,0 +1,77 @@
+// Gradients of the activations, Softmax/LogSoftmax and Dropout: fused
+// gradient ops (ir/ops/grad.cc), one pass over memory each.
+#include "autodiff/grad_builder.h"
+
+namespace pipetrain::autodiff {
+
+namespace {
+
+using ir::Attribute;
+
+/// Copies the listed attributes of the forward node that it sets.
+std::map<std::string, Attribute> copy_attrs(const ir::Node& n, std::vector<std::string> keys) {
+  std::map<std::string, Attribute> a;
+  for (const auto& k : keys)
+    if (n.has_attr(k)) a[k] = n.attrs.at(k);
+  return a;
+}
+
+void relu_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("ReluGrad", {b.GO(0), b.O(0)}));
+}
+void leaky_relu_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("LeakyReluGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha"})));
+}
+void sigmoid_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("SigmoidGrad", {b.GO(0), b.O(0)}));
+}
+void tanh_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("TanhGrad", {b.GO(0), b.O(0)}));
+}
+void gelu_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("GeluGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"approximate"})));
+}
+// Clip(X, min, max): the bounds get no gradient.
+void clip_grad(GradBuilder& b) {
+  std::vector<std::string> in = {b.GO(0), b.I(0)};
+  in.push_back(b.has_I(1) ? b.I(1) : "");
+  in.push_back(b.has_I(2) ? b.I(2) : "");
+  b.set_GI(0, b.emit1("ClipGrad", in));
+}
+void softmax_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("SoftmaxGrad", {b.GO(0), b.O(0)}, copy_attrs(b.node(), {"axis"})));
+}
+void log_softmax_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("LogSoftmaxGrad", {b.GO(0), b.O(0)}, copy_attrs(b.node(), {"axis"})));
+}
+
+// Dropout reuses the forward mask (its optional output 1, added when absent):
+// dX = dY * mask / (1 - ratio). A constant training_mode = false makes it an identity.
+void dropout_grad(GradBuilder& b) {
+  if (b.has_I(2)) {
+    const ir::Tensor* mode = b.value(b.I(2));
+    if (!mode) b.unsupported("Dropout with a training_mode input that is not a constant");
+    if (mode->at(0) == 0) {
+      b.set_GI(0, b.GO(0));
+      return;
+    }
+  }
+  std::string mask = b.ensure_output(1, "mask");
+  b.set_GI(0, b.emit1("DropoutGrad", {b.GO(0), mask, b.has_I(1) ? b.I(1) : ""}));
+}
+
+}  // namespace
+
+void register_activation_rules(std::map<std::string, RuleEntry>& r) {
+  r["Relu"] = {relu_grad};
+  r["LeakyRelu"] = {leaky_relu_grad};
+  r["Sigmoid"] = {sigmoid_grad};
+  r["Tanh"] = {tanh_grad};
+  r["Gelu"] = {gelu_grad};
+  r["Clip"] = {clip_grad};
+  r["Softmax"] = {softmax_grad};
+  r["LogSoftmax"] = {log_softmax_grad};
+  r["Dropout"] = {dropout_grad};
+}
+
+}  // namespace pipetrain::autodiff

@@ -1,0 +1,97 @@
+// Gradients of Concat, Split, Slice, Gather and Pad.
+#include "autodiff/grad_builder.h"
+#include "ir/ops/data_movement.h"
+
+namespace pipetrain::autodiff {
+
+namespace {
+
+using ir::Attribute;
+
+int64_t norm_axis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+// dY split back into the pieces along the axis.
+void concat_grad(GradBuilder& b) {
+  const size_t n_in = b.node().inputs.size();
+  const int64_t axis = norm_axis(b.node().attr_int("axis", 0), b.shape(b.O(0)).size());
+  std::vector<int64_t> sizes;
+  std::vector<bool> skip;
+  for (size_t i = 0; i < n_in; ++i) {
+    sizes.push_back(b.shape(b.I(i))[static_cast<size_t>(axis)]);
+    skip.push_back(!b.wants(i));
+  }
+  auto outs = b.emit("Split", {b.GO(0), b.ints(sizes)}, n_in, {{"axis", Attribute(axis)}}, skip);
+  for (size_t i = 0; i < n_in; ++i)
+    if (!outs[i].empty()) b.set_GI(i, outs[i]);
+}
+
+// The pieces' gradients concatenated; a piece nobody used contributes zeros.
+void split_grad(GradBuilder& b) {
+  const int64_t axis = norm_axis(b.node().attr_int("axis", 0), b.shape(b.I(0)).size());
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < b.node().outputs.size(); ++k) {
+    if (b.has_GO(k)) {
+      parts.push_back(b.GO(k));
+    } else {
+      if (!b.node().has_output(k)) b.unsupported("Split with an absent output");
+      parts.push_back(b.emit1("ConstantOfShape", {b.ints(b.shape(b.O(k)))}));
+    }
+  }
+  b.set_GI(0, parts.size() == 1 ? parts[0] : b.emit1("Concat", parts, {{"axis", Attribute(axis)}}));
+}
+
+std::vector<int64_t> const_ints(GradBuilder& b, size_t i, const char* what) {
+  if (!b.has_I(i)) return {};
+  const ir::Tensor* v = b.value(b.I(i));
+  if (!v) b.unsupported(std::string(what) + " that are not constants");
+  return v->to_i64();
+}
+
+// dY scattered back into zeros at the sliced positions.
+void slice_grad(GradBuilder& b) {
+  const ir::Shape x = b.shape(b.I(0));
+  ir::SliceSpec spec = ir::resolve_slice(x, const_ints(b, 1, "starts"), const_ints(b, 2, "ends"),
+                                         const_ints(b, 3, "axes"), const_ints(b, 4, "steps"));
+  b.set_GI(0, b.emit1("SliceGrad", {b.GO(0)},
+                      {{"input_shape", Attribute(x)},
+                       {"starts", Attribute(spec.start)},
+                       {"steps", Attribute(spec.step)}}));
+}
+
+// Embedding-style gather: dY scatter-added into the table's shape.
+void gather_grad(GradBuilder& b) {
+  const ir::Shape x = b.shape(b.I(0));
+  const int64_t axis = norm_axis(b.node().attr_int("axis", 0), x.size());
+  b.set_GI(0, b.emit1("GatherGrad", {b.GO(0), b.I(1)},
+                      {{"axis", Attribute(axis)}, {"data_shape", Attribute(x)}}));
+}
+
+// Constant padding: the gradient is dY with the padding sliced off.
+void pad_grad(GradBuilder& b) {
+  const ir::Shape x = b.shape(b.I(0));
+  ir::PadMode mode = ir::pad_mode_from_string(b.node().attr_string("mode", "constant"));
+  if (mode != ir::PadMode::kConstant)
+    b.unsupported("Pad in mode " + b.node().attr_string("mode", ""));
+  ir::PadSpec spec = ir::resolve_pads(x, const_ints(b, 1, "pads"), const_ints(b, 3, "axes"), mode);
+  std::vector<int64_t> starts, ends;
+  for (size_t a = 0; a < x.size(); ++a) {
+    if (spec.begin[a] < 0 || spec.end[a] < 0) b.unsupported("Pad with negative pads (cropping)");
+    starts.push_back(spec.begin[a]);
+    ends.push_back(spec.begin[a] + x[a]);
+  }
+  b.set_GI(0, b.emit1("Slice", {b.GO(0), b.ints(starts), b.ints(ends)}));
+}
+
+}  // namespace
+
+void register_index_rules(std::map<std::string, RuleEntry>& r) {
+  r["Concat"] = {concat_grad};
+  r["Split"] = {split_grad};
+  r["Slice"] = {slice_grad};
+  r["Gather"] = {gather_grad};
+  r["Pad"] = {pad_grad};
+}
+
+}  // namespace pipetrain::autodiff

@@ -1,0 +1,93 @@
+// Gradients of Gemm and MatMul (with batch broadcasting and 1-D operands).
+#include "autodiff/grad_builder.h"
+
+namespace pipetrain::autodiff {
+
+namespace {
+
+using ir::Attribute;
+Attribute i64(int64_t v) {
+  return Attribute(v);
+}
+
+// Y = alpha A' B' + beta C with A' = transA ? A^T : A, B' = transB ? B^T : B.
+// dA' = alpha dY B'^T, dB' = alpha A'^T dY, dC = beta dY summed to C's shape.
+void gemm_grad(GradBuilder& b) {
+  const ir::Node& n = b.node();
+  const int64_t ta = n.attr_int("transA", 0), tb = n.attr_int("transB", 0);
+  const float alpha = n.attr_float("alpha", 1.0f), beta = n.attr_float("beta", 1.0f);
+  const std::string a = b.I(0), w = b.I(1), dy = b.GO(0);
+  const Attribute al(alpha);
+  if (b.wants(0)) {
+    // transA = 0: dA = alpha dY B'^T; transA = 1: dA = alpha B' dY^T.
+    std::string da = ta == 0 ? b.emit1("Gemm", {dy, w}, {{"alpha", al}, {"transB", i64(1 - tb)}})
+                             : b.emit1("Gemm", {w, dy},
+                                       {{"alpha", al}, {"transA", i64(tb)}, {"transB", i64(1)}});
+    b.set_GI(0, da);
+  }
+  if (b.wants(1)) {
+    // transB = 0: dB = alpha A'^T dY; transB = 1: dB = alpha dY^T A'.
+    std::string dw = tb == 0 ? b.emit1("Gemm", {a, dy}, {{"alpha", al}, {"transA", i64(1 - ta)}})
+                             : b.emit1("Gemm", {dy, a},
+                                       {{"alpha", al}, {"transA", i64(1)}, {"transB", i64(ta)}});
+    b.set_GI(1, dw);
+  }
+  if (b.wants(2)) {
+    std::string dc = beta == 1.0f ? dy : b.emit1("Mul", {dy, b.scalar(beta)});
+    b.set_GI(2, b.reduce_to(dc, b.shape(b.I(2))));
+  }
+}
+
+/// Swaps the last two axes.
+std::string transpose_last2(GradBuilder& b, const std::string& t) {
+  const int64_t r = static_cast<int64_t>(b.shape(t).size());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 2; ++i) perm.push_back(i);
+  perm.push_back(r - 1);
+  perm.push_back(r - 2);
+  return b.emit1("Transpose", {t}, {{"perm", Attribute(perm)}});
+}
+
+// Y = A @ B with numpy semantics. 1-D operands are lifted to matrices ((K) ->
+// (1, K) for A, (K, 1) for B) and dY reshaped to match; batch axes broadcast.
+// dA = dY B^T, dB = A^T dY, each summed back over its broadcast batch axes.
+void matmul_grad(GradBuilder& b) {
+  const std::string a = b.I(0), w = b.I(1);
+  const ir::Shape sa = b.shape(a), sw = b.shape(w), sy = b.shape(b.O(0));
+  ir::Shape a2 = sa.size() == 1 ? ir::Shape{1, sa[0]} : sa;
+  ir::Shape w2 = sw.size() == 1 ? ir::Shape{sw[0], 1} : sw;
+  ir::Shape y2 = sy;
+  if (sa.size() == 1) y2.insert(y2.end() - (sw.size() == 1 ? 0 : 1), 1);
+  if (sw.size() == 1) y2.push_back(1);
+  const std::string al = b.reshape(a, a2), wl = b.reshape(w, w2), dy = b.reshape(b.GO(0), y2);
+  const int64_t k = a2.back(), m = w2.back();
+  if (w2.size() == 2 && a2.size() >= 2) {
+    // The common linear layer: fold the batch axes of A into rows and use one GEMM each.
+    const int64_t rows = ir::numel(a2) / k;
+    const std::string a_rows = b.reshape(al, {rows, k}), dy_rows = b.reshape(dy, {rows, m});
+    if (b.wants(0)) {
+      std::string da = b.emit1("Gemm", {dy_rows, wl}, {{"transB", i64(1)}});
+      b.set_GI(0, b.reshape(da, sa));
+    }
+    if (b.wants(1))
+      b.set_GI(1, b.reshape(b.emit1("Gemm", {a_rows, dy_rows}, {{"transA", i64(1)}}), sw));
+    return;
+  }
+  if (b.wants(0)) {
+    std::string da = b.emit1("MatMul", {dy, transpose_last2(b, wl)});
+    b.set_GI(0, b.reshape(b.reduce_to(da, a2), sa));
+  }
+  if (b.wants(1)) {
+    std::string dw = b.emit1("MatMul", {transpose_last2(b, al), dy});
+    b.set_GI(1, b.reshape(b.reduce_to(dw, w2), sw));
+  }
+}
+
+}  // namespace
+
+void register_linalg_rules(std::map<std::string, RuleEntry>& r) {
+  r["Gemm"] = {gemm_grad};
+  r["MatMul"] = {matmul_grad};
+}
+
+}  // namespace pipetrain::autodiff

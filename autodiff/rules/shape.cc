@@ -1,0 +1,108 @@
+// Gradients of the shape ops and the reductions.
+#include "autodiff/grad_builder.h"
+
+namespace pipetrain::autodiff {
+
+namespace {
+
+using ir::Attribute;
+
+// Reshape, Flatten, Squeeze, Unsqueeze: the gradient takes the input's shape back.
+void reshape_grad(GradBuilder& b) {
+  b.set_GI(0, b.reshape(b.GO(0), b.shape(b.I(0))));
+}
+void identity_grad(GradBuilder& b) {
+  b.set_GI(0, b.GO(0));
+}
+
+// The inverse permutation undoes the transpose.
+void transpose_grad(GradBuilder& b) {
+  const int64_t r = static_cast<int64_t>(b.shape(b.I(0)).size());
+  std::vector<int64_t> perm = b.node().attr_ints("perm");
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  b.set_GI(0, b.emit1("Transpose", {b.GO(0)}, {{"perm", Attribute(inv)}}));
+}
+
+void expand_grad(GradBuilder& b) {
+  b.set_GI(0, b.reduce_to(b.GO(0), b.shape(b.I(0))));
+}
+
+/// The reduced axes of a Reduce* node (normalised), or nullopt for the identity
+/// (no axes with noop_with_empty_axes = 1).
+std::optional<std::vector<bool>> reduced_axes(GradBuilder& b) {
+  const size_t r = b.shape(b.I(0)).size();
+  std::vector<int64_t> axes;
+  if (b.has_I(1)) {
+    const ir::Tensor* v = b.value(b.I(1));
+    if (!v) b.unsupported("axes that are not a constant");
+    axes = v->to_i64();
+  } else {
+    axes = b.node().attr_ints("axes");
+  }
+  if (axes.empty() && b.node().attr_int("noop_with_empty_axes", 0) != 0) return std::nullopt;
+  std::vector<bool> reduced(r, axes.empty());
+  for (int64_t a : axes)
+    reduced[static_cast<size_t>(a < 0 ? a + static_cast<int64_t>(r) : a)] = true;
+  return reduced;
+}
+
+/// dY reshaped to the input's rank (reduced axes of size 1) and expanded to it.
+std::string expand_back(GradBuilder& b, const std::string& t, const std::vector<bool>& reduced) {
+  ir::Shape x = b.shape(b.I(0)), keep = x;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (reduced[i]) keep[i] = 1;
+  return b.emit1("Expand", {b.reshape(t, keep), b.ints(x)});
+}
+
+void reduce_sum_grad(GradBuilder& b) {
+  auto reduced = reduced_axes(b);
+  if (!reduced) return identity_grad(b);
+  b.set_GI(0, expand_back(b, b.GO(0), *reduced));
+}
+
+void reduce_mean_grad(GradBuilder& b) {
+  auto reduced = reduced_axes(b);
+  if (!reduced) return identity_grad(b);
+  const ir::Shape x = b.shape(b.I(0));
+  int64_t count = 1;
+  for (size_t i = 0; i < x.size(); ++i)
+    if ((*reduced)[i]) count *= x[i];
+  std::string scaled = b.emit1("Mul", {b.GO(0), b.scalar(1.0f / static_cast<float>(count))});
+  b.set_GI(0, expand_back(b, scaled, *reduced));
+}
+
+// The gradient is shared equally among the elements equal to the maximum (as PyTorch's amax).
+void reduce_max_grad(GradBuilder& b) {
+  auto reduced = reduced_axes(b);
+  if (!reduced) return identity_grad(b);
+  const std::string x = b.I(0);
+  std::string is_max = b.emit1("Equal", {x, expand_back(b, b.O(0), *reduced)});
+  std::string ones =
+      b.emit1("Cast", {is_max}, {{"to", Attribute(static_cast<int64_t>(b.dtype(x)))}});
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < reduced->size(); ++i)
+    if ((*reduced)[i]) axes.push_back(static_cast<int64_t>(i));
+  std::string count =
+      b.emit1("ReduceSum", {ones, b.ints(axes)}, {{"keepdims", Attribute(int64_t{1})}});
+  std::string share = b.emit1("Div", {expand_back(b, b.GO(0), *reduced), count});
+  b.set_GI(0, b.emit1("Mul", {share, ones}));
+}
+
+}  // namespace
+
+void register_shape_rules(std::map<std::string, RuleEntry>& r) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) r[op] = {reshape_grad};
+  r["Identity"] = {identity_grad};
+  r["Transpose"] = {transpose_grad};
+  r["Expand"] = {expand_grad};
+  r["ReduceSum"] = {reduce_sum_grad};
+  r["ReduceMean"] = {reduce_mean_grad};
+  r["ReduceMax"] = {reduce_max_grad};
+  for (const char* op : {"Shape", "Constant", "ConstantOfShape", "Range"}) r[op] = {nullptr};
+}
+
+}  // namespace pipetrain::autodiff
