@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   pipetrain::cli::add_inspect_command(app);
   pipetrain::cli::add_run_command(app);
+  pipetrain::cli::add_train_command(app);
+  pipetrain::cli::add_zoo_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

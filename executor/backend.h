@@ -18,6 +18,12 @@ class Backend {
   virtual std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const = 0;
   /// Runs one node; outputs are preallocated with the shapes the IR inferred.
   virtual void run(KernelContext& ctx) = 0;
+  /// True when the node's kernel makes output 0 a view of input 0 instead of
+  /// writing it (the memory plan then shares the input's storage).
+  virtual bool output_is_view(const ir::Node& n) const {
+    (void)n;
+    return false;
+  }
 };
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
 
 #include "ir/error.h"
 
 namespace pipetrain::exec {
 
-ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend)
+ForwardRunner::~ForwardRunner() = default;
+
+ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory)
     : graph_(graph), backend_(backend), order_(graph.topo_order()) {
   std::string problems;
   for (size_t i : order_) {
@@ -20,6 +23,12 @@ ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend)
   for (size_t pos = 0; pos < order_.size(); ++pos)
     for (const auto& in : graph_.nodes[order_[pos]].inputs)
       if (!in.empty()) last_use_[in] = pos;
+  if (plan_memory) {
+    plan_ = std::make_unique<MemoryPlan>(
+        exec::plan_memory(graph_, [&](const ir::Node& n) { return backend_.output_is_view(n); }));
+    order_ = plan_->order;
+    arena_ = ir::Tensor::allocate(plan_->arena_bytes);
+  }
 }
 
 std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string, ir::Tensor>& feeds,
@@ -70,7 +79,13 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty()) {
         const ir::TensorDesc& d = graph_.tensor(n.outputs[k]);
-        outs[k] = ir::Tensor(d.dtype, d.shape);
+        if (plan_) {
+          const TensorSlot& slot = plan_->slots.at(n.outputs[k]);
+          outs[k] = ir::Tensor::view(arena_, slot.offset, d.dtype, d.shape);
+          if (slot.bytes) std::memset(outs[k].raw(), 0, outs[k].nbytes());  // kernels expect zeros
+        } else {
+          outs[k] = ir::Tensor(d.dtype, d.shape);
+        }
       }
     for (size_t k = 0; k < outs.size(); ++k)
       ctx.outputs.push_back(outs[k].defined() ? &outs[k] : nullptr);

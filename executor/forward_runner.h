@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/memory_plan.h"
 #include "ir/graph.h"
 
 namespace pipetrain::exec {
@@ -25,8 +27,12 @@ struct RunOptions {
 
 class ForwardRunner {
  public:
-  /// Throws UnsupportedOp listing every node the backend cannot run.
-  ForwardRunner(const ir::Graph& graph, Backend& backend);
+  /// Throws UnsupportedOp listing every node the backend cannot run. With
+  /// `plan_memory`, every intermediate lives in one arena laid out by
+  /// plan_memory() and the returned outputs are views into it, valid until
+  /// the next run(); otherwise each tensor is its own allocation.
+  ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory = false);
+  ~ForwardRunner();
 
   /// Feeds must cover every graph input with its exact dtype and shape
   /// (ModelError naming the input otherwise). Returns the graph outputs.
@@ -38,6 +44,12 @@ class ForwardRunner {
   Backend& backend_;
   std::vector<size_t> order_;
   std::map<std::string, size_t> last_use_;  // tensor -> position in order_ of its last reader
+  std::unique_ptr<MemoryPlan> plan_;        // null without plan_memory
+  std::shared_ptr<std::byte[]> arena_;
+
+ public:
+  /// The memory plan (null when constructed without plan_memory).
+  const MemoryPlan* memory_plan() const { return plan_.get(); }
 };
 
 }  // namespace pipetrain::exec

@@ -103,9 +103,10 @@ onnx::ModelProto model_from_graph(const ir::Graph& g) {
 
 }  // namespace detail
 
-void export_model(const ir::Graph& graph, const std::string& path) {
+namespace detail {
+
+void write_model_atomically(const onnx::ModelProto& model, const std::string& path) {
   namespace fs = std::filesystem;
-  onnx::ModelProto model = detail::model_from_graph(graph);
   fs::path target(path);
   fs::path tmp = target;
   tmp += ".tmp";
@@ -126,6 +127,35 @@ void export_model(const ir::Graph& graph, const std::string& path) {
     fs::remove(tmp, ec);
     throw Error(path + ": cannot move the temporary file into place: " + ec.message());
   }
+}
+
+}  // namespace detail
+
+void export_model(const ir::Graph& graph, const std::string& path) {
+  detail::write_model_atomically(detail::model_from_graph(graph), path);
+}
+
+void save_trained_weights(const std::string& original, const ir::Graph& trained,
+                          const std::string& path) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(detail::read_file(original)))
+    throw ModelError(original + ": not a valid ONNX model");
+  const std::string base_dir = std::filesystem::path(original).parent_path().string();
+  auto* graph = model.mutable_graph();
+  for (auto& init : *graph->mutable_initializer()) {
+    const ir::Tensor* v = trained.value(init.name());
+    const ir::TensorDesc* d =
+        trained.has_tensor(init.name()) ? &trained.tensor(init.name()) : nullptr;
+    bool trainable = d && (d->role == ir::Role::kParam || d->role == ir::Role::kBuffer);
+    if (trainable && v) {
+      detail::tensor_to_proto(*v, init.name(), &init);
+    } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      // Inline every tensor, so the written model stands on its own.
+      ir::Tensor t = detail::tensor_from_proto(init, base_dir, "initializer '" + init.name() + "'");
+      detail::tensor_to_proto(t, init.name(), &init);
+    }
+  }
+  detail::write_model_atomically(model, path);
 }
 
 }  // namespace pipetrain::importer

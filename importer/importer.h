@@ -42,6 +42,11 @@ ir::Graph import_model_bytes(const std::string& bytes, const std::string& base_d
 /// leaves a half-written file.
 void export_model(const ir::Graph& graph, const std::string& path);
 
+/// Writes `original` again with the values of `trained`'s params and buffers
+/// (same names) in place of its initializers; nothing else changes. Atomic.
+void save_trained_weights(const std::string& original, const ir::Graph& trained,
+                          const std::string& path);
+
 /// Reads a serialized TensorProto (the ONNX test data format).
 ir::Tensor load_tensor_proto(const std::string& path);
 /// Same, also giving the TensorProto's name (ONNX test data names each input

@@ -55,6 +55,11 @@ const Tensor* Graph::value(const std::string& name) const {
   return it == values_.end() ? nullptr : &it->second;
 }
 
+Tensor* Graph::mutable_value(const std::string& name) {
+  auto it = values_.find(name);
+  return it == values_.end() ? nullptr : &it->second;
+}
+
 std::vector<std::string> Graph::params() const {
   std::vector<std::string> r;
   for (const auto& [name, d] : tensors_)

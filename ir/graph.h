@@ -62,6 +62,8 @@ class Graph {
   void set_value(const std::string& name, Tensor value, Role role);
   bool has_value(const std::string& name) const { return values_.count(name) != 0; }
   const Tensor* value(const std::string& name) const;
+  /// For in-place updates of a stored value (optimizer steps); nullptr if absent.
+  Tensor* mutable_value(const std::string& name);
   const std::map<std::string, Tensor>& values() const { return values_; }
   /// Names of tensors with role kParam, sorted.
   std::vector<std::string> params() const;

@@ -32,6 +32,10 @@ std::string field(const std::string& header, const std::string& key, const std::
 Tensor load_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ModelError(path + ": cannot open");
+  return read_npy(f, path);
+}
+
+Tensor read_npy(std::istream& f, const std::string& path) {
   char magic[8];
   f.read(magic, 8);
   if (!f || std::memcmp(magic, "\x93NUMPY", 6) != 0) throw ModelError(path + ": not a .npy file");

@@ -1,6 +1,7 @@
 // NumPy .npy files: the CLI's tensor exchange format.
 #pragma once
 
+#include <istream>
 #include <string>
 
 #include "ir/tensor.h"
@@ -10,6 +11,8 @@ namespace pipetrain::ir {
 /// Reads a little-endian, C-order .npy of f32, f16, i64, i32 or bool.
 /// Throws ModelError naming the file on anything else.
 Tensor load_npy(const std::string& path);
+/// The same from a stream (e.g. an entry of an .npz); `what` names it in errors.
+Tensor read_npy(std::istream& f, const std::string& what);
 /// Writes atomically (temporary file, then rename).
 void save_npy(const Tensor& t, const std::string& path);
 

@@ -20,6 +20,19 @@ std::shared_ptr<std::byte[]> alloc_aligned(size_t bytes) {
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), data_(alloc_aligned(nbytes())) {}
 
+Tensor Tensor::view(const std::shared_ptr<std::byte[]>& base, size_t offset, DType dtype,
+                    Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = std::shared_ptr<std::byte[]>(base, base.get() + offset);
+  return t;
+}
+
+std::shared_ptr<std::byte[]> Tensor::allocate(size_t bytes) {
+  return alloc_aligned(bytes);
+}
+
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());

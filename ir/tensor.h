@@ -37,6 +37,13 @@ class Tensor {
     return static_cast<const T*>(raw());
   }
 
+  /// A tensor over `bytes` bytes of `base` starting at `offset` (no copy, not
+  /// zeroed): the planned arena's slots. Keeps `base` alive.
+  static Tensor view(const std::shared_ptr<std::byte[]>& base, size_t offset, DType dtype,
+                     Shape shape);
+  /// Zero-filled 64-byte aligned storage of `bytes` bytes (an arena).
+  static std::shared_ptr<std::byte[]> allocate(size_t bytes);
+
   /// Deep copy.
   Tensor clone() const;
   /// Same bytes, new shape of equal element count (shares the buffer).

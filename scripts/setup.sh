@@ -11,6 +11,7 @@ DEB_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata clang libclang-rt-14-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
+  dataset-fashion-mnist python3-sklearn zlib1g-dev
 )
 PIP_PACKAGES=(onnxruntime)
 

@@ -1,4 +1,5 @@
 #include <map>
+#include <set>
 
 #include <cblas.h>
 
@@ -37,6 +38,13 @@ class CpuBackend final : public Backend {
     for (ir::DType d : k.dtypes)
       if (d == t) return "";
     return "the CPU kernel for " + n.op_type + " does not support dtype " + ir::dtype_name(t);
+  }
+
+  bool output_is_view(const ir::Node& n) const override {
+    // executor/cpu/kernels/shape_ops.cc: these return reshaped handles of their input.
+    static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                                 "Identity"};
+    return kViews.count(n.op_type) != 0;
   }
 
   void run(KernelContext& ctx) override {

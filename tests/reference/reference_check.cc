@@ -1,5 +1,7 @@
 // Runs the models scripts/export_reference_models.py exported from PyTorch and
-// compares pipetrain's outputs with PyTorch's on the same inputs.
+// compares pipetrain's outputs with PyTorch's on the same inputs, then the
+// gradients build_backward derives for loss = sum_i sum(output_i * seed_i)
+// with PyTorch's autograd gradients of every parameter.
 // Error measure per output: max |ours - torch| / max |torch| (relative to the
 // tensor's scale, so near-zero elements do not dominate); bound 1e-4.
 #include <algorithm>
@@ -8,6 +10,9 @@
 #include <filesystem>
 #include <string>
 
+#include <fstream>
+
+#include "autodiff/autodiff.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "importer/importer.h"
@@ -27,6 +32,56 @@ double relative_error(const ir::Tensor& got, const ir::Tensor& want) {
     scale = std::max(scale, std::abs(want.at(i)));
   }
   return std::isnan(diff) ? INFINITY : diff / std::max(scale, 1e-30);
+}
+
+// Appends loss = sum_k ReduceSum(output_k * seed_k), differentiates with respect
+// to the initializers grads.txt lists, and compares with PyTorch's gradients.
+bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::string, ir::Tensor>& feeds) {
+  std::ifstream index(dir / "grads.txt");
+  if (!index) return true;  // exported without gradients
+  std::vector<std::pair<std::string, std::string>> expected;  // initializer, file
+  for (std::string name, file; index >> name >> file;) expected.emplace_back(name, file);
+  std::string loss;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    fs::path seed_path = dir / ("seed_" + std::to_string(k) + ".npy");
+    if (!fs::exists(seed_path)) continue;
+    const std::string o = g.outputs[k], s = "ref/seed" + std::to_string(k);
+    g.set_value(s, ir::load_npy(seed_path.string()), ir::Role::kConstant);
+    g.nodes.push_back({"ref/mul" + std::to_string(k), "Mul", {o, s}, {s + "*"}, {}});
+    g.nodes.push_back({"ref/sum" + std::to_string(k), "ReduceSum", {s + "*"}, {s + "+"},
+                       {{"keepdims", ir::Attribute(int64_t{0})}}});
+    if (loss.empty()) {
+      loss = s + "+";
+    } else {
+      g.nodes.push_back({"ref/add" + std::to_string(k), "Add", {loss, s + "+"}, {s + "L"}, {}});
+      loss = s + "L";
+    }
+  }
+  g.layers.clear();
+  for (auto& n : g.nodes) n.layer = -1;
+  g.infer_shapes();
+  autodiff::BackwardOptions opts;
+  for (const auto& [name, file] : expected) opts.wrt.push_back(name);
+  autodiff::BackwardResult bw = autodiff::build_backward(g, loss, opts);
+  auto backend = exec::make_cpu_backend();
+  auto outs = exec::ForwardRunner(g, *backend).run(feeds);
+  double worst = 0;
+  std::string worst_name;
+  for (const auto& [name, file] : expected) {
+    auto it = bw.grads.find(name);
+    double err = it == bw.grads.end()
+                     ? INFINITY
+                     : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
+    if (!(err <= worst)) {
+      worst = err;
+      worst_name = name;
+    }
+  }
+  const bool pass = worst <= kBound;
+  std::printf("  %-12s %zu parameter gradients, worst rel. error %.2e (%s)  %s\n",
+              dir.filename().c_str(), expected.size(), worst, worst_name.c_str(),
+              pass ? "ok" : "FAIL");
+  return pass;
 }
 
 bool check(const fs::path& dir) {
@@ -49,7 +104,7 @@ bool check(const fs::path& dir) {
                 ir::shape_str(outs.at(g.outputs[k]).shape()).c_str(), err, pass ? "ok" : "FAIL");
     ok = ok && pass;
   }
-  return ok;
+  return ok && check_gradients(dir, g, feeds);
 }
 }  // namespace
 

@@ -1,0 +1,39 @@
+// From a model graph to the graph one training step runs: BatchNormalization
+// switched to batch statistics (its running statistics become outputs that
+// update the buffers), a loss (the model's own, or cross-entropy / MSE
+// attached to an output with the labels as a new input), and the backward pass.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace pipetrain::autodiff {
+
+struct LossSpec {
+  /// "" uses the model's own loss (its one-element float output);
+  /// "cross-entropy" (SoftmaxCrossEntropyLoss, mean) or "mse" attaches one.
+  std::string kind;
+  /// The model output the attached loss reads; default: the first output.
+  std::string output;
+};
+
+struct TrainingGraph {
+  ir::Graph graph;         // forward in training mode + loss + backward; shares value buffers
+  std::string loss;        // the scalar loss tensor
+  std::string prediction;  // the model output the loss reads ("" for a model's own loss)
+  std::string labels;      // the label input attach added ("" for a model's own loss)
+  std::map<std::string, std::string> grads;  // param -> its gradient tensor
+  /// (tensor the step computes, buffer it replaces): BatchNorm running statistics.
+  std::vector<std::pair<std::string, std::string>> buffer_updates;
+};
+
+/// Builds the training graph of `model`; values (params, buffers) share their
+/// buffers with `model`'s, so updating them in place trains `model` itself.
+/// Throws ModelError when there is no loss to use or the output is unknown.
+TrainingGraph build_training_graph(const ir::Graph& model, const LossSpec& loss);
+
+}  // namespace pipetrain::autodiff

@@ -1,0 +1,126 @@
+// `pipetrain train model.onnx --data fashion-mnist --epochs 3 --batch 64
+//  --optimizer sgd --lr 0.05 --momentum 0.9 -o trained.onnx`: one worker.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "autodiff/training_graph.h"
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "cli/train_report.h"
+#include "data/dataset.h"
+#include "executor/backend.h"
+#include "executor/fit.h"
+#include "ir/error.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+struct TrainArgs {
+  ModelOptions model;
+  std::string data;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;
+  int64_t max_samples = 0;
+  double test_fraction = 0.2;
+  std::string loss;
+  std::string loss_output;
+  exec::TrainerOptions trainer;
+  std::string output;
+  std::string run_dir = "pipetrain-run";
+  uint64_t seed = 0;
+  int threads = 1;
+  bool quiet = false;
+};
+
+void train(TrainArgs& a) {
+  if (a.model.batch <= 0) throw ModelError("--batch is required and must be positive");
+  exec::set_cpu_threads(a.threads);
+  ir::Graph model = importer::import_model(a.model.path, a.model.import_options());
+  if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
+  const std::string input = model.inputs[0];
+
+  data::DataOptions dopt;
+  dopt.seed = a.seed;
+  dopt.test_fraction = a.test_fraction;
+  dopt.max_samples = a.max_samples;
+  data::DataSplit split = data::load_data(a.data, dopt);
+
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {a.loss, a.loss_output});
+  auto backend = exec::make_cpu_backend();
+  a.trainer.seed = a.seed;
+  if (a.trainer.schedule.total_steps == 0)
+    a.trainer.schedule.total_steps =
+        a.max_steps > 0 ? a.max_steps : a.epochs * (split.train.size() / a.model.batch);
+  exec::Trainer trainer(tg, *backend, a.trainer);
+  const exec::MemoryPlan& plan = trainer.memory_plan();
+  fmt::print(
+      "{}: {:.3f} M params, {} forward + {} backward nodes; '{}': {} train, {} test samples\n",
+      a.model.path, model.param_count() / 1e6, model.nodes.size(),
+      tg.graph.nodes.size() - model.nodes.size(), a.data, split.train.size(), split.test.size());
+  fmt::print("memory plan: {:.1f} MiB arena (live peak {:.1f} MiB, {:.1f} MiB without reuse)\n",
+             plan.arena_bytes / 1048576.0, plan.peak_live_bytes / 1048576.0,
+             plan.naive_bytes / 1048576.0);
+  std::filesystem::create_directories(a.run_dir);
+  TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  exec::FitOptions fo;
+  fo.epochs = a.epochs;
+  fo.seed = a.seed;
+  fo.max_steps = a.max_steps;
+  exec::fit(trainer, tg, model, *backend, input, split, fo,
+            {[&](const exec::StepReport& s) { report.step(s); },
+             [&](const exec::EpochReport& e) { report.epoch(e); }});
+  report.write_loss_svg(a.run_dir + "/loss.svg");
+  fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg\n", a.run_dir, a.run_dir);
+  if (!a.output.empty()) {
+    importer::save_trained_weights(a.model.path, model, a.output);
+    fmt::print("trained model: {}\n", a.output);
+  }
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model on one worker");
+  a->model.add_to(*cmd);
+  cmd->add_option("--data", a->data,
+                  "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, or files "
+                  "(IDX directory, .csv, .npy pair, .npz)")
+      ->required();
+  cmd->add_option("--epochs", a->epochs, "Passes over the training split")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-steps", a->max_steps, "Stop after this many steps in all");
+  cmd->add_option("--max-samples", a->max_samples, "Use only the first N samples of each split");
+  cmd->add_option("--test-fraction", a->test_fraction,
+                  "Held-out share for datasets without a fixed test split");
+  cmd->add_option("--loss", a->loss,
+                  "Attach a loss to an output: cross-entropy or mse (default: the model's own)");
+  cmd->add_option("--loss-output", a->loss_output, "The output the attached loss reads");
+  auto& o = a->trainer.optimizer;
+  cmd->add_option("--optimizer", o.kind, "sgd, adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  cmd->add_option("--lr", o.lr, "Learning rate");
+  cmd->add_option("--momentum", o.momentum, "SGD momentum");
+  cmd->add_flag("--nesterov", o.nesterov, "SGD with Nesterov momentum");
+  cmd->add_option("--weight-decay", o.weight_decay, "L2 (sgd, adam) or decoupled (adamw) decay");
+  cmd->add_option("--beta1", o.beta1, "Adam beta1");
+  cmd->add_option("--beta2", o.beta2, "Adam beta2");
+  auto& s = a->trainer.schedule;
+  cmd->add_option("--schedule", s.kind, "Learning-rate schedule: constant, step or cosine")
+      ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  cmd->add_option("--warmup", s.warmup_steps, "Linear warm-up steps");
+  cmd->add_option("--step-size", s.step_size, "step schedule: steps between decays");
+  cmd->add_option("--gamma", s.gamma, "step schedule: decay factor");
+  cmd->add_option("--clip-norm", a->trainer.clip_norm, "Clip the global gradient norm");
+  cmd->add_option("-o,--output", a->output, "Write the trained model here (ONNX)");
+  cmd->add_option("--run-dir", a->run_dir, "Directory for metrics.jsonl and loss.svg");
+  cmd->add_option("--seed", a->seed, "Seed for shuffling, splits and dropout");
+  cmd->add_option("--threads", a->threads, "CPU threads for BLAS and oneDNN")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
+  cmd->callback([a] { train(*a); });
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,34 @@
+// What `pipetrain train` shows and writes: a progress bar (or one line per
+// epoch with --quiet), metrics.jsonl, and a loss curve as SVG.
+#pragma once
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "executor/fit.h"
+
+namespace pipetrain::cli {
+
+class TrainReport {
+ public:
+  /// Writes metrics to `metrics_path` ("" for none).
+  TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path);
+  void step(const exec::StepReport& s);
+  void epoch(const exec::EpochReport& e);
+  /// Loss per step (and test loss per epoch) as an SVG line chart; atomic.
+  void write_loss_svg(const std::string& path) const;
+
+ private:
+  bool quiet_;
+  int64_t epochs_;
+  std::string metrics_path_;
+  std::ofstream metrics_;
+  std::vector<double> losses_;                         // per step
+  std::vector<std::pair<int64_t, double>> test_loss_;  // (step, loss) per epoch
+  double ema_loss_ = 0;
+  double last_draw_ = -1;
+};
+
+}  // namespace pipetrain::cli

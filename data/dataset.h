@@ -1,0 +1,72 @@
+// Datasets for training: built-in sources (fashion-mnist, digits, synthetic)
+// and files (IDX, CSV, .npy, .npz), each loaded into a train/test split of
+// host tensors. Every bad input ends in one ModelError naming the file and
+// the problem.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/tensor.h"
+
+namespace pipetrain::data {
+
+/// Samples along dimension 0 of both tensors.
+struct Dataset {
+  std::string name;
+  ir::Tensor features;      // (N, ...) f32
+  ir::Tensor labels;        // (N) i64 class ids, or (N, k) f32 regression targets
+  int64_t num_classes = 0;  // 0 for regression
+  int64_t size() const { return features.defined() ? features.shape()[0] : 0; }
+  bool is_classification() const { return num_classes > 0; }
+};
+
+struct DataSplit {
+  Dataset train, test;
+};
+
+struct DataOptions {
+  /// Share of samples held out for sources without a fixed test set.
+  double test_fraction = 0.2;
+  /// Seeds the train/test split and the synthetic generators.
+  uint64_t seed = 0;
+  /// Standardise each feature with the train split's mean and std (applied to both splits).
+  bool normalize = false;
+  /// CSV: label column, by header name or index (negative counts from the end). Empty: the last.
+  std::string label_column;
+  /// "auto" (integer labels are classes, others regression targets), "classification" or
+  /// "regression". Applies to CSV and .npy/.npz sources.
+  std::string task = "auto";
+  /// When > 0, labels must lie in [0, num_classes) and the dataset reports this many classes.
+  int64_t num_classes = 0;
+  /// When > 0, keep only the first max_samples of each split (fast experiments and tests).
+  int64_t max_samples = 0;
+  /// synthetic:<kind> sizes: samples (before the split), features, classes, noise std.
+  int64_t synthetic_samples = 1000;
+  int64_t synthetic_features = 2;
+  int64_t synthetic_classes = 3;
+  double synthetic_noise = 0.5;
+};
+
+/// Loads a built-in dataset or files and splits it.
+///   "fashion-mnist"    Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist):
+///                      (N, 1, 28, 28) f32 in [0, 1], i64 labels, the fixed 60k/10k split.
+///   "digits"           scikit-learn's digits.csv.gz (python3-sklearn): (N, 64) f32 in [0, 1],
+///                      10 classes, a seeded stratified split by test_fraction.
+///   "synthetic:blobs"  Gaussian class blobs; "synthetic:regression" y = x.w + b + noise;
+///                      "synthetic:spirals" interleaved 2-D spirals (one per class).
+///   a directory        IDX files ({train,t10k,test}-{images,labels}-*[.gz]: fixed split) or a
+///                      features/labels pair (x.npy + y.npy, features.npy + labels.npy).
+///   file.npz           keys x/y or features/labels (split), or x_train/y_train/x_test/y_test.
+///   x.npy              with its sibling y.npy (x->y, features->labels, images->labels);
+///                      "a.npy,b.npy" names the pair explicitly.
+///   *-images-*[.gz]    an IDX images file with its sibling labels file.
+///   file.csv[.gz]      one sample per row, header optional, labels from label_column.
+DataSplit load_data(const std::string& name_or_path, const DataOptions& options = {});
+
+/// Where the built-in sources live (overridable for tests through the environment variables
+/// PIPETRAIN_FASHION_MNIST_DIR and PIPETRAIN_DIGITS_CSV); empty when not found.
+std::string fashion_mnist_dir();
+std::string digits_csv_path();
+
+}  // namespace pipetrain::data

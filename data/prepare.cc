@@ -1,0 +1,156 @@
+#include "data/prepare.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "data/random.h"
+#include "ir/error.h"
+
+namespace pipetrain::data {
+
+namespace {
+
+ir::Tensor to_f32(const ir::Tensor& t) {
+  if (t.dtype() == ir::DType::kF32) return t;
+  ir::Tensor out(ir::DType::kF32, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<float>()[i] = static_cast<float>(t.at(i));
+  return out;
+}
+
+int64_t row_elems(const ir::Tensor& t) {
+  return t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0];
+}
+
+}  // namespace
+
+void check_dataset(Dataset& ds, const DataOptions& options, const std::string& what) {
+  if (!ds.features.defined() || ds.features.rank() == 0)
+    throw ModelError(what + ": features must have a sample dimension, got a scalar");
+  if (!ds.labels.defined() || ds.labels.rank() == 0)
+    throw ModelError(what + ": labels must have a sample dimension, got a scalar");
+  const int64_t n = ds.features.shape()[0];
+  if (ds.labels.shape()[0] != n)
+    throw ModelError(what + ": " + std::to_string(ds.labels.shape()[0]) + " labels for " +
+                     std::to_string(n) + " samples");
+  ds.features = to_f32(ds.features);
+  if (ds.features.rank() == 1) ds.features = ds.features.reshaped({n, 1});
+
+  const ir::DType lt = ds.labels.dtype();
+  const bool integer_labels =
+      lt == ir::DType::kI64 || lt == ir::DType::kI32 || lt == ir::DType::kBool;
+  bool classes = options.task == "classification" || (options.task == "auto" && integer_labels);
+  if (options.task == "regression") classes = false;
+  if (!classes) {
+    ds.labels = to_f32(ds.labels);
+    if (ds.labels.rank() == 1) ds.labels = ds.labels.reshaped({n, 1});
+    ds.num_classes = 0;
+    return;
+  }
+  if (ds.labels.rank() != 1)
+    throw ModelError(what + ": class labels must have shape (N), got " +
+                     ir::shape_str(ds.labels.shape()));
+  ir::Tensor ids(ir::DType::kI64, {n});
+  int64_t max_id = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = ds.labels.at(i);
+    if (v != std::floor(v))
+      throw ModelError(what + ": label " + std::to_string(v) + " of sample " + std::to_string(i) +
+                       " is not an integer class id");
+    int64_t id = static_cast<int64_t>(v);
+    if (id < 0 || (options.num_classes > 0 && id >= options.num_classes))
+      throw ModelError(what + ": label " + std::to_string(id) + " of sample " + std::to_string(i) +
+                       " is out of range [0, " +
+                       (options.num_classes > 0 ? std::to_string(options.num_classes) : "inf") +
+                       ")");
+    ids.data<int64_t>()[i] = id;
+    max_id = std::max(max_id, id);
+  }
+  ds.labels = ids;
+  ds.num_classes =
+      options.num_classes > 0 ? options.num_classes : std::max(ds.num_classes, max_id + 1);
+}
+
+Dataset take_rows(const Dataset& ds, const std::vector<int64_t>& indices) {
+  Dataset out;
+  out.name = ds.name;
+  out.num_classes = ds.num_classes;
+  const int64_t m = static_cast<int64_t>(indices.size());
+  for (auto [src, dst] : {std::pair{&ds.features, &out.features}, {&ds.labels, &out.labels}}) {
+    ir::Shape shape = src->shape();
+    shape[0] = m;
+    *dst = ir::Tensor(src->dtype(), shape);
+    const size_t row = static_cast<size_t>(row_elems(*src)) * ir::dtype_size(src->dtype());
+    const auto* from = static_cast<const std::byte*>(src->raw());
+    auto* to = static_cast<std::byte*>(dst->raw());
+    for (int64_t i = 0; i < m; ++i) {
+      assert(indices[i] >= 0 && indices[i] < src->shape()[0]);
+      std::memcpy(to + static_cast<size_t>(i) * row, from + static_cast<size_t>(indices[i]) * row,
+                  row);
+    }
+  }
+  return out;
+}
+
+DataSplit split_dataset(const Dataset& ds, double test_fraction, uint64_t seed) {
+  const int64_t n = ds.size();
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> train, test;
+  // Groups: one per class (stratified), or all samples for regression.
+  std::vector<std::vector<int64_t>> groups(ds.is_classification() ? ds.num_classes : 1);
+  for (int64_t i = 0; i < n; ++i)
+    groups[ds.is_classification() ? ds.labels.data<int64_t>()[i] : 0].push_back(i);
+  for (auto& g : groups) {
+    fisher_yates(g, rng);
+    const size_t n_test =
+        static_cast<size_t>(std::llround(static_cast<double>(g.size()) * test_fraction));
+    test.insert(test.end(), g.begin(), g.begin() + static_cast<std::ptrdiff_t>(n_test));
+    train.insert(train.end(), g.begin() + static_cast<std::ptrdiff_t>(n_test), g.end());
+  }
+  std::sort(train.begin(), train.end());
+  std::sort(test.begin(), test.end());
+  return {take_rows(ds, train), take_rows(ds, test)};
+}
+
+void finish_split(DataSplit& s, const std::string& name, const DataOptions& options) {
+  if (options.max_samples > 0) {
+    for (Dataset* d : {&s.train, &s.test}) {
+      if (d->size() <= options.max_samples) continue;
+      std::vector<int64_t> first(static_cast<size_t>(options.max_samples));
+      std::iota(first.begin(), first.end(), 0);
+      *d = take_rows(*d, first);
+    }
+  }
+  s.train.num_classes = s.test.num_classes = std::max(s.train.num_classes, s.test.num_classes);
+  if (options.normalize && s.train.size() > 0) {
+    // Per feature f over the train rows: mean = sum x / N, std = sqrt(sum (x - mean)^2 / N),
+    // in double and in row order; a constant feature keeps std 1 (it becomes 0 everywhere).
+    const int64_t n = s.train.size(), f = row_elems(s.train.features);
+    std::vector<double> mean(static_cast<size_t>(f), 0.0), var(static_cast<size_t>(f), 0.0);
+    const float* x = s.train.features.data<float>();  // (N, F...)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < f; ++j) mean[j] += x[i * f + j];
+    for (auto& m : mean) m /= static_cast<double>(n);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < f; ++j) var[j] += (x[i * f + j] - mean[j]) * (x[i * f + j] - mean[j]);
+    std::vector<double> sd(static_cast<size_t>(f));
+    for (int64_t j = 0; j < f; ++j) {
+      sd[j] = std::sqrt(var[j] / static_cast<double>(n));
+      if (!(sd[j] > 0)) sd[j] = 1.0;
+    }
+    for (Dataset* d : {&s.train, &s.test}) {
+      d->features = d->features.clone();  // never write through a buffer a caller may share
+      float* y = d->features.data<float>();
+      for (int64_t i = 0; i < d->size(); ++i)
+        for (int64_t j = 0; j < f; ++j)
+          y[i * f + j] = static_cast<float>((y[i * f + j] - mean[j]) / sd[j]);
+    }
+  }
+  s.train.name = name + "/train";
+  s.test.name = name + "/test";
+}
+
+}  // namespace pipetrain::data
