@@ -50,7 +50,9 @@ class TransformerModel(torch.nn.Module):
 
 def models():
     return {
-        "resnet18": (lambda: torchvision.models.resnet18(num_classes=1000), [(2, 3, 224, 224)]),
+        # Batch 4 at 112x112: with batch statistics, smaller inputs make float32 gradients
+        # ill-conditioned (PyTorch float32 vs float64 differ by 1e-2 at batch 2, 224x224).
+        "resnet18": (lambda: torchvision.models.resnet18(num_classes=1000), [(4, 3, 112, 112)]),
         "vgg11": (lambda: torchvision.models.vgg11(num_classes=1000), [(1, 3, 224, 224)]),
         "lstm": (LSTMModel, [(5, 3, 16)]),
         "transformer": (TransformerModel, [(6, 2, 32)]),

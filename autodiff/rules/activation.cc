@@ -56,8 +56,11 @@ void dropout_grad(GradBuilder& b) {
       return;
     }
   }
+  std::string ratio = b.has_I(1) ? b.I(1) : "";
+  if (ratio.empty() && b.node().has_attr("ratio"))  // opset < 12 keeps it as an attribute
+    ratio = b.scalar(b.node().attr_float("ratio", 0.5f));
   std::string mask = b.ensure_output(1, "mask");
-  b.set_GI(0, b.emit1("DropoutGrad", {b.GO(0), mask, b.has_I(1) ? b.I(1) : ""}));
+  b.set_GI(0, b.emit1("DropoutGrad", {b.GO(0), mask, ratio}));
 }
 
 }  // namespace

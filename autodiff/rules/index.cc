@@ -17,14 +17,11 @@ void concat_grad(GradBuilder& b) {
   const size_t n_in = b.node().inputs.size();
   const int64_t axis = norm_axis(b.node().attr_int("axis", 0), b.shape(b.O(0)).size());
   std::vector<int64_t> sizes;
-  std::vector<bool> skip;
-  for (size_t i = 0; i < n_in; ++i) {
-    sizes.push_back(b.shape(b.I(i))[static_cast<size_t>(axis)]);
-    skip.push_back(!b.wants(i));
-  }
-  auto outs = b.emit("Split", {b.GO(0), b.ints(sizes)}, n_in, {{"axis", Attribute(axis)}}, skip);
+  for (size_t i = 0; i < n_in; ++i) sizes.push_back(b.shape(b.I(i))[static_cast<size_t>(axis)]);
+  // Every piece is produced (Split's kernel sizes its outputs from them); unwanted ones go unused.
+  auto outs = b.emit("Split", {b.GO(0), b.ints(sizes)}, n_in, {{"axis", Attribute(axis)}});
   for (size_t i = 0; i < n_in; ++i)
-    if (!outs[i].empty()) b.set_GI(i, outs[i]);
+    if (b.wants(i)) b.set_GI(i, outs[i]);
 }
 
 // The pieces' gradients concatenated; a piece nobody used contributes zeros.

@@ -177,7 +177,7 @@ OpSchema schema_SliceGrad() {
 // (dX, dW, dR, dB, dinitial_h, dinitial_c), LSTM's attributes; the forward
 // is recomputed. Absent forward inputs and absent upstream gradients are "".
 OpSchema schema_LSTMGrad() {
-  return grad_schema(11, 11, 6, schema_LSTM().attrs, [](InferContext& c) {
+  return grad_schema(3, 11, 6, schema_LSTM().attrs, [](InferContext& c) {
     static const size_t kFrom[] = {0, 1, 2, 3, 5, 6};
     for (size_t k = 0; k < c.num_outputs() && k < 6; ++k)
       if (c.node().has_output(k)) {

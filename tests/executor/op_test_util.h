@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,10 +33,13 @@ inline OpInput absent() {
 }
 
 /// Runs `op` with the given inputs and attributes; returns its outputs in order.
+/// Outputs listed in `absent_outputs` are left out of the node ("") and come
+/// back undefined.
 inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<OpInput>& inputs,
                                       std::map<std::string, ir::Attribute> attrs = {},
                                       size_t num_outputs = 1, bool training = false,
-                                      uint64_t seed = 0) {
+                                      uint64_t seed = 0,
+                                      const std::set<size_t>& absent_outputs = {}) {
   ir::Graph g;
   g.name = "single_" + op;
   ir::Node n;
@@ -59,6 +63,10 @@ inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<O
     }
   }
   for (size_t k = 0; k < num_outputs; ++k) {
+    if (absent_outputs.count(k)) {
+      n.outputs.push_back("");
+      continue;
+    }
     n.outputs.push_back("out" + std::to_string(k));
     g.outputs.push_back("out" + std::to_string(k));
   }
@@ -72,7 +80,8 @@ inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<O
   opts.seed = seed;
   auto outs = runner.run(feeds, opts);
   std::vector<ir::Tensor> result;
-  for (size_t k = 0; k < num_outputs; ++k) result.push_back(outs.at("out" + std::to_string(k)));
+  for (size_t k = 0; k < num_outputs; ++k)
+    result.push_back(absent_outputs.count(k) ? ir::Tensor() : outs.at("out" + std::to_string(k)));
   return result;
 }
 

@@ -72,6 +72,8 @@ bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::strin
     double err = it == bw.grads.end()
                      ? INFINITY
                      : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
+    if (!(err <= kBound))
+      std::printf("  %-12s   gradient of %s: rel. error %.2e\n", dir.filename().c_str(), name.c_str(), err);
     if (!(err <= worst)) {
       worst = err;
       worst_name = name;

@@ -44,44 +44,17 @@ int64_t product(const ir::Shape& s, size_t from) {
   return p;
 }
 
-// oneDNN's weights view: (OC, IC, k...) or (G, OC/G, IC/G, k...) over the
-// ONNX bytes. Conv W (M, C/G, k...) is exactly that row-major; ConvTranspose
-// W (C, M/G, k...) is (G, IC/G, OC/G, k...), so OC and IC strides swap.
 memory::desc user_weights(const ConvArgs& a) {
-  const ir::Shape& w = a.w;
-  int64_t k = product(w, 2);
-  ir::Shape spatial(w.begin() + 2, w.end());
-  ir::Shape spatial_strides = ir::strides_of(spatial);
-  int64_t g = a.group;
-  int64_t oc_g = a.transposed ? w[1] : w[0] / g;  // output channels per group
-  int64_t ic_g = a.transposed ? w[0] / g : w[1];  // input channels per group
-  int64_t oc_stride = a.transposed ? k : ic_g * k;
-  int64_t ic_stride = a.transposed ? oc_g * k : k;
   ir::Shape dims, strides;
-  if (g > 1) {
-    dims = {g, oc_g, ic_g};
-    strides = {oc_g * ic_g * k, oc_stride, ic_stride};
-  } else {
-    dims = {oc_g, ic_g};
-    strides = {oc_stride, ic_stride};
-  }
-  dims.insert(dims.end(), spatial.begin(), spatial.end());
-  strides.insert(strides.end(), spatial_strides.begin(), spatial_strides.end());
+  dnnl_weights_view(a, &dims, &strides);
   return du::plain_desc(dims, strides);
 }
 
 std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
-  const ir::WindowGeometry& g = a.geo;
-  memory::dims strides, dilates, pad_l, pad_r;
-  for (size_t i = 0; i < g.rank(); ++i) {
-    strides.push_back(g.strides[i]);
-    dilates.push_back(g.dilations[i] - 1);  // oneDNN counts the gaps
-    pad_l.push_back(g.pads_begin[i]);
-    // ConvTranspose's output_padding extends the end: o = s (i - 1) + ext - pl - pr.
-    // oneDNN takes a negative end padding (a larger output) but not a negative begin.
-    pad_r.push_back(g.pads_end[i] - g.output_padding[i]);
-    if (pad_l.back() < 0) return nullptr;
-  }
+  DnnlWindow win;
+  if (!dnnl_window(a, &win)) return nullptr;
+  const memory::dims &strides = win.strides, &dilates = win.dilates, &pad_l = win.pad_l,
+                     &pad_r = win.pad_r;
   auto p = std::make_shared<ConvPrimitive>();
   p->user_src = du::plain_desc(a.x);
   p->user_dst = du::plain_desc(a.y);
@@ -127,15 +100,6 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
   return p;
 }
 
-std::string cache_key(const ConvArgs& a) {
-  const ir::WindowGeometry& g = a.geo;
-  return std::string(a.transposed ? "deconv" : "conv") + " x" + du::key_of(a.x) + " w" +
-         du::key_of(a.w) + " y" + du::key_of(a.y) + " g" + std::to_string(a.group) + " s" +
-         du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
-         " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
-         (a.b_data ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
-}
-
 // The weights in p.w's layout: from the cache when they are a graph value
 // reordered at the current values_version, else reordered now (and cached
 // when they are a value). The returned handle keeps its buffer alive even if
@@ -161,8 +125,55 @@ memory reordered_weights(ConvPrimitive& p, const ConvArgs& a, memory user_w) {
 
 }  // namespace
 
+bool dnnl_window(const ConvArgs& a, DnnlWindow* w) {
+  const ir::WindowGeometry& g = a.geo;
+  *w = DnnlWindow();
+  for (size_t i = 0; i < g.rank(); ++i) {
+    w->strides.push_back(g.strides[i]);
+    w->dilates.push_back(g.dilations[i] - 1);  // oneDNN counts the gaps
+    w->pad_l.push_back(g.pads_begin[i]);
+    // ConvTranspose's output_padding extends the end: o = s (i - 1) + ext - pl - pr.
+    // oneDNN takes a negative end padding (a larger output) but not a negative begin.
+    w->pad_r.push_back(g.pads_end[i] - g.output_padding[i]);
+    if (w->pad_l.back() < 0) return false;
+  }
+  return true;
+}
+
+// Conv W (M, C/G, k...) is (G, OC/G, IC/G, k...) row-major; ConvTranspose
+// W (C, M/G, k...) is (G, IC/G, OC/G, k...), so OC and IC strides swap.
+void dnnl_weights_view(const ConvArgs& a, ir::Shape* dims, ir::Shape* strides) {
+  const ir::Shape& w = a.w;
+  int64_t k = product(w, 2);
+  ir::Shape spatial(w.begin() + 2, w.end());
+  ir::Shape spatial_strides = ir::strides_of(spatial);
+  int64_t g = a.group;
+  int64_t oc_g = a.transposed ? w[1] : w[0] / g;  // output channels per group
+  int64_t ic_g = a.transposed ? w[0] / g : w[1];  // input channels per group
+  int64_t oc_stride = a.transposed ? k : ic_g * k;
+  int64_t ic_stride = a.transposed ? oc_g * k : k;
+  if (g > 1) {
+    *dims = {g, oc_g, ic_g};
+    *strides = {oc_g * ic_g * k, oc_stride, ic_stride};
+  } else {
+    *dims = {oc_g, ic_g};
+    *strides = {oc_stride, ic_stride};
+  }
+  dims->insert(dims->end(), spatial.begin(), spatial.end());
+  strides->insert(strides->end(), spatial_strides.begin(), spatial_strides.end());
+}
+
+std::string conv_cache_key(const ConvArgs& a) {
+  const ir::WindowGeometry& g = a.geo;
+  return std::string(a.transposed ? "deconv" : "conv") + " x" + du::key_of(a.x) + " w" +
+         du::key_of(a.w) + " y" + du::key_of(a.y) + " g" + std::to_string(a.group) + " s" +
+         du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
+         " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
+         (a.b_data ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
+}
+
 bool conv_dnnl(const ConvArgs& a) {
-  auto p = du::cached_as<ConvPrimitive>(cache_key(a), [&] { return make_primitive(a); });
+  auto p = du::cached_as<ConvPrimitive>(conv_cache_key(a), [&] { return make_primitive(a); });
   if (!p) return false;
   auto& eng = du::engine();
   auto& s = du::stream();

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "executor/cpu/kernels/window3.h"
 #include "ir/ops/window.h"
 #include "ir/shape.h"
 
@@ -32,5 +34,39 @@ struct ConvArgs {
 bool conv_dnnl(const ConvArgs& a);
 /// Plain im2col (Conv) / col2im (ConvTranspose) + sgemm; handles everything.
 void conv_plain(const ConvArgs& a);
+
+/// ConvGrad / ConvTransposeGrad (grad_conv.cc). `conv` describes the forward
+/// (x_data = X, w_data = W, y = dY's shape; b_data and y_data unused); each
+/// gradient is computed when its pointer is set.
+struct ConvGradArgs {
+  ConvArgs conv;
+  const float* dy = nullptr;  // (N, M, O...)
+  float* dx = nullptr;        // (N, C, D...)
+  float* dw = nullptr;        // as W
+  float* db = nullptr;        // (M)
+};
+/// oneDNN's backward primitives; false (nothing written) when oneDNN cannot
+/// express the window.
+bool conv_grad_dnnl(const ConvGradArgs& g);
+/// The adjoint op through conv_plain for dX, im2col + sgemm for dW; handles everything.
+void conv_grad_plain(const ConvGradArgs& g);
+
+// Shared by the forward and the gradient kernels (conv_dnnl.cc, conv_plain.cc).
+
+/// The window as oneDNN takes it: dilations count the gaps (d - 1) and
+/// ConvTranspose's output_padding is folded into the end pads.
+struct DnnlWindow {
+  ir::Shape strides, dilates, pad_l, pad_r;
+};
+/// False when a begin pad is negative, which oneDNN cannot express.
+bool dnnl_window(const ConvArgs& a, DnnlWindow* w);
+/// oneDNN's view of the ONNX weight bytes as dims and element strides:
+/// (OC, IC, k...) or (G, OC/G, IC/G, k...).
+void dnnl_weights_view(const ConvArgs& a, ir::Shape* dims, ir::Shape* strides);
+/// Primitive cache key of a's shapes and attributes and the oneDNN thread count.
+std::string conv_cache_key(const ConvArgs& a);
+/// col (channels * K, O): col[(c, k), o] = x[c, o*s + k*d - pb] or 0 outside;
+/// x is (channels, I) over g's input sizes.
+void im2col(const float* x, int64_t channels, const Window3& g, float* col);
 
 }  // namespace pipetrain::exec::cpu

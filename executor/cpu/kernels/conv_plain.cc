@@ -11,8 +11,6 @@
 
 namespace pipetrain::exec::cpu {
 
-namespace {
-
 // col (channels * K, O): col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pb, ...] or 0.
 void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
   int64_t o_size = g.out_size();
@@ -37,6 +35,8 @@ void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
           }
         }
 }
+
+namespace {
 
 // Adjoint of im2col with the roles of in/out swapped: col (channels * K, I)
 // holds per-input-position contributions; y[c, i*s + k*d - pb] += col.

@@ -1,42 +1,202 @@
-// PLACEHOLDER: CPU kernels of ReluGrad, LeakyReluGrad, SigmoidGrad, TanhGrad, GeluGrad, ClipGrad,
-// DropoutGrad, SoftmaxGrad, LogSoftmaxGrad (being written).
+// CPU kernels of the activation gradients (schemas and math in ir/ops/grad.cc):
+// one pass over dY and the saved forward tensor, f32. Each writes dX (it
+// arrives zero-filled; nothing is accumulated across nodes here).
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <vector>
+
 #include "executor/cpu/cpu_kernels.h"
-#include "ir/error.h"
+#include "executor/cpu/kernels/ew_common.h"
+#include "executor/cpu/kernels/vec_math.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
-void not_yet(KernelContext& ctx) {
-  throw UnsupportedOp(ctx.n().describe() + ": CPU kernel not written yet");
+
+using ir::DType;
+using ir::Tensor;
+
+/// dx[i] = fn(dy[i], t[i]) with t = input 1 (Y or X, as the schema says).
+template <typename Fn>
+void map_grad(KernelContext& ctx, Fn fn) {
+  const float* dy = ctx.in(0).data<float>();  // (any)
+  const float* t = ctx.in(1).data<float>();   // as dy
+  float* dx = ctx.out(0).data<float>();       // as dy
+  const int64_t n = ctx.in(0).numel();
+  assert(ctx.in(1).numel() == n);
+  for (int64_t i = 0; i < n; ++i) dx[i] = fn(dy[i], t[i]);
 }
+
+// The select_f32 forms below keep a 0 (not 0 * dy, NaN for an infinite dy)
+// where the gradient is cut, as PyTorch's threshold_backward does.
+
+/// dX = dY * (Y > 0).
+void relu_grad(KernelContext& ctx) {
+  map_grad(ctx, [](float dy, float y) { return select_f32(y > 0.0f, dy, 0.0f); });
+}
+
+/// dX = dY * (X > 0 ? 1 : alpha); at X = 0 the slope is alpha, as in PyTorch.
+void leaky_relu_grad(KernelContext& ctx) {
+  const float alpha = ctx.n().attr_float("alpha", 0.01f);
+  map_grad(ctx, [alpha](float dy, float x) { return select_f32(x > 0.0f, dy, alpha * dy); });
+}
+
+/// sigma' = sigma (1 - sigma): dX = dY * Y * (1 - Y).
+void sigmoid_grad(KernelContext& ctx) {
+  map_grad(ctx, [](float dy, float y) { return dy * y * (1.0f - y); });
+}
+
+/// tanh' = 1 - tanh^2: dX = dY * (1 - Y^2).
+void tanh_grad(KernelContext& ctx) {
+  map_grad(ctx, [](float dy, float y) { return dy * (1.0f - y * y); });
+}
+
+/// gelu(x) = x Phi(x): gelu' = Phi(x) + x phi(x), Phi(x) = erfc(-x / sqrt 2) / 2,
+/// phi(x) = e^(-x^2 / 2) / sqrt(2 pi). With approximate = "tanh",
+/// gelu(x) = x/2 (1 + t), t = tanh(u), u = k (x + c x^3), k = sqrt(2 / pi), c = 0.044715:
+/// gelu' = (1 + t) / 2 + x/2 (1 - t^2) k (1 + 3 c x^2).
+void gelu_grad(KernelContext& ctx) {
+  if (ctx.n().attr_string("approximate", "none") == "tanh") {
+    const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
+    const float c = 0.044715f;
+    map_grad(ctx, [k, c](float dy, float x) {
+      const float x2 = x * x;
+      const float t = tanh_f32(k * x * (1.0f + c * x2));
+      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x2));
+    });
+  } else {
+    const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
+    map_grad(ctx, [inv_sqrt_2pi](float dy, float x) {
+      const float cdf = 0.5f * erfc_f32(-x * static_cast<float>(M_SQRT1_2));
+      const float pdf = inv_sqrt_2pi * exp_f32(-0.5f * x * x);
+      return dy * (cdf + x * pdf);
+    });
+  }
+}
+
+/// (dY, X, min?, max?): dX = dY where min <= X <= max (bounds included, as
+/// PyTorch's clamp backward), else 0; an absent bound is -inf / +inf. With
+/// min > max no X passes (the forward outputs the constant max).
+void clip_grad(KernelContext& ctx) {
+  const float lo =
+      ctx.has_in(2) ? static_cast<float>(ctx.in(2).at(0)) : -std::numeric_limits<float>::infinity();
+  const float hi =
+      ctx.has_in(3) ? static_cast<float>(ctx.in(3).at(0)) : std::numeric_limits<float>::infinity();
+  map_grad(ctx,
+           [lo, hi](float dy, float x) { return select_f32((x >= lo) & (x <= hi), dy, 0.0f); });
+}
+
+/// (dY, mask, ratio?): dX = dY * mask / (1 - ratio), ratio 0.5 when absent.
+/// The forward keeps nothing for ratio >= 1 (mask all false): dX = 0 then.
+void dropout_grad(KernelContext& ctx) {
+  const Tensor& mask_t = ctx.in(1);  // (as dY), bool
+  assert(mask_t.dtype() == DType::kBool);
+  const float ratio = ctx.has_in(2) ? static_cast<float>(ctx.in(2).at(0)) : 0.5f;
+  const float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
+  const float* dy = ctx.in(0).data<float>();
+  const uint8_t* mask = mask_t.data<uint8_t>();
+  float* dx = ctx.out(0).data<float>();
+  const int64_t n = ctx.in(0).numel();
+  for (int64_t i = 0; i < n; ++i) dx[i] = select_f32(mask[i] != 0, dy[i] * scale, 0.0f);
+}
+
+/// sum_j a[j] b[j] in double, in kLanes interleaved partial sums combined
+/// pairwise (the order of sum_row): deterministic and vectorised.
+double dot_row(const float* a, const float* b, int64_t n) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      acc[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
+  for (int64_t l = 0; i + l < n; ++l)
+    acc[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+/// Softmax: dX = Y (dY - sum_axis(dY Y)). LogSoftmax (kLog): Y = log p,
+/// dX = dY - p sum_axis(dY) with p = e^Y. Both along `axis` of the tensor
+/// viewed as (outer, n, inner); sums in double, in a fixed order.
+template <bool kLog>
+void softmax_grad(KernelContext& ctx) {
+  const Tensor& dy_t = ctx.in(0);
+  const ir::Shape& shape = dy_t.shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t axis = ir::normalize_axis(ctx.n().attr_int("axis", -1), rank);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= shape[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= shape[static_cast<size_t>(d)];
+  const int64_t n = rank == 0 ? 1 : shape[static_cast<size_t>(axis)];  // a scalar is one row
+  const float* dy = dy_t.data<float>();                                // (outer, n, inner)
+  const float* y = ctx.in(1).data<float>();                            // (outer, n, inner)
+  float* dx = ctx.out(0).data<float>();                                // (outer, n, inner)
+  if (outer * n * inner == 0) return;
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const float* dyr = dy + o * n;  // (n)
+      const float* yr = y + o * n;    // (n)
+      float* dxr = dx + o * n;        // (n)
+      if (kLog) {
+        const float s = static_cast<float>(sum_row(dyr, n));
+        for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - exp_f32(yr[j]) * s;
+      } else {
+        const float s = static_cast<float>(dot_row(dyr, yr, n));
+        for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - s);
+      }
+    }
+    return;
+  }
+  // Strided axis: reduce along j for `inner` columns at once (vectorised over k).
+  std::vector<double> acc(static_cast<size_t>(inner));  // (inner)
+  std::vector<float> s(static_cast<size_t>(inner));     // (inner)
+  for (int64_t o = 0; o < outer; ++o) {
+    const float* dyb = dy + o * n * inner;  // (n, inner)
+    const float* yb = y + o * n * inner;    // (n, inner)
+    float* dxb = dx + o * n * inner;        // (n, inner)
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < inner; ++k)
+        acc[k] += kLog ? static_cast<double>(dyb[j * inner + k])
+                       : static_cast<double>(dyb[j * inner + k]) * yb[j * inner + k];
+    for (int64_t k = 0; k < inner; ++k) s[k] = static_cast<float>(acc[k]);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t k = 0; k < inner; ++k) {
+        const int64_t i = j * inner + k;
+        dxb[i] = kLog ? dyb[i] - exp_f32(yb[i]) * s[k] : yb[i] * (dyb[i] - s[k]);
+      }
+  }
+}
+
 }  // namespace
 
 CpuKernel kernel_ReluGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {relu_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_LeakyReluGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {leaky_relu_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_SigmoidGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {sigmoid_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_TanhGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {tanh_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_GeluGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {gelu_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_ClipGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {clip_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_DropoutGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {dropout_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_SoftmaxGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {softmax_grad<false>, {DType::kF32}, 0};
 }
 CpuKernel kernel_LogSoftmaxGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {softmax_grad<true>, {DType::kF32}, 0};
 }
 
 }  // namespace pipetrain::exec::cpu

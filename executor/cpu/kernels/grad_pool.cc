@@ -1,20 +1,157 @@
-// PLACEHOLDER: CPU kernels of MaxPoolGrad, AveragePoolGrad (being written).
+// CPU kernels of MaxPoolGrad and AveragePoolGrad (f32). They walk the same
+// windows as the forward kernels in pool.cc (pool_window.h), viewed as 3-D
+// with missing leading spatial axes of size 1, one (n, c) plane and one output
+// row at a time: for each tap of the window, the row's outputs that it reaches
+// form one contiguous range (last_axis_ranges), so the inner loops are
+// branch-free and vectorise. Every order is fixed: deterministic.
+#include <cassert>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/pool_window.h"
+#include "executor/cpu/kernels/vec_math.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
-void not_yet(KernelContext& ctx) {
-  throw UnsupportedOp(ctx.n().describe() + ": CPU kernel not written yet");
+
+using ir::Tensor;
+
+/// One tap of a row of windows: where[o] takes offset `base + o * s` (in the
+/// plane) when x there beats best[o], or when output o has no tap yet. Taps
+/// come in scan order, so each window keeps its first maximum (and a NaN in
+/// its first tap), exactly as MaxPool's Indices. kStride 0 means `stride`.
+template <int64_t kStride>
+void argmax_tap(float* best, int32_t* where, const float* xp, int64_t base, int64_t from,
+                int64_t to, int64_t stride = 0) {
+  // best, where: (OW); xp: the plane (D, H, W)
+  const int64_t s = kStride ? kStride : stride;
+  if (to <= from) return;
+  const float* src = xp + base + from * s;  // affine loads vectorise, an indexed one would not
+  const int32_t first = static_cast<int32_t>(base + from * s), s32 = static_cast<int32_t>(s);
+  for (int64_t j = 0; j < to - from; ++j) {
+    const int64_t o = from + j;
+    const float v = src[j * s];
+    const bool take = (v > best[o]) | (where[o] < 0);
+    best[o] = select_f32(take, v, best[o]);
+    const int32_t m = -static_cast<int32_t>(take);
+    where[o] = ((first + static_cast<int32_t>(j) * s32) & m) | (where[o] & ~m);
+  }
 }
+
+/// dX[argmax of window o] += dY[o].
+void max_pool_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.in(0);  // (N, C, O...)
+  const Tensor& x = ctx.in(1);   // (N, C, D...)
+  Tensor& dx = ctx.out(0);       // (N, C, D...), zero-filled
+  const Window3 p = pool_geometry(ctx.n(), x.shape());
+  if (p.in_size() > std::numeric_limits<int32_t>::max())
+    throw UnsupportedOp(ctx.n().describe() + ": a plane of " + std::to_string(p.in_size()) +
+                        " elements is too large for MaxPoolGrad (2^31 at most)");
+  const std::array<AxisTaps, 3> taps = axis_taps(p);
+  const LastAxisRanges r = last_axis_ranges(p);
+  const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
+  assert(dy.numel() == planes * p.out_size());
+  std::vector<float> best(static_cast<size_t>(ow));     // (OW)
+  std::vector<int32_t> where(static_cast<size_t>(ow));  // (OW) offset in the plane, -1: none
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* xp = x.data<float>() + pl * p.in_size();     // (D, H, W)
+    const float* dyp = dy.data<float>() + pl * p.out_size();  // (OD, OH, OW)
+    float* dxp = dx.data<float>() + pl * p.in_size();         // (D, H, W)
+    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+        std::fill(where.begin(), where.end(), -1);
+        std::fill(best.begin(), best.end(), 0.0f);
+        for_each_input_row(p, taps, o0, o1, [&](int64_t row) {
+          for (int64_t c = 0; c < p.k[2]; ++c) {
+            const int64_t base = row - p.pb[2] + c * p.d[2];
+            const int64_t from = r.first[static_cast<size_t>(c)];
+            const int64_t to = r.last[static_cast<size_t>(c)];
+            if (p.s[2] == 1)
+              argmax_tap<1>(best.data(), where.data(), xp, base, from, to);
+            else if (p.s[2] == 2)
+              argmax_tap<2>(best.data(), where.data(), xp, base, from, to);
+            else
+              argmax_tap<0>(best.data(), where.data(), xp, base, from, to, p.s[2]);
+          }
+        });
+        const float* g = dyp + (o0 * p.out[1] + o1) * ow;  // (OW)
+        for (int64_t o = 0; o < ow; ++o)
+          if (where[static_cast<size_t>(o)] >= 0) dxp[where[static_cast<size_t>(o)]] += g[o];
+      }
+  }
+}
+
+/// dxp[base + o * stride] += g[o] for o in [from, to); kStride 0 means `stride`.
+template <int64_t kStride>
+void spread_tap(float* dxp, int64_t base, const float* g, int64_t from, int64_t to,
+                int64_t stride = 0) {
+  // dxp: the plane (D, H, W); g: (OW)
+  const int64_t s = kStride ? kStride : stride;
+  if (to <= from) return;
+  float* dst = dxp + base + from * s;
+  for (int64_t j = 0; j < to - from; ++j) dst[j * s] += g[from + j];
+}
+
+/// Y[o] = sum of window o's taps / count[o], so every tap of window o gets
+/// dY[o] / count[o] (count as the forward's: with or without the padding).
+void average_pool_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.in(0);  // (N, C, O...)
+  Tensor& dx = ctx.out(0);       // (N, C, D...) = input_shape, zero-filled
+  if (dx.rank() < 3)
+    throw ModelError(ctx.n().describe() + ": input_shape " + ir::shape_str(dx.shape()) +
+                     " is not (N, C, D...)");
+  const bool include_pad = ctx.n().attr_int("count_include_pad", 0) != 0;
+  const Window3 p = pool_geometry(ctx.n(), dx.shape());
+  const std::array<AxisTaps, 3> taps = axis_taps(p);
+  const LastAxisRanges r = last_axis_ranges(p);
+  const int64_t planes = dx.shape()[0] * dx.shape()[1], ow = p.out[2];
+  assert(dy.numel() == planes * p.out_size());
+  // The divisor is a product of per-axis counts: count[i][o] along axis i.
+  std::array<std::vector<int64_t>, 3> count;
+  for (int i = 0; i < 3; ++i)
+    for (size_t o = 0; o < taps[i].start.size(); ++o)
+      count[i].push_back(average_pool_axis_count(p, i, taps[i].start[o], taps[i].lo[o],
+                                                 taps[i].hi[o], include_pad));
+  std::vector<float> g(static_cast<size_t>(ow));  // (OW) dY / count of one output row
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    const float* dyp = dy.data<float>() + pl * p.out_size();  // (OD, OH, OW)
+    float* dxp = dx.data<float>() + pl * p.in_size();         // (D, H, W)
+    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+        const int64_t rows = count[0][static_cast<size_t>(o0)] * count[1][static_cast<size_t>(o1)];
+        const float* dyr = dyp + (o0 * p.out[1] + o1) * ow;  // (OW)
+        for (int64_t o = 0; o < ow; ++o) {
+          const int64_t n = rows * count[2][static_cast<size_t>(o)];
+          g[static_cast<size_t>(o)] = n > 0 ? dyr[o] / static_cast<float>(n) : 0.0f;
+        }
+        for_each_input_row(p, taps, o0, o1, [&](int64_t row) {
+          for (int64_t c = 0; c < p.k[2]; ++c) {
+            const int64_t base = row - p.pb[2] + c * p.d[2];
+            const int64_t from = r.first[static_cast<size_t>(c)];
+            const int64_t to = r.last[static_cast<size_t>(c)];
+            if (p.s[2] == 1)
+              spread_tap<1>(dxp, base, g.data(), from, to);
+            else if (p.s[2] == 2)
+              spread_tap<2>(dxp, base, g.data(), from, to);
+            else
+              spread_tap<0>(dxp, base, g.data(), from, to, p.s[2]);
+          }
+        });
+      }
+  }
+}
+
 }  // namespace
 
 CpuKernel kernel_MaxPoolGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {max_pool_grad, {ir::DType::kF32}, 0};
 }
 CpuKernel kernel_AveragePoolGrad() {
-  return {not_yet, {ir::DType::kF32}, 0};
+  return {average_pool_grad, {ir::DType::kF32}, 0};
 }
 
 }  // namespace pipetrain::exec::cpu

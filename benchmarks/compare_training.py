@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""One training step: pipetrain vs PyTorch vs onnxruntime-training, side by side.
+
+A step is forward, cross-entropy loss, backward and an SGD update (momentum 0.9).
+Models: resnet18 (batch 32, 3x64x64, 1000 classes), a LeNet-style CNN (batch 64,
+1x28x28, the zoo's layout) and a Transformer encoder classifier (4 layers,
+d_model 256, 4 heads, sequence 64, batch 16). Each is defined once in PyTorch,
+exported to ONNX in training mode, and that same ONNX file is trained by
+pipetrain (benchmarks/train_step) and by onnxruntime-training (installed by
+scripts/setup.sh under /opt/pipetrain/ort-training); PyTorch trains the module.
+Prints the median step time in ms per thread count and the ratios
+pipetrain/PyTorch and pipetrain/onnxruntime-training.
+
+Usage: benchmarks/compare_training.py BUILD_DIR [--models resnet18,lenet,transformer]
+       [--threads 1,2] [--steps 10]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ORT_TRAINING = "/opt/pipetrain/ort-training"
+
+
+def build_models():
+    import torch
+    import torchvision
+
+    class LeNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = torch.nn.Conv2d(1, 32, 5, padding=2)
+            self.conv2 = torch.nn.Conv2d(32, 64, 5, padding=2)
+            self.fc1 = torch.nn.Linear(64 * 7 * 7, 128)
+            self.fc2 = torch.nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+            x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+            return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+    class Transformer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=1024,
+                                                     dropout=0.0, activation="gelu")
+            self.encoder = torch.nn.TransformerEncoder(layer, num_layers=4,
+                                                       enable_nested_tensor=False)
+            self.head = torch.nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.head(self.encoder(x).mean(0))
+
+    return {
+        "resnet18": (lambda: torchvision.models.resnet18(), (32, 3, 64, 64), 1000),
+        "lenet": (LeNet, (64, 1, 28, 28), 10),
+        "transformer": (Transformer, (64, 16, 256), 10),
+    }
+
+
+def time_steps(step, steps, warmup=2):
+    for _ in range(warmup):
+        step()
+    samples = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def torch_step_ms(name, threads, steps):
+    import torch
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    build, shape, classes = build_models()[name]
+    model = build().train()
+    x = torch.randn(*shape)
+    batch = shape[1] if name == "transformer" else shape[0]
+    y = torch.randint(0, classes, (batch,))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return time_steps(step, steps)
+
+
+def export(name, path):
+    import torch
+    torch.manual_seed(0)
+    build, shape, _ = build_models()[name]
+    model = build().train()
+    torch.onnx.export(model, (torch.randn(*shape),), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"])
+
+
+def ort_worker(model_path, batch, classes, threads, steps):
+    """Runs in a child with onnxruntime-training first on sys.path."""
+    sys.path.insert(0, ORT_TRAINING)
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.training import artifacts
+    from onnxruntime.training.api import CheckpointState, Module, Optimizer
+    model = onnx.load(model_path)
+    params = [i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT
+              and len(i.dims) > 0 and "running" not in i.name]
+    with tempfile.TemporaryDirectory() as d:
+        artifacts.generate_artifacts(model, requires_grad=params, frozen_params=[],
+                                     loss=artifacts.LossType.CrossEntropyLoss,
+                                     optimizer=artifacts.OptimType.SGD, artifact_directory=d)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        state = CheckpointState.load_checkpoint(os.path.join(d, "checkpoint"))
+        module = Module(os.path.join(d, "training_model.onnx"), state, session_options=opts)
+        opt = Optimizer(os.path.join(d, "optimizer_model.onnx"), module)
+        opt.set_learning_rate(0.01)
+        shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        y = np.random.default_rng(1).integers(0, classes, size=(batch,)).astype(np.int64)
+        module.train()
+
+        def step():
+            module(x, y)
+            opt.step()
+            module.lazy_reset_grad()
+        print(json.dumps({"median_ms": time_steps(step, steps)}))
+
+
+def run_json(cmd, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None, (r.stderr.strip().splitlines() or ["failed"])[-1]
+    return json.loads(r.stdout.strip().splitlines()[-1])["median_ms"], None
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
+        a = sys.argv[2:]
+        return ort_worker(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build")
+    parser.add_argument("--models", default="resnet18,lenet,transformer")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args()
+    step_bin = os.path.join(args.build, "benchmarks", "train_step")
+    tmp = tempfile.mkdtemp(prefix="pipetrain-bench-")
+    rows = []
+    for name in args.models.split(","):
+        _, shape, classes = build_models()[name]
+        batch = shape[1] if name == "transformer" else shape[0]
+        path = os.path.join(tmp, name + ".onnx")
+        export(name, path)
+        for threads in [int(t) for t in args.threads.split(",")]:
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            ours, err = run_json([step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
+                                  "--steps", str(args.steps), "--classes", str(classes)], env)
+            if err:
+                print(f"{name}: pipetrain failed: {err}", file=sys.stderr)
+            pt = torch_step_ms(name, threads, args.steps)
+            ort_ms, ort_err = run_json([sys.executable, __file__, "--ort-worker", path, str(batch),
+                                        str(classes), str(threads), str(args.steps)], env)
+            rows.append((name, threads, ours, pt, ort_ms, ort_err))
+            print_row(rows[-1])
+    print("\nstep time in ms (median); ratio < 1 means pipetrain is faster")
+
+
+def print_row(r):
+    name, threads, ours, pt, ort_ms, ort_err = r
+    f = lambda v: f"{v:9.1f}" if v is not None else "      n/a"
+    ratio = lambda a, b: f"{a / b:6.2f}" if a and b else "   n/a"
+    note = f"  (onnxruntime-training: {ort_err[:60]})" if ort_err else ""
+    print(f"{name:<12} {threads} thr  pipetrain {f(ours)}  PyTorch {f(pt)}  ORT-training {f(ort_ms)}"
+          f"  ours/PyTorch {ratio(ours, pt)}  ours/ORT {ratio(ours, ort_ms)}{note}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
