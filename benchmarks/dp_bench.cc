@@ -41,10 +41,7 @@ void BM_Dp(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(partition(p, t));
   state.SetLabel(partition(p, t).config());
 }
-BENCHMARK(BM_Dp)
-    ->ArgsProduct({{50, 200, 1000}, {8, 16, 64}})
-    ->Args({2000, 128})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Dp)->ArgsProduct({{50, 200, 1000}, {8, 16, 64}})->Unit(benchmark::kMillisecond);
 
 void BM_DpPipeDream(benchmark::State& state) {
   Profile p = random_chain(static_cast<int>(state.range(0)));

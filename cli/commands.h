@@ -11,5 +11,10 @@ void add_train_command(CLI::App& app);
 /// The `zoo` group (list, export); returns it so other files can add
 /// subcommands to the group.
 CLI::App* add_zoo_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
+void add_partition_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+/// `zoo compare`, added to the group add_zoo_command returns.
+void add_zoo_compare_command(CLI::App& zoo);
 
 }  // namespace pipetrain::cli

@@ -7,6 +7,7 @@
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/op_time_table.h"
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
@@ -32,6 +33,7 @@ struct TrainArgs {
   uint64_t seed = 0;
   int threads = 1;
   bool quiet = false;
+  bool profile = false;
 };
 
 void train(TrainArgs& a) {
@@ -53,6 +55,8 @@ void train(TrainArgs& a) {
   if (a.trainer.schedule.total_steps == 0)
     a.trainer.schedule.total_steps =
         a.max_steps > 0 ? a.max_steps : a.epochs * (split.train.size() / a.model.batch);
+  std::vector<double> node_seconds;
+  if (a.profile) a.trainer.node_seconds = &node_seconds;
   exec::Trainer trainer(tg, *backend, a.trainer);
   const exec::MemoryPlan& plan = trainer.memory_plan();
   fmt::print(
@@ -72,6 +76,7 @@ void train(TrainArgs& a) {
             {[&](const exec::StepReport& s) { report.step(s); },
              [&](const exec::EpochReport& e) { report.epoch(e); }});
   report.write_loss_svg(a.run_dir + "/loss.svg");
+  if (a.profile) print_profile(tg.graph, node_seconds, static_cast<int>(trainer.steps_done()));
   fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg\n", a.run_dir, a.run_dir);
   if (!a.output.empty()) {
     importer::save_trained_weights(a.model.path, model, a.output);
@@ -120,6 +125,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "CPU threads for BLAS and oneDNN")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
+  cmd->add_flag("--profile", a->profile, "Print the time per op type of a training step");
   cmd->callback([a] { train(*a); });
 }
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autodiff/training_graph.h"
 #include "executor/backend.h"
@@ -20,6 +21,8 @@ struct TrainerOptions {
   LrSchedule schedule;
   double clip_norm = 0;  // clip the global gradient norm to this; 0 = no clipping
   uint64_t seed = 0;     // dropout masks: step s uses seed + s
+  /// When set, each node's wall time is added here (indexed like the training graph's nodes).
+  std::vector<double>* node_seconds = nullptr;
 };
 
 struct StepResult {

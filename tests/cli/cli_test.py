@@ -148,6 +148,88 @@ class CliTest(unittest.TestCase):
                  self.path("s.onnx"))
         self.assert_bad_input(run("inspect", m), "bad_add", "(2, 3)", "(4)")
 
+    # --- profile / partition / simulate -----------------------------------
+
+    def chain_graph_txt(self):
+        """PipeDream graph.txt: an input and a 4-node chain, times in ms."""
+        lines = ["node1 -- Input0 -- forward_compute_time=0.000, backward_compute_time=0.000, "
+                 "activation_size=0.0, parameter_size=0.000"]
+        for i in range(4):
+            lines.append(f"node{i + 2} -- Layer{i} -- forward_compute_time=10.000, "
+                         f"backward_compute_time=20.000, activation_size=1000000.0, "
+                         f"parameter_size={[1e6, 1e6, 1e6, 400e6][i]:.3f}")
+        lines += [f"\tnode{i + 1} -- node{i + 2}" for i in range(4)]
+        path = self.path("graph.txt")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
+
+    def test_profile_partition_simulate_end_to_end(self):
+        model, _, _ = mlp_model()
+        m = save(model, self.path("mlp.onnx"))
+        r = run("profile", m, "--batch", 8, "--device", "a100", "-o", self.path("p.json"),
+                "--graph-txt", self.path("p.txt"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run("partition", self.path("p.json"), "--topology", "2", "--bandwidth", "10e9",
+                "-o", self.path("plan.json"), "--baselines")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip().splitlines()[-1].startswith("config "), r.stdout)
+        r = run("simulate", self.path("plan.json"), "--profile", self.path("p.json"),
+                "--trace", self.path("t.json"), "--svg", self.path("t.svg"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1f1b", r.stdout)
+        self.assertTrue(os.path.getsize(self.path("t.svg")) > 0)
+        r = run("profile", m, "--batch", 4, "--device", "measured", "--runs", 2,
+                "-o", self.path("m.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_graph_txt_through_both_cost_models(self):
+        g = self.chain_graph_txt()
+        for model in ["pipetrain", "pipedream"]:
+            r = run("partition", g, "--topology", "2x2", "--bandwidth", "1e9,10e9",
+                    "--cost-model", model, "-o", self.path(model + ".json"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("config ", r.stdout)
+
+    def test_bad_topology_and_profile(self):
+        g = self.chain_graph_txt()
+        self.assert_bad_input(run("partition", g, "--topology", "4x0", "--bandwidth", "1e9"),
+                              "--topology")
+        self.assert_bad_input(run("partition", g, "--topology", "4x4", "--bandwidth", "1,2,3"),
+                              "--bandwidth")
+        bad = self.path("bad.json")
+        with open(bad, "w") as f:
+            f.write('{"layers": [{"name": "a", "forward_s": 1}]}')
+        self.assert_bad_input(run("partition", bad, "--topology", "2", "--bandwidth", "1e9"),
+                              "bad.json", "backward_s")
+        with open(bad, "w") as f:
+            f.write("{not json")
+        self.assert_bad_input(run("partition", bad, "--topology", "2", "--bandwidth", "1e9"),
+                              "not valid JSON")
+
+    def test_plan_that_does_not_fit(self):
+        g = self.chain_graph_txt()
+        # 400 MB of weights on one layer cannot fit 100 MB per worker.
+        self.assert_bad_input(run("partition", g, "--topology", "4", "--bandwidth", "1e9",
+                                  "--memory", "1e8"), "GB per worker")
+        r = run("partition", g, "--topology", "4", "--bandwidth", "1e9", "-o",
+                self.path("plan.json"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        import json
+        with open(self.path("plan.json")) as f:
+            plan = json.load(f)
+        plan["stages"][0]["workers"] = [7] * plan["stages"][0]["replication"]
+        with open(self.path("bad_plan.json"), "w") as f:
+            json.dump(plan, f)
+        self.assert_bad_input(run("simulate", self.path("bad_plan.json"), "--profile", g),
+                              "worker 7")
+        # A profile that lacks the plan's layers.
+        with open(self.path("short.txt"), "w") as f:
+            f.write("node1 -- Layer0 -- forward_compute_time=1.0, backward_compute_time=1.0, "
+                    "activation_size=1.0, parameter_size=1.0\n")
+        self.assert_bad_input(run("simulate", self.path("plan.json"), "--profile",
+                                  self.path("short.txt")), "profile lacks")
+
 
 if __name__ == "__main__":
     PIPETRAIN = sys.argv.pop(1)

@@ -1,0 +1,255 @@
+// `pipetrain partition profile.json|graph.txt|model.onnx --topology 4x4
+// --bandwidth 10e9,150e9 [--memory 16e9] [--cost-model pipedream] -o plan.json`
+// and `pipetrain zoo compare`: the DP's plan as a table and a one-line config.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "cli/commands.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "models/zoo.h"
+#include "partitioner/baselines.h"
+#include "partitioner/dp.h"
+#include "partitioner/json_util.h"
+#include "partitioner/profile_ir.h"
+#include "partitioner/simulator.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+namespace pt = partitioner;
+
+struct TopologyArgs {
+  std::string shape, bandwidth, memory, json;
+  void add_to(CLI::App& cmd) {
+    cmd.add_option("--topology", shape,
+                   "Workers per level, outermost first: 4x4 = 4 servers x 4 GPUs");
+    cmd.add_option("--bandwidth", bandwidth,
+                   "Bytes/s per level, same order: 10e9,150e9 (one value: every level)");
+    cmd.add_option("--memory", memory, "Bytes of memory per worker (default: no limit)");
+    cmd.add_option("--topology-json", json, "Topology as JSON instead of the flags")
+        ->check(CLI::ExistingFile);
+  }
+  pt::Topology get() const {
+    if (!json.empty()) {
+      pt::Topology t;
+      try {
+        t = pt::topology_from_json(pt::json_util::parse(pt::read_text_file(json), json));
+      } catch (const PlanError& e) {
+        throw PlanError(json + ": " + e.what());
+      }
+      if (!memory.empty()) t.memory_bytes = pt::parse_topology("1", "1", memory).memory_bytes;
+      return t;
+    }
+    if (shape.empty()) throw PlanError("--topology is required (e.g. --topology 4x4)");
+    return pt::parse_topology(shape, bandwidth, memory);
+  }
+};
+
+struct PartitionArgs {
+  std::string input;
+  TopologyArgs topology;
+  std::string cost_model = "pipetrain";
+  bool straight = false, fewer_workers = false, baselines = false;
+  double compression_ratio = 0;
+  std::string output, profile_output;
+  // For a model.onnx input.
+  std::string device = "v100";
+  int64_t batch = 0;
+  int layer_depth = 0;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+pt::Profile profile_of_model(const std::string& path, const std::string& device, int64_t batch,
+                             int layer_depth) {
+  importer::ImportOptions o;
+  if (batch > 0) o.batch = batch;
+  o.layer_depth = layer_depth;
+  ir::Graph g = importer::import_model(path, o);
+  pt::Profile p = pt::analytic_profile(g, pt::device_spec(device));
+  p.model = path;
+  return p;
+}
+
+pt::Plan solve(const pt::Profile& p, const pt::Topology& t, const PartitionArgs& a) {
+  if (a.cost_model == "pipedream") {
+    pt::PipeDreamOptions o;
+    o.straight = a.straight;
+    o.fewer_workers = a.fewer_workers;
+    o.compression_ratio = a.compression_ratio;
+    o.memory_limit = t.memory_bytes > 0;
+    return pt::partition_pipedream(p, t, o);
+  }
+  if (a.cost_model != "pipetrain")
+    throw PlanError("--cost-model '" + a.cost_model + "': expected pipetrain or pipedream");
+  pt::PartitionOptions o;
+  o.straight = a.straight;
+  o.fewer_workers = a.fewer_workers;
+  return pt::partition(p, t, o);
+}
+
+void run_partition(const PartitionArgs& a) {
+  pt::Topology t = a.topology.get();
+  pt::Profile p = ends_with(a.input, ".onnx")
+                      ? profile_of_model(a.input, a.device, a.batch, a.layer_depth)
+                      : pt::load_profile(a.input);
+  pt::Plan plan = solve(p, t, a);
+  fmt::print("{} layers on {} ({} cost model)\n", p.layers.size(), t.describe(), plan.cost_model);
+  fmt::print("{}", pt::format_plan(plan));
+  if (a.baselines) {
+    fmt::print("\nbaselines (pipetrain cost model): {:<15} {:>10} {:>12} {:>9}\n", "strategy",
+               "config", "ms/minibatch", "vs plan");
+    for (const auto& b : pt::baseline_plans(p, t))
+      fmt::print(
+          "{:>33} {:<15} {:>10} {:>12.3f} {:>8.2f}x\n", "", b.strategy, b.config(),
+          b.time_per_minibatch_s * 1e3,
+          plan.time_per_minibatch_s > 0 ? b.time_per_minibatch_s / plan.time_per_minibatch_s : 0.0);
+  }
+  if (!a.output.empty()) pt::save_plan(plan, a.output);
+  if (!a.profile_output.empty()) pt::save_profile(p, a.profile_output);
+  fmt::print("config {}\n", plan.config());
+}
+
+// --- zoo compare -------------------------------------------------------------
+
+struct CompareArgs {
+  TopologyArgs topology;
+  std::string device = "v100";
+  int64_t batch = 32;
+  std::vector<std::string> models;
+  int microbatches = 0;
+  int64_t width_divisor = 1;
+  int layer_depth = 0;
+};
+
+std::string explain(const pt::Plan& plan, const pt::Profile& p) {
+  double params_mb = double(p.param_bytes()) / 1e6;
+  const pt::Plan dp = pt::data_parallel_plan(p, plan.topology);
+  const auto& d = dp.stages[0];
+  if (plan.stages.size() == 1)
+    return fmt::format(
+        "data parallel: the allreduce of {:.0f} MB ({:.1f} ms per minibatch) overlaps {:.1f} ms "
+        "of compute per worker; no split of the layers does better",
+        params_mb, d.allreduce_s * 1e3, d.compute_s * 1e3);
+  // The stage holding the most weights says why pipelining pays.
+  size_t heavy = 0;
+  double heavy_bytes = -1;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    double b = 0;
+    for (int l = plan.stages[s].first_layer; l <= plan.stages[s].last_layer; ++l)
+      b += double(p.layers[l].param_bytes);
+    if (b > heavy_bytes) heavy_bytes = b, heavy = s;
+  }
+  return fmt::format(
+      "pipeline: data parallel would spend {:.1f} ms per minibatch allreducing "
+      "{:.0f} MB against {:.1f} ms of compute; stage {} keeps {:.0f} MB of weights "
+      "on {} worker{}",
+      d.allreduce_s * 1e3, params_mb, d.compute_s * 1e3, heavy, heavy_bytes / 1e6,
+      plan.stages[heavy].replication, plan.stages[heavy].replication > 1 ? "s" : "");
+}
+
+void run_compare(const CompareArgs& a) {
+  pt::Topology t = a.topology.get();
+  std::vector<std::string> names = a.models;
+  if (names.empty())
+    for (const auto& e : models::zoo_entries()) names.push_back(e.name);
+  const std::vector<pt::ScheduleKind> kinds = {
+      pt::ScheduleKind::kGPipe, pt::ScheduleKind::kOneFOneB, pt::ScheduleKind::kPipeDream};
+  fmt::print(
+      "{} on {}, batch {} per minibatch; speedups are predicted (cost model) and "
+      "simulated per schedule, over data parallel on all workers\n",
+      a.device, t.describe(), a.batch);
+  fmt::print("{:<11} {:>9} {:>9} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "model",
+             "params M", "size MB", "config", "ms/minib", "x 1 wkr", "x DP", "gpipe", "1f1b",
+             "pipedream");
+  std::vector<std::string> notes;
+  for (const auto& name : names) {
+    models::ZooOptions zo;
+    zo.weights = false;
+    zo.width_divisor = a.width_divisor;
+    std::string bytes;
+    models::build_zoo_model(name, zo).SerializeToString(&bytes);
+    importer::ImportOptions io;
+    io.batch = a.batch;
+    io.layer_depth = a.layer_depth;
+    ir::Graph g = importer::import_model_bytes(bytes, ".", io);
+    pt::Profile p = pt::analytic_profile(g, pt::device_spec(a.device));
+    p.model = name;
+    pt::Plan plan = pt::partition(p, t);
+    std::string sims;
+    for (auto k : kinds) {
+      pt::SimOptions so;
+      so.microbatches = a.microbatches;
+      std::string cell = "n/a";
+      try {
+        auto r = pt::simulate(plan, p, k, so);
+        cell = fmt::format("{:.2f}x", plan.data_parallel_s / r.time_per_minibatch_s);
+      } catch (const PlanError&) {
+      }
+      sims += fmt::format(" {:>9}", cell);
+    }
+    fmt::print("{:<11} {:>9.1f} {:>9.0f} {:>14} {:>10.2f} {:>8.2f}x {:>8.2f}x{}\n", name,
+               double(g.param_count()) / 1e6, double(p.param_bytes()) / 1e6, plan.config(),
+               plan.time_per_minibatch_s * 1e3, plan.speedup_over_single(),
+               plan.speedup_over_data_parallel(), sims);
+    notes.push_back(fmt::format("{}: {}", name, explain(plan, p)));
+  }
+  fmt::print("\n");
+  for (const auto& n : notes) fmt::print("{}\n", n);
+}
+
+}  // namespace
+
+void add_partition_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "partition", "Choose stages, replication and NOAM with PipeDream's dynamic program");
+  auto a = std::make_shared<PartitionArgs>();
+  cmd->add_option("input", a->input, "profile.json, PipeDream graph.txt or model.onnx")
+      ->required()
+      ->check(CLI::ExistingFile);
+  a->topology.add_to(*cmd);
+  cmd->add_option("--cost-model", a->cost_model,
+                  "pipetrain, or pipedream (the reference optimizer's formulas and "
+                  "level-by-level solve)")
+      ->capture_default_str();
+  cmd->add_flag("--straight", a->straight, "One worker per stage, no replication");
+  cmd->add_flag("--fewer-workers", a->fewer_workers, "Use fewer workers when that is faster");
+  cmd->add_option("--compression-ratio", a->compression_ratio,
+                  "pipedream model: count boundary transfers, divided by this ratio");
+  cmd->add_flag("--baselines", a->baselines,
+                "Also print data parallel, equal layers, time- and parameter-balanced pipelines");
+  cmd->add_option("-o,--output", a->output, "Plan JSON to write");
+  cmd->add_option("--profile-output", a->profile_output, "Also write the profile used (JSON)");
+  cmd->add_option("--device", a->device, "model.onnx input: device spec for the analytic profile")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "model.onnx input: batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--layer-depth", a->layer_depth, "model.onnx input: layers by name scope depth")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([a] { run_partition(*a); });
+}
+
+void add_zoo_compare_command(CLI::App& zoo) {
+  auto* cmd = zoo.add_subcommand(
+      "compare", "Partition every zoo model on a topology: the paper's results table, predicted");
+  auto a = std::make_shared<CompareArgs>();
+  a->topology.add_to(*cmd);
+  cmd->add_option("--device", a->device, "Device spec for the analytic profiles")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Minibatch size")->capture_default_str();
+  cmd->add_option("--models", a->models, "Only these models")->delimiter(',');
+  cmd->add_option("--microbatches", a->microbatches, "Simulated microbatches (default 4 x stages)");
+  cmd->add_option("--width-divisor", a->width_divisor, "Shrink every model's widths (quick runs)")
+      ->capture_default_str();
+  cmd->add_option("--layer-depth", a->layer_depth, "Layers by name scope depth (0: one node each)")
+      ->capture_default_str();
+  cmd->callback([a] { run_compare(*a); });
+}
+
+}  // namespace pipetrain::cli

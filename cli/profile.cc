@@ -1,0 +1,114 @@
+// `pipetrain profile model.onnx --device v100 --batch 32 -o profile.json`:
+// per-layer times and bytes, analytic (a device spec's roofline) or measured
+// (timed forward runs on the CPU backend), optionally also as PipeDream's
+// graph.txt. The measuring loop lives in the partitioner (measured_profile);
+// this file only hands it a ForwardRunner, which the partitioner may not link.
+#include <fmt/core.h>
+
+#include <memory>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "partitioner/graph_txt.h"
+#include "partitioner/profile_ir.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+struct ProfileArgs {
+  ModelOptions model;
+  std::string device = "v100";
+  std::string output;
+  std::string graph_txt;
+  bool tf32 = false;
+  int runs = 5;
+  int warmup = 2;
+  int threads = 1;
+};
+
+// Inputs for measured runs: normal floats, small non-negative integers (class
+// labels, token ids), all from one seed.
+ir::Tensor random_input(const ir::TensorDesc& d, std::mt19937_64& rng) {
+  ir::Tensor t(d.dtype, d.shape);
+  if (d.dtype == ir::DType::kF32) {
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  } else if (d.dtype == ir::DType::kI64) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = int64_t(rng() % 2);
+  } else if (d.dtype != ir::DType::kBool) {
+    throw ModelError("profile --device measured cannot fill input '" + d.name + "' of dtype " +
+                     ir::dtype_name(d.dtype));
+  }
+  return t;
+}
+
+void run_profile(const ProfileArgs& a) {
+  ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
+  partitioner::Profile p;
+  if (a.device == "measured") {
+    exec::set_cpu_threads(a.threads);
+    auto backend = exec::make_cpu_backend();
+    exec::ForwardRunner runner(g, *backend);
+    std::mt19937_64 rng(0);
+    std::map<std::string, ir::Tensor> feeds;
+    for (const auto& in : g.inputs) feeds[in] = random_input(g.tensor(in), rng);
+    p = partitioner::measured_profile(
+        g,
+        [&](std::vector<double>& node_seconds) {
+          exec::RunOptions o;
+          o.training = true;
+          o.node_seconds = &node_seconds;
+          runner.run(feeds, o);
+        },
+        a.warmup, a.runs, backend->name());
+  } else {
+    partitioner::AnalyticOptions o;
+    o.tf32 = a.tf32;
+    p = partitioner::analytic_profile(g, partitioner::device_spec(a.device), o);
+  }
+  if (p.model.empty()) p.model = a.model.path;
+  partitioner::save_profile(p, a.output);
+  if (!a.graph_txt.empty())
+    partitioner::write_file_atomically(a.graph_txt, partitioner::write_graph_txt(p));
+  fmt::print(
+      "{} layers, batch {}, {} on {}: {:.3f} ms per minibatch (forward + backward{}), "
+      "{:.1f} MB of parameters\n",
+      p.layers.size(), p.batch, p.source, p.device, p.compute_s() * 1e3,
+      p.backward_estimated ? ", backward estimated as 2x forward" : "",
+      double(p.param_bytes()) / 1e6);
+  fmt::print("wrote {}{}\n", a.output, a.graph_txt.empty() ? "" : " and " + a.graph_txt);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "profile", "Per-layer times and bytes of a model: analytic from a device spec or measured");
+  auto a = std::make_shared<ProfileArgs>();
+  a->model.add_to(*cmd);
+  cmd->add_option("--device", a->device,
+                  "v100, a100, h100 (published peaks), local-cpu (this CPU's measured peaks) "
+                  "or measured (timed runs on the CPU backend)")
+      ->capture_default_str();
+  cmd->add_option("-o,--output", a->output, "Profile JSON to write")->required();
+  cmd->add_option("--graph-txt", a->graph_txt, "Also write PipeDream's graph.txt");
+  cmd->add_flag("--tf32", a->tf32, "Analytic: TF32 tensor-core peak for Conv/Gemm/MatMul/LSTM");
+  cmd->add_option("--runs", a->runs, "Measured: timed runs (the median counts)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "Measured: untimed runs first")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Measured: CPU threads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([a] { run_profile(*a); });
+}
+
+}  // namespace pipetrain::cli

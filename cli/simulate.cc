@@ -1,0 +1,92 @@
+// `pipetrain simulate plan.json --profile profile.json --schedule all
+// --microbatches 8 --trace out.json --svg out.svg`: per schedule, time per
+// minibatch, throughput, bubble and memory; the timelines as files.
+#include <fmt/core.h>
+
+#include <memory>
+
+#include "cli/commands.h"
+#include "ir/error.h"
+#include "partitioner/simulator.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+namespace pt = partitioner;
+
+struct SimulateArgs {
+  std::string plan, profile, schedule = "all", trace, svg;
+  int microbatches = 0, chunks = 2;
+};
+
+std::string per_stage(const std::vector<pt::StageSimStats>& stages, int pt::StageSimStats::*f) {
+  std::string s;
+  for (size_t i = 0; i < stages.size(); ++i) s += fmt::format("{}{}", i ? "," : "", stages[i].*f);
+  return s;
+}
+
+void run_simulate(const SimulateArgs& a) {
+  pt::Plan plan = pt::load_plan(a.plan);
+  pt::Profile profile = pt::load_profile(a.profile);
+  pt::check_against_profile(plan, profile);
+  std::vector<pt::ScheduleKind> kinds;
+  if (a.schedule == "all")
+    kinds = pt::all_schedule_kinds();
+  else
+    kinds = {pt::parse_schedule_kind(a.schedule)};
+  pt::SimOptions o;
+  o.microbatches = a.microbatches;
+  o.chunks = a.chunks;
+  fmt::print("plan {} on {}; cost model predicts {:.3f} ms per minibatch\n", plan.config(),
+             plan.topology.describe(), plan.time_per_minibatch_s * 1e3);
+  fmt::print("{:<12} {:>4} {:>12} {:>11} {:>8} {:>18} {:>14} {:>10}\n", "schedule", "m",
+             "ms/minibatch", "samples/s", "bubble", "in flight/stage", "versions", "peak GB");
+  std::vector<pt::SimResult> results;
+  for (auto k : kinds) {
+    pt::SimResult r;
+    try {
+      r = pt::simulate(plan, profile, k, o);
+    } catch (const PlanError& e) {
+      if (kinds.size() == 1) throw;
+      fmt::print("{:<12} n/a: {}\n", pt::schedule_name(k), e.what());
+      continue;
+    }
+    double peak = 0;
+    for (const auto& s : r.stages) peak = std::max(peak, s.peak_memory_bytes);
+    fmt::print("{:<12} {:>4} {:>12.3f} {:>11.1f} {:>7.1f}% {:>18} {:>14} {:>10.3f}\n", r.schedule,
+               r.microbatches, r.time_per_minibatch_s * 1e3, r.samples_per_s,
+               r.bubble_fraction * 100, per_stage(r.stages, &pt::StageSimStats::peak_in_flight),
+               per_stage(r.stages, &pt::StageSimStats::weight_versions), peak / 1e9);
+    results.push_back(std::move(r));
+  }
+  if (!a.trace.empty()) pt::write_file_atomically(a.trace, pt::chrome_trace(results));
+  if (!a.svg.empty()) pt::write_file_atomically(a.svg, pt::svg_timeline(results));
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate", "Simulate pipeline schedules over a plan");
+  auto a = std::make_shared<SimulateArgs>();
+  cmd->add_option("plan", a->plan, "Plan JSON from `pipetrain partition`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--profile", a->profile, "Profile JSON or graph.txt the plan was made from")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--schedule", a->schedule,
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved or zb-h1")
+      ->capture_default_str();
+  cmd->add_option("--microbatches", a->microbatches,
+                  "Microbatches per minibatch (pipedream: minibatches run); default 4 x stages")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--chunks", a->chunks, "Interleaved: model chunks per worker")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--trace", a->trace, "Chrome trace JSON to write (Perfetto)");
+  cmd->add_option("--svg", a->svg, "SVG timeline to write");
+  cmd->callback([a] { run_simulate(*a); });
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,28 @@
+// Baselines on the pipetrain cost model, to compare the DP's plan against:
+// data parallel on all workers; straight pipelines (one worker per stage,
+// p = min(workers, layers) stages) cut into equal layer counts, balanced by
+// compute time (torchgpipe's balance by time) or by parameter bytes
+// (DeepSpeed's partition_method="parameters").
+#pragma once
+
+#include <vector>
+
+#include "partitioner/plan.h"
+#include "partitioner/profile.h"
+#include "partitioner/topology.h"
+
+namespace pipetrain::partitioner {
+
+Plan data_parallel_plan(const Profile& profile, const Topology& topology);
+Plan equal_layers_plan(const Profile& profile, const Topology& topology);
+Plan time_balanced_plan(const Profile& profile, const Topology& topology);
+Plan param_balanced_plan(const Profile& profile, const Topology& topology);
+/// All four, in that order.
+std::vector<Plan> baseline_plans(const Profile& profile, const Topology& topology);
+
+/// Cuts weights into exactly `parts` contiguous non-empty groups minimising
+/// the largest group sum; returns the last index of each group. Exact: binary
+/// search over the bottleneck value with a greedy feasibility check.
+std::vector<int> balanced_cuts(const std::vector<double>& weights, int parts);
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,87 @@
+#include "partitioner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace pipetrain::partitioner {
+
+ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
+    : n_(static_cast<int>(profile.layers.size())), topology_(topology) {
+  compute_.assign(n_ + 1, 0.0);
+  params_.assign(n_ + 1, 0.0);
+  acts_.assign(n_ + 1, 0.0);
+  cut_.assign(n_, 0.0);
+  for (int l = 0; l < n_; ++l) {
+    const LayerProfile& lp = profile.layers[l];
+    compute_[l + 1] = compute_[l] + lp.forward_s + lp.backward_s;
+    params_[l + 1] = params_[l] + static_cast<double>(lp.param_bytes);
+    acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
+    cut_[l] = static_cast<double>(lp.cut_bytes);
+  }
+}
+
+StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) const {
+  StageCost c;
+  double work = compute(i, j);
+  double p = params(i, j);
+  c.compute_s = work / r;
+  if (r > 1) c.allreduce_s = 4.0 * (r - 1) * p / (topology_.slowest_link(first, r) * r) / r;
+  if (i > 0) c.transfer_in_s = 2.0 * cut(i - 1) / (topology_.slowest_link(first - 1, r + 1) * r);
+  if (j < n_ - 1) c.transfer_out_s = 2.0 * cut(j) / (topology_.slowest_link(first, r + 1) * r);
+  c.time_s = std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s});
+  c.in_flight = (downstream + r - 1) / r;
+  c.memory_bytes = c.in_flight * (activations(i, j) + cut(i - 1) + p) + p;
+  return c;
+}
+
+double data_parallel_time(const ChainCosts& costs) {
+  int n = costs.topology().workers();
+  return costs.stage(0, costs.size() - 1, 0, n, n).time_s;
+}
+
+Plan evaluate_plan(const Profile& profile, const Topology& topology,
+                   const std::vector<int>& last_layers, const std::vector<int>& replication,
+                   const std::string& strategy, int first_worker) {
+  ChainCosts costs(profile, topology);
+  Plan plan;
+  plan.model = profile.model;
+  plan.strategy = strategy;
+  plan.topology = topology;
+  plan.num_layers = costs.size();
+  int total = 0;
+  for (int r : replication) total += r;
+  int first = first_worker, begin = 0;
+  for (size_t s = 0; s < last_layers.size(); ++s) {
+    StagePlan st;
+    st.first_layer = begin;
+    st.last_layer = last_layers[s];
+    st.replication = replication[s];
+    st.first_layer_name = profile.layers[begin].name;
+    st.last_layer_name = profile.layers[st.last_layer].name;
+    for (int l = begin; l <= st.last_layer; ++l)
+      st.nodes.insert(st.nodes.end(), profile.layers[l].nodes.begin(),
+                      profile.layers[l].nodes.end());
+    for (int w = 0; w < st.replication; ++w) st.workers.push_back(first + w);
+    StageCost c =
+        costs.stage(begin, st.last_layer, first, st.replication, total - (first - first_worker));
+    st.compute_s = c.compute_s;
+    st.allreduce_s = c.allreduce_s;
+    st.transfer_in_s = c.transfer_in_s;
+    st.transfer_out_s = c.transfer_out_s;
+    st.time_s = c.time_s;
+    st.in_flight = c.in_flight;
+    st.memory_bytes = c.memory_bytes;
+    plan.time_per_minibatch_s = std::max(plan.time_per_minibatch_s, c.time_s);
+    first += st.replication;
+    begin = st.last_layer + 1;
+    plan.stages.push_back(std::move(st));
+  }
+  plan.noam = (total + replication[0] - 1) / replication[0];
+  plan.single_worker_s = costs.compute(0, costs.size() - 1);
+  plan.data_parallel_s = data_parallel_time(costs);
+  return plan;
+}
+
+}  // namespace pipetrain::partitioner

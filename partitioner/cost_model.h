@@ -1,0 +1,65 @@
+// pipetrain's cost model for a stage: layers i..j of the profile's chain on
+// r contiguous workers starting at `first`, with `downstream` workers from
+// this stage to the end of the pipeline (its own included).
+//
+//   compute    C / r                       C = sum of forward + backward
+//   allreduce  4 (r-1) P / (B_g r) / r     B_g = slowest link inside the group
+//   in         2 a_{i-1} / (B_in r)        B_in = slowest link over [first-1, first+r)
+//   out        2 a_j / (B_out r)           B_out = slowest link over [first, first+r+1)
+//   time       max(max(C, allreduce r) / r, in, out)
+//
+// The allreduce overlaps the backward pass (the paper's max, not the
+// reference code's sum); boundary transfers are always counted and overlap
+// compute (factor 2: activations forward, gradients back), each at the
+// slowest link it crosses. Memory per worker: in_flight = ceil(downstream /
+// r) minibatches stash the stage's activations and input plus one weight
+// version each, plus one gradient buffer:
+//   memory = in_flight (A + a_{i-1} + P) + P.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "partitioner/plan.h"
+#include "partitioner/profile.h"
+#include "partitioner/topology.h"
+
+namespace pipetrain::partitioner {
+
+struct StageCost {
+  double compute_s = 0, allreduce_s = 0, transfer_in_s = 0, transfer_out_s = 0, time_s = 0;
+  int in_flight = 1;
+  double memory_bytes = 0;
+};
+
+/// Prefix sums over the chain, so any stage costs O(levels).
+class ChainCosts {
+ public:
+  ChainCosts(const Profile& profile, const Topology& topology);
+  int size() const { return n_; }
+  double compute(int i, int j) const { return compute_[j + 1] - compute_[i]; }
+  double params(int i, int j) const { return params_[j + 1] - params_[i]; }
+  double activations(int i, int j) const { return acts_[j + 1] - acts_[i]; }
+  /// Bytes crossing the cut after layer k (0 for k < 0 or the last layer).
+  double cut(int k) const { return k < 0 || k >= n_ - 1 ? 0.0 : cut_[k]; }
+  const Topology& topology() const { return topology_; }
+
+  StageCost stage(int i, int j, int first, int r, int downstream) const;
+
+ private:
+  int n_;
+  Topology topology_;
+  std::vector<double> compute_, params_, acts_, cut_;
+};
+
+/// Builds a plan from stage boundaries and replication factors under the
+/// pipetrain cost model: workers are assigned contiguously from
+/// `first_worker`. `last_layers[s]` is the last layer of stage s.
+Plan evaluate_plan(const Profile& profile, const Topology& topology,
+                   const std::vector<int>& last_layers, const std::vector<int>& replication,
+                   const std::string& strategy, int first_worker = 0);
+
+/// Data parallel on all workers under the pipetrain cost model (seconds per minibatch).
+double data_parallel_time(const ChainCosts& costs);
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,139 @@
+#include "partitioner/dp.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "ir/error.h"
+#include "partitioner/cost_model.h"
+
+namespace pipetrain::partitioner {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The DP runs over suffixes: B(i, u) is the best time per minibatch of layers
+// i..n-1 on the last u workers [N-u, N), all of them used. The first stage
+// of the suffix, layers i..k on r workers starting at N-u, then has exactly u
+// workers downstream (itself included), which fixes its in-flight count and
+// memory; the workers it sits on are fixed too, so links are known.
+//
+//   B(i, u) = min( T(i..n-1 on u),
+//                  min over k in [i, n-1), r in [1, u) of
+//                    max( T(i..k on r, u downstream), B(k+1, u-r) ) )
+//
+// Pruning (exact): T(i..k on r) >= C(i..k) / r grows with k, and B(k+1, u-r)
+// >= C(k+1..n-1) / (u-r) (any plan's slowest stage is at least its average),
+// which shrinks with k; so only k with both bounds below the best so far can
+// win. The first bound is found by binary search, the second ends the loop.
+struct SuffixDp {
+  const ChainCosts& costs;
+  const PartitionOptions& options;
+  int n, workers;
+  double memory;
+  std::vector<double> best;        // (n + 1) x (workers + 1)
+  std::vector<int> split_k, reps;  // choice: first stage ends at k, on r workers
+
+  SuffixDp(const ChainCosts& c, const PartitionOptions& o)
+      : costs(c), options(o), n(c.size()), workers(c.topology().workers()) {
+    memory = options.memory_limit ? c.topology().memory_bytes : 0;
+    size_t cells = size_t(n + 1) * (workers + 1);
+    best.assign(cells, kInf);
+    split_k.assign(cells, -1);
+    reps.assign(cells, 0);
+  }
+  size_t at(int i, int u) const { return size_t(i) * (workers + 1) + u; }
+
+  bool fits(const StageCost& c) const { return memory <= 0 || c.memory_bytes <= memory; }
+
+  void solve() {
+    for (int i = n - 1; i >= 0; --i)
+      for (int u = 1; u <= workers; ++u) solve_cell(i, u);
+  }
+
+  void solve_cell(int i, int u) {
+    const int first = workers - u;
+    double& b = best[at(i, u)];
+    // One stage for the whole suffix, replicated on all u workers.
+    if (!options.straight || u == 1) {
+      StageCost c = costs.stage(i, n - 1, first, u, u);
+      if (fits(c)) {
+        b = c.time_s;
+        split_k[at(i, u)] = n - 1;
+        reps[at(i, u)] = u;
+      }
+    }
+    const double tail = costs.compute(i, n - 1);
+    const int max_r = options.straight ? std::min(1, u - 1) : u - 1;
+    for (int r = 1; r <= max_r; ++r) {
+      const int rest = u - r;
+      // Smallest k with C(k+1..n-1) / rest < b: the suffix after k can beat b.
+      int lo = i, hi = n - 1;  // k in [i, n-2]; hi = n-1 means none
+      if (b < kInf) {
+        while (lo < hi) {
+          int mid = (lo + hi) / 2;
+          if (costs.compute(mid + 1, n - 1) / rest < b)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+      } else {
+        lo = i;
+      }
+      for (int k = lo; k < n - 1; ++k) {
+        if ((tail - costs.compute(k + 1, n - 1)) / r >= b) break;  // C(i..k)/r
+        double rest_time = best[at(k + 1, rest)];
+        if (rest_time >= b) continue;
+        StageCost c = costs.stage(i, k, first, r, u);
+        if (!fits(c)) continue;
+        double t = std::max(c.time_s, rest_time);
+        if (t < b) {
+          b = t;
+          split_k[at(i, u)] = k;
+          reps[at(i, u)] = r;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Plan partition(const Profile& profile, const Topology& topology, const PartitionOptions& options) {
+  validate(profile);
+  validate(topology);
+  ChainCosts costs(profile, topology);
+  SuffixDp dp(costs, options);
+  dp.solve();
+  const int n = costs.size(), workers = topology.workers();
+  int used = workers;
+  if (options.fewer_workers)
+    for (int m = 1; m <= workers; ++m)
+      if (dp.best[dp.at(0, m)] < dp.best[dp.at(0, used)]) used = m;
+  if (dp.best[dp.at(0, used)] == kInf) {
+    if (options.straight && n < workers && !options.fewer_workers)
+      throw PlanError(
+          fmt::format("a straight pipeline on {} workers needs at least {} layers; the "
+                      "profile has {} (allow fewer workers)",
+                      workers, workers, n));
+    throw PlanError(
+        fmt::format("no partition of the {} layers on {} workers fits {:.3g} GB per "
+                    "worker",
+                    n, workers, topology.memory_bytes / 1e9));
+  }
+  std::vector<int> last_layers, replication;
+  for (int i = 0, u = used; i < n;) {
+    int k = dp.split_k[dp.at(i, u)], r = dp.reps[dp.at(i, u)];
+    last_layers.push_back(k);
+    replication.push_back(r);
+    i = k + 1;
+    u -= r;
+  }
+  Plan plan = evaluate_plan(profile, topology, last_layers, replication, "dp", workers - used);
+  plan.cost_model = "pipetrain";
+  return plan;
+}
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,64 @@
+// Profile: what the partitioner knows about one model at one batch size, per
+// layer (the partitioning unit): forward/backward seconds, the bytes of the
+// layer's outputs, the bytes of every tensor that crosses a cut placed right
+// after it, and its parameter bytes. Saved and loaded as JSON.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace pipetrain::partitioner {
+
+struct LayerProfile {
+  std::string name;
+  double forward_s = 0;      // one minibatch, forward
+  double backward_s = 0;     // one minibatch, backward (input and weight gradients)
+  int64_t output_bytes = 0;  // activations the layer produces: stashed per minibatch in flight
+  /// Bytes of every tensor produced at or before this layer and read after it
+  /// (skip connections included): what a cut after this layer must send.
+  int64_t cut_bytes = 0;
+  int64_t param_bytes = 0;
+  std::vector<std::string> nodes;  // IR node names (empty for graph.txt profiles)
+};
+
+struct Profile {
+  std::string model;
+  std::string source;  // "analytic", "measured" or "graph.txt"
+  std::string device;  // device spec name, backend name or "" for graph.txt
+  int64_t batch = 0;   // 0: unknown
+  /// True when backward times are 2 x forward, not measured.
+  bool backward_estimated = false;
+  std::vector<LayerProfile> layers;  // in a topological order: the chain the DP cuts
+  /// Data edges between layers (from, to), from < to; used to write graph.txt.
+  std::vector<std::pair<int, int>> edges;
+
+  double compute_s() const;  // sum of forward + backward
+  int64_t param_bytes() const;
+  /// Index of the layer with this name, -1 if absent.
+  int find_layer(const std::string& name) const;
+};
+
+/// Throws PlanError naming the layer and field on negative or non-finite
+/// values, an empty profile, duplicate names or edges that go backwards.
+void validate(const Profile& p);
+
+nlohmann::json to_json(const Profile& p);
+/// Throws PlanError (what is missing or malformed, with the layer index).
+Profile profile_from_json(const nlohmann::json& j);
+
+/// Loads a profile: `.txt` files as PipeDream graph.txt, anything else as JSON.
+Profile load_profile(const std::string& path);
+/// Writes JSON through a temporary file and a rename.
+void save_profile(const Profile& p, const std::string& path);
+
+/// Writes text to path via a temporary file and a rename (no half-written
+/// outputs); throws RuntimeFault naming the path.
+void write_file_atomically(const std::string& path, const std::string& text);
+/// Reads a whole file; throws PlanError naming the path if it cannot.
+std::string read_text_file(const std::string& path);
+
+}  // namespace pipetrain::partitioner

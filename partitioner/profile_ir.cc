@@ -1,0 +1,165 @@
+#include "partitioner/profile_ir.h"
+
+#include <algorithm>
+#include <set>
+
+#include "ir/cost.h"
+#include "ir/error.h"
+
+namespace pipetrain::partitioner {
+
+namespace {
+
+bool is_matrix_op(const std::string& op) {
+  return op == "Conv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul" || op == "LSTM";
+}
+
+void require_layers(const ir::Graph& g) {
+  if (g.layers.empty()) throw ModelError("graph '" + g.name + "' has no layers to profile");
+  for (const auto& n : g.nodes)
+    if (n.layer < 0 || n.layer >= static_cast<int>(g.layers.size()))
+      throw ModelError(n.describe() + " belongs to no layer");
+}
+
+// Sets backward_s = 2 forward_s when the graph has no backward nodes.
+void finish_backward(const ir::Graph& g, Profile& p) {
+  bool any_backward =
+      std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.backward; });
+  if (any_backward) return;
+  for (auto& l : p.layers) l.backward_s = 2 * l.forward_s;
+  p.backward_estimated = true;
+}
+
+}  // namespace
+
+std::vector<int64_t> cut_bytes_per_layer(const ir::Graph& g) {
+  require_layers(g);
+  const int num_layers = static_cast<int>(g.layers.size());
+  // Each activation crosses the cuts after layers [producer, last reader).
+  // A difference array over cut positions keeps this linear in the tensors.
+  std::vector<int64_t> delta(num_layers + 1, 0);
+  std::map<std::string, int> producer_layer;
+  for (const auto& n : g.nodes)
+    if (!n.backward)
+      for (const auto& out : n.outputs)
+        if (!out.empty()) producer_layer[out] = n.layer;
+  std::map<std::string, int> last_reader;
+  for (const auto& n : g.nodes) {
+    if (n.backward) continue;
+    for (const auto& in : n.inputs) {
+      auto it = producer_layer.find(in);
+      if (in.empty() || it == producer_layer.end()) continue;
+      if (n.layer < it->second)
+        throw ModelError(n.describe() + " in layer '" + g.layers[n.layer].name + "' reads '" + in +
+                         "' produced by the later layer '" + g.layers[it->second].name +
+                         "': layers are not in a topological order");
+      int& last = last_reader.try_emplace(in, it->second).first->second;
+      last = std::max(last, n.layer);
+    }
+  }
+  for (const auto& [name, last] : last_reader) {
+    int first = producer_layer[name];
+    if (last <= first) continue;
+    auto bytes = static_cast<int64_t>(g.tensor(name).nbytes());
+    delta[first] += bytes;
+    delta[last] -= bytes;
+  }
+  std::vector<int64_t> cut(num_layers, 0);
+  int64_t running = 0;
+  for (int l = 0; l < num_layers; ++l) cut[l] = running += delta[l];
+  return cut;
+}
+
+Profile structural_profile(const ir::Graph& g) {
+  require_layers(g);
+  Profile p;
+  p.model = g.name;
+  p.layers.resize(g.layers.size());
+  auto consumers = g.consumers();
+  std::set<std::pair<int, int>> edges;
+  for (size_t l = 0; l < g.layers.size(); ++l) {
+    LayerProfile& lp = p.layers[l];
+    lp.name = g.layers[l].name;
+    std::set<std::string> params_seen;
+    for (size_t idx : g.layers[l].nodes) {
+      const ir::Node& n = g.nodes[idx];
+      lp.nodes.push_back(n.name);
+      if (n.backward) continue;
+      for (const auto& in : n.inputs)
+        if (!in.empty() && g.tensor(in).role == ir::Role::kParam && params_seen.insert(in).second)
+          lp.param_bytes += static_cast<int64_t>(g.tensor(in).nbytes());
+      for (const auto& out : n.outputs) {
+        if (out.empty()) continue;
+        // Every forward activation is stashed until its backward: count all of
+        // them, not only those leaving the layer (the same as graph.txt's
+        // activation_size when a layer is one node).
+        lp.output_bytes += static_cast<int64_t>(g.tensor(out).nbytes());
+        for (size_t c : consumers[out]) {
+          const ir::Node& reader = g.nodes[c];
+          if (!reader.backward && reader.layer != static_cast<int>(l))
+            edges.emplace(static_cast<int>(l), reader.layer);
+        }
+      }
+    }
+  }
+  auto cut = cut_bytes_per_layer(g);
+  for (size_t l = 0; l < cut.size(); ++l) p.layers[l].cut_bytes = cut[l];
+  p.edges.assign(edges.begin(), edges.end());
+  for (const auto& in : g.inputs)
+    if (g.has_tensor(in) && !g.tensor(in).shape.empty()) {
+      p.batch = g.tensor(in).shape[0];
+      break;
+    }
+  return p;
+}
+
+Profile analytic_profile(const ir::Graph& g, const DeviceSpec& device,
+                         const AnalyticOptions& options) {
+  Profile p = structural_profile(g);
+  p.source = "analytic";
+  p.device = device.name;
+  for (const auto& n : g.nodes) {
+    double flops = static_cast<double>(ir::node_flops(g, n));
+    double bytes = 0;
+    for (const auto& t : n.inputs)
+      if (!t.empty()) bytes += static_cast<double>(g.tensor(t).nbytes());
+    for (const auto& t : n.outputs)
+      if (!t.empty()) bytes += static_cast<double>(g.tensor(t).nbytes());
+    double peak = device.peak_fp32_flops;
+    if (options.tf32 && device.peak_tf32_flops > 0 && is_matrix_op(n.op_type))
+      peak = device.peak_tf32_flops;
+    double t = device.kernel_overhead_s + std::max(flops / peak, bytes / device.memory_bandwidth);
+    LayerProfile& lp = p.layers[n.layer];
+    (n.backward ? lp.backward_s : lp.forward_s) += t;
+  }
+  finish_backward(g, p);
+  return p;
+}
+
+Profile measured_profile(const ir::Graph& g, const NodeTimer& run_once, int warmup, int runs,
+                         const std::string& device) {
+  if (runs < 1) throw PlanError("measured profile: need at least one timed run");
+  Profile p = structural_profile(g);
+  p.source = "measured";
+  p.device = device;
+  std::vector<std::vector<double>> samples(g.nodes.size());
+  std::vector<double> node_seconds;
+  for (int r = 0; r < warmup + runs; ++r) {
+    node_seconds.assign(g.nodes.size(), 0.0);
+    run_once(node_seconds);
+    if (r < warmup) continue;
+    for (size_t i = 0; i < g.nodes.size(); ++i) samples[i].push_back(node_seconds[i]);
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    auto& s = samples[i];
+    std::sort(s.begin(), s.end());
+    // Median; the mean of the two middle values for an even count.
+    double median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+    LayerProfile& lp = p.layers[g.nodes[i].layer];
+    (g.nodes[i].backward ? lp.backward_s : lp.forward_s) += median;
+  }
+  finish_backward(g, p);
+  return p;
+}
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,273 @@
+#include "partitioner/schedule.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "ir/error.h"
+
+namespace pipetrain::partitioner {
+
+std::string to_string(const ScheduleOp& op) {
+  const char* what = op.payload == Payload::kActivation ? "act" : "grad";
+  switch (op.kind) {
+    case OpKind::kForward: return fmt::format("F{}.{}", op.stage, op.microbatch);
+    case OpKind::kBackward: return fmt::format("B{}.{}", op.stage, op.microbatch);
+    case OpKind::kBackwardInput: return fmt::format("Bi{}.{}", op.stage, op.microbatch);
+    case OpKind::kBackwardWeight: return fmt::format("W{}.{}", op.stage, op.microbatch);
+    case OpKind::kSend:
+      return fmt::format("Send({} {}.{} -> w{})", what, op.stage, op.microbatch, op.peer);
+    case OpKind::kRecv:
+      return fmt::format("Recv({} {}.{} <- w{})", what, op.stage, op.microbatch, op.peer);
+    case OpKind::kAllreduce: return fmt::format("Allreduce{}#{}", op.stage, op.microbatch);
+    case OpKind::kStep: return fmt::format("Step{}#{}", op.stage, op.microbatch);
+  }
+  return "?";
+}
+
+namespace {
+
+bool is_compute(OpKind k) {
+  return k == OpKind::kForward || k == OpKind::kBackward || k == OpKind::kBackwardInput ||
+         k == OpKind::kBackwardWeight;
+}
+
+// (payload, producer stage, microbatch, from, to): one message.
+using MessageKey = std::tuple<int, int, int, int, int>;
+
+struct MemoryTracker {
+  // Per worker and stage: microbatches whose forward ran and whose last
+  // backward op has not, with the weight version their forward used.
+  std::map<std::pair<int, int>, std::map<int, int>> live;  // (w, s) -> mb -> version
+  std::map<std::pair<int, int>, int> version;              // (w, s) -> current version
+  std::vector<int> in_flight, peak_in_flight, peak_versions;
+  std::vector<double> bytes, peak_bytes;
+  explicit MemoryTracker(size_t workers)
+      : in_flight(workers, 0),
+        peak_in_flight(workers, 0),
+        peak_versions(workers, 0),
+        bytes(workers, 0),
+        peak_bytes(workers, 0) {}
+
+  void count_versions(int w, int s) {
+    std::set<int> versions = {version[{w, s}]};
+    for (const auto& [mb, v] : live[{w, s}]) versions.insert(v);
+    peak_versions[w] = std::max(peak_versions[w], static_cast<int>(versions.size()));
+  }
+  void stash(int w, int s, int mb, double b) {
+    live[{w, s}][mb] = version[{w, s}];
+    ++in_flight[w];
+    bytes[w] += b;
+    peak_in_flight[w] = std::max(peak_in_flight[w], in_flight[w]);
+    peak_bytes[w] = std::max(peak_bytes[w], bytes[w]);
+    count_versions(w, s);
+  }
+  void release(int w, int s, int mb, double b) {
+    if (live[{w, s}].erase(mb)) {
+      --in_flight[w];
+      bytes[w] -= b;
+    }
+  }
+  void step(int w, int s) {
+    ++version[{w, s}];
+    count_versions(w, s);
+  }
+};
+
+}  // namespace
+
+ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
+  const size_t workers = s.programs.size();
+  ScheduleRun run;
+  run.busy_s.assign(workers, 0.0);
+  std::vector<size_t> pc(workers, 0);
+  std::vector<double> clock(workers, 0.0);
+  std::map<MessageKey, double> arrivals;            // message -> arrival time
+  std::map<std::pair<int, int>, double> link_free;  // (from, to) -> free time
+  MemoryTracker memory(workers);
+  auto act_bytes = [&](int stage) {
+    return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
+  };
+  auto key_of = [](const ScheduleOp& op, int from, int to) {
+    return MessageKey{static_cast<int>(op.payload), op.stage, op.microbatch, from, to};
+  };
+
+  size_t remaining = 0;
+  for (const auto& p : s.programs) remaining += p.size();
+  while (remaining > 0) {
+    // Pick the ready op with the earliest start: links then serve sends in
+    // time order, as they would on a real machine.
+    int pick = -1;
+    double pick_start = std::numeric_limits<double>::infinity();
+    for (size_t w = 0; w < workers; ++w) {
+      if (pc[w] >= s.programs[w].size()) continue;
+      const ScheduleOp& op = s.programs[w][pc[w]];
+      double start = clock[w];
+      if (op.kind == OpKind::kRecv) {
+        auto it = arrivals.find(key_of(op, op.peer, static_cast<int>(w)));
+        if (it == arrivals.end()) continue;
+        start = std::max(start, it->second);
+      } else if (op.kind == OpKind::kAllreduce) {
+        bool all_there = true;
+        for (int r : s.stage_workers.at(op.stage)) {
+          const auto& prog = s.programs[r];
+          if (pc[r] >= prog.size() || prog[pc[r]].kind != OpKind::kAllreduce ||
+              prog[pc[r]].stage != op.stage || prog[pc[r]].microbatch != op.microbatch) {
+            all_there = false;
+            break;
+          }
+          start = std::max(start, clock[r]);
+        }
+        if (!all_there) continue;
+      }
+      if (start < pick_start) pick_start = start, pick = static_cast<int>(w);
+    }
+    if (pick < 0) {
+      std::string blocked;
+      for (size_t w = 0; w < workers; ++w)
+        if (pc[w] < s.programs[w].size())
+          blocked += fmt::format("{}w{} at {}", blocked.empty() ? "" : ", ", w,
+                                 to_string(s.programs[w][pc[w]]));
+      throw PlanError("schedule '" + s.name + "' deadlocks: " + blocked);
+    }
+    const int w = pick;
+    const ScheduleOp& op = s.programs[w][pc[w]];
+    switch (op.kind) {
+      case OpKind::kRecv:
+        clock[w] = pick_start;
+        ++pc[w], --remaining;
+        break;
+      case OpKind::kSend: {
+        double& free = link_free[{w, op.peer}];
+        double start = std::max(clock[w], free);
+        double dur = costs.transfer ? costs.transfer(w, op.peer, op) : 0.0;
+        free = start + dur;
+        arrivals[key_of(op, w, op.peer)] = start + dur;
+        run.transfers.push_back({w, op.peer, op, start, start + dur});
+        ++pc[w], --remaining;
+        break;
+      }
+      case OpKind::kAllreduce: {
+        double dur = costs.allreduce ? costs.allreduce(op.stage, op.microbatch) : 0.0;
+        for (int r : s.stage_workers[op.stage]) {
+          run.ops.push_back({r, op, pick_start, pick_start + dur});
+          clock[r] = pick_start + dur;
+          ++pc[r], --remaining;
+        }
+        break;
+      }
+      default: {
+        double dur = costs.compute ? costs.compute(w, op) : 0.0;
+        run.ops.push_back({w, op, pick_start, pick_start + dur});
+        clock[w] = pick_start + dur;
+        if (is_compute(op.kind)) run.busy_s[w] += dur;
+        // A microbatch's stash lives until its last backward op.
+        bool release =
+            s.split_backward ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
+        if (op.kind == OpKind::kForward)
+          memory.stash(w, op.stage, op.microbatch, act_bytes(op.stage));
+        else if (release)
+          memory.release(w, op.stage, op.microbatch, act_bytes(op.stage));
+        else if (op.kind == OpKind::kStep)
+          memory.step(w, op.stage);
+        ++pc[w], --remaining;
+      }
+    }
+  }
+  for (size_t w = 0; w < workers; ++w) run.makespan = std::max(run.makespan, clock[w]);
+  for (const auto& t : run.transfers) run.makespan = std::max(run.makespan, t.end);
+  run.peak_in_flight = memory.peak_in_flight;
+  run.peak_activation_bytes = memory.peak_bytes;
+  run.peak_weight_versions = memory.peak_versions;
+  for (auto& v : run.peak_weight_versions) v = std::max(v, 1);
+  return run;
+}
+
+void validate(const Schedule& s) {
+  const int workers = static_cast<int>(s.programs.size());
+  if (s.num_stages < 1 || static_cast<int>(s.stage_workers.size()) != s.num_stages)
+    throw PlanError("schedule '" + s.name + "': stage_workers must list every stage");
+  std::map<std::tuple<int, int, int>, int> done;  // (kind, stage, mb) -> worker
+  std::map<MessageKey, int> sends, recvs;
+  for (int w = 0; w < workers; ++w) {
+    std::set<std::tuple<int, int, int>> seen_here;  // (kind, stage, mb) run on w so far
+    std::set<std::tuple<int, int, int>> received;   // (payload, stage, mb) received on w
+    for (const ScheduleOp& op : s.programs[w]) {
+      std::string where = fmt::format("schedule '{}' worker {} op {}", s.name, w, to_string(op));
+      if (op.stage < 0 || op.stage >= s.num_stages) throw PlanError(where + ": stage out of range");
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
+        if (op.peer < 0 || op.peer >= workers || op.peer == w)
+          throw PlanError(where + ": bad peer");
+        MessageKey k{static_cast<int>(op.payload), op.stage, op.microbatch,
+                     op.kind == OpKind::kSend ? w : op.peer,
+                     op.kind == OpKind::kSend ? op.peer : w};
+        if (++(op.kind == OpKind::kSend ? sends : recvs)[k] > 1)
+          throw PlanError(where + ": duplicated");
+        if (op.kind == OpKind::kRecv)
+          received.insert({static_cast<int>(op.payload), op.stage, op.microbatch});
+        continue;
+      }
+      if (op.kind == OpKind::kAllreduce || op.kind == OpKind::kStep) continue;
+      const auto& reps = s.stage_workers[op.stage];
+      if (std::find(reps.begin(), reps.end(), w) == reps.end())
+        throw PlanError(where + ": worker is not a replica of the stage");
+      if (op.microbatch < 0 || op.microbatch >= s.num_microbatches)
+        throw PlanError(where + ": microbatch out of range");
+      auto key = std::tuple{static_cast<int>(op.kind), op.stage, op.microbatch};
+      if (!done.emplace(key, w).second) throw PlanError(where + ": runs more than once");
+      auto ran = [&](OpKind k) {
+        return seen_here.count({static_cast<int>(k), op.stage, op.microbatch}) != 0;
+      };
+      bool needs_input = false;
+      int from_stage = 0;
+      Payload payload = Payload::kActivation;
+      if (op.kind == OpKind::kForward) {
+        needs_input = op.stage > 0, from_stage = op.stage - 1;
+      } else if (op.kind == OpKind::kBackward || op.kind == OpKind::kBackwardInput) {
+        if (!ran(OpKind::kForward)) throw PlanError(where + ": backward before its forward");
+        needs_input = op.stage < s.num_stages - 1, from_stage = op.stage + 1;
+        payload = Payload::kGradient;
+      } else if (op.kind == OpKind::kBackwardWeight && !ran(OpKind::kBackwardInput)) {
+        throw PlanError(where + ": weight gradient before the input gradient");
+      }
+      if (needs_input) {
+        // The input comes from another worker (a Recv) or from this one.
+        bool local =
+            seen_here.count({static_cast<int>(payload == Payload::kActivation
+                                                  ? OpKind::kForward
+                                                  : (s.split_backward ? OpKind::kBackwardInput
+                                                                      : OpKind::kBackward)),
+                             from_stage, op.microbatch}) != 0;
+        bool got = received.count({static_cast<int>(payload), from_stage, op.microbatch}) != 0;
+        if (!local && !got) throw PlanError(where + ": its input is never received before it");
+      }
+      seen_here.insert(key);
+    }
+  }
+  for (int st = 0; st < s.num_stages; ++st)
+    for (int mb = 0; mb < s.num_microbatches; ++mb) {
+      std::vector<OpKind> kinds =
+          s.split_backward
+              ? std::vector{OpKind::kForward, OpKind::kBackwardInput, OpKind::kBackwardWeight}
+              : std::vector{OpKind::kForward, OpKind::kBackward};
+      for (OpKind k : kinds)
+        if (!done.count({static_cast<int>(k), st, mb}))
+          throw PlanError(fmt::format("schedule '{}': {} never runs", s.name,
+                                      to_string(ScheduleOp{k, st, mb})));
+    }
+  for (const auto& [k, n] : sends)
+    if (!recvs.count(k))
+      throw PlanError(fmt::format("schedule '{}': a send from w{} to w{} is never received", s.name,
+                                  std::get<3>(k), std::get<4>(k)));
+  for (const auto& [k, n] : recvs)
+    if (!sends.count(k))
+      throw PlanError(fmt::format("schedule '{}': w{} waits for a message w{} never sends", s.name,
+                                  std::get<4>(k), std::get<3>(k)));
+  execute(s, {});
+}
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,92 @@
+// Schedules as data: per worker, an ordered list of ops (forward,
+// backward, split backward, send, receive, allreduce, optimizer step), for
+// pipeline positions ("stages"; virtual stages when a worker holds several
+// chunks). The simulator times them; the executor can run the same lists.
+// execute() is the one interpreter: a discrete-event run where sends are
+// asynchronous (they queue on the link from sender to receiver), receives
+// block until the data has arrived, and an allreduce starts when every
+// replica of its stage has reached it. validate() proves a schedule complete
+// and deadlock-free by executing it with unit costs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipetrain::partitioner {
+
+enum class OpKind {
+  kForward,
+  kBackward,        // input and weight gradients together
+  kBackwardInput,   // input gradient only (zero-bubble schedules)
+  kBackwardWeight,  // weight gradient only, may be delayed
+  kSend,
+  kRecv,
+  kAllreduce,  // gradients among the replicas of `stage`; `microbatch` is the round
+  kStep,       // optimizer update of `stage`; `microbatch` is the step index
+};
+enum class Payload { kActivation, kGradient };
+
+struct ScheduleOp {
+  OpKind kind = OpKind::kForward;
+  int stage = 0;
+  int microbatch = 0;
+  /// Send/Recv: an activation produced by F(stage) or a gradient produced by
+  /// B(stage); `stage` is always the producer's.
+  Payload payload = Payload::kActivation;
+  int peer = -1;  // Send: receiving worker; Recv: sending worker
+};
+
+/// "F3.2" (forward of stage 3, microbatch 2), "Send(act 3.2 -> w5)", ...
+std::string to_string(const ScheduleOp& op);
+
+struct Schedule {
+  std::string name;
+  int num_stages = 0;
+  int num_microbatches = 0;
+  bool split_backward = false;                    // B is input-only and every microbatch has a W
+  std::vector<std::vector<int>> stage_workers;    // stage -> its replicas' workers
+  std::vector<std::vector<ScheduleOp>> programs;  // worker -> ops in order
+};
+
+/// Durations for execute(); any may be left empty (zero).
+struct ScheduleCosts {
+  std::function<double(int worker, const ScheduleOp& op)> compute;  // F, B, W, Step
+  std::function<double(int from, int to, const ScheduleOp& send)> transfer;
+  std::function<double(int stage, int round)> allreduce;
+  /// Bytes one microbatch stashes on `stage` (for peak memory); empty: 1.
+  std::function<double(int stage)> activation_bytes;
+};
+
+struct TimedOp {
+  int worker = 0;
+  ScheduleOp op;
+  double start = 0, end = 0;
+};
+struct TimedTransfer {
+  int from = 0, to = 0;
+  ScheduleOp op;  // the Send
+  double start = 0, end = 0;
+};
+
+struct ScheduleRun {
+  double makespan = 0;
+  std::vector<TimedOp> ops;  // compute and allreduce ops, in execution order
+  std::vector<TimedTransfer> transfers;
+  std::vector<double> busy_s;                 // per worker: F, B, W time
+  std::vector<int> peak_in_flight;            // per worker: microbatches stashed at once
+  std::vector<double> peak_activation_bytes;  // per worker
+  std::vector<int> peak_weight_versions;      // per worker, largest over its stages
+};
+
+/// Runs the schedule. Throws PlanError naming every blocked worker's next op
+/// when it deadlocks.
+ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs);
+
+/// Structural checks (every F and B, or B and W, of every stage and
+/// microbatch exactly once, on a replica of its stage, F before B before W,
+/// each F/B of a stage > 0 / < last preceded by its Recv, every Send matched
+/// by one Recv) and a unit-cost execution. Throws PlanError naming the op.
+void validate(const Schedule& s);
+
+}  // namespace pipetrain::partitioner

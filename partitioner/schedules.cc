@@ -1,0 +1,222 @@
+#include "partitioner/schedules.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+
+#include "ir/error.h"
+
+namespace pipetrain::partitioner {
+
+const char* schedule_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::kOneFOneB: return "1f1b";
+    case ScheduleKind::kPipeDream: return "pipedream";
+    case ScheduleKind::kTwoBW: return "2bw";
+    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kZeroBubbleH1: return "zb-h1";
+  }
+  return "?";
+}
+
+std::vector<ScheduleKind> all_schedule_kinds() {
+  return {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1};
+}
+
+ScheduleKind parse_schedule_kind(const std::string& name) {
+  std::string known;
+  for (ScheduleKind k : all_schedule_kinds()) {
+    if (name == schedule_name(k)) return k;
+    known += std::string(known.empty() ? "" : ", ") + schedule_name(k);
+  }
+  throw PlanError("unknown schedule '" + name + "' (known: " + known + ", all)");
+}
+
+namespace {
+
+// Appends ops with their sends and receives; microbatch b of stage s lives
+// on worker worker_of(s, b).
+struct Builder {
+  Schedule& s;
+  std::vector<int> base, reps;
+
+  Builder(Schedule& sched, const std::vector<int>& stage_base, const std::vector<int>& replicas)
+      : s(sched), base(stage_base), reps(replicas) {}
+  int worker_of(int stage, int mb) const {
+    return static_cast<int>(s.stage_workers[stage][mb % s.stage_workers[stage].size()]);
+  }
+  void add(int w, OpKind kind, int stage, int mb, Payload payload = Payload::kActivation,
+           int peer = -1) {
+    s.programs[w].push_back(ScheduleOp{kind, stage, mb, payload, peer});
+  }
+  void forward(int w, int stage, int mb) {
+    if (stage > 0 && worker_of(stage - 1, mb) != w)
+      add(w, OpKind::kRecv, stage - 1, mb, Payload::kActivation, worker_of(stage - 1, mb));
+    add(w, OpKind::kForward, stage, mb);
+    if (stage + 1 < s.num_stages && worker_of(stage + 1, mb) != w)
+      add(w, OpKind::kSend, stage, mb, Payload::kActivation, worker_of(stage + 1, mb));
+  }
+  void backward(int w, int stage, int mb, OpKind kind = OpKind::kBackward) {
+    if (stage + 1 < s.num_stages && worker_of(stage + 1, mb) != w)
+      add(w, OpKind::kRecv, stage + 1, mb, Payload::kGradient, worker_of(stage + 1, mb));
+    add(w, kind, stage, mb);
+    if (stage > 0 && worker_of(stage - 1, mb) != w)
+      add(w, OpKind::kSend, stage, mb, Payload::kGradient, worker_of(stage - 1, mb));
+  }
+  void step(int w, int stage, int index) {
+    if (s.stage_workers[stage].size() > 1) add(w, OpKind::kAllreduce, stage, index);
+    add(w, OpKind::kStep, stage, index);
+  }
+};
+
+// Stages with replicas, numbered contiguously.
+Schedule skeleton(const std::string& name, const std::vector<int>& replicas, int microbatches,
+                  std::vector<int>& base) {
+  Schedule s;
+  s.name = name;
+  s.num_stages = static_cast<int>(replicas.size());
+  s.num_microbatches = microbatches;
+  int w = 0;
+  for (int r : replicas) {
+    base.push_back(w);
+    std::vector<int> ws;
+    for (int q = 0; q < r; ++q) ws.push_back(w++);
+    s.stage_workers.push_back(ws);
+  }
+  s.programs.resize(w);
+  return s;
+}
+
+// Microbatches of stage s's replica q, ascending.
+std::vector<int> local_microbatches(int microbatches, int r, int q) {
+  std::vector<int> out;
+  for (int b = q; b < microbatches; b += r) out.push_back(b);
+  return out;
+}
+
+// 1F1B warm-up on stage s: one fewer than the minibatches in flight,
+// ceil(workers from s to the end / replicas of s) (p - s when unreplicated).
+int warmup_count(const std::vector<int>& replicas, int stage) {
+  int downstream = 0;
+  for (size_t t = stage; t < replicas.size(); ++t) downstream += replicas[t];
+  return (downstream + replicas[stage] - 1) / replicas[stage] - 1;
+}
+
+Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
+  const auto& reps = shape.replicas;
+  const bool two_bw = kind == ScheduleKind::kTwoBW;
+  const int total = two_bw ? shape.microbatches * shape.steps : shape.microbatches;
+  if (two_bw && shape.microbatches < *std::max_element(reps.begin(), reps.end()))
+    throw PlanError("2bw needs at least as many microbatches per step as replicas of a stage");
+  std::vector<int> base;
+  Schedule s = skeleton(schedule_name(kind), reps, total, base);
+  s.split_backward = kind == ScheduleKind::kZeroBubbleH1;
+  Builder b(s, base, reps);
+  const int p = s.num_stages;
+  for (int st = 0; st < p; ++st)
+    for (int q = 0; q < reps[st]; ++q) {
+      const int w = base[st] + q;
+      auto mbs = local_microbatches(total, reps[st], q);
+      const int n = static_cast<int>(mbs.size());
+      if (kind == ScheduleKind::kGPipe) {
+        for (int mb : mbs) b.forward(w, st, mb);
+        for (int mb : mbs) b.backward(w, st, mb);
+        b.step(w, st, 0);
+        continue;
+      }
+      const int warm = std::min(warmup_count(reps, st), n);
+      const OpKind bkind = s.split_backward ? OpKind::kBackwardInput : OpKind::kBackward;
+      // ZB-H1: the weight gradient of the j-th backward runs after the
+      // (j + s)-th input gradient on stage s. Late stages, idle during the
+      // warm-up, push their input gradients upstream first and do the W's
+      // later; stashes then peak at s + 1 + (p - s - 1) = p on every stage,
+      // the 1F1B peak of stage 0.
+      const int delay = st;
+      int next_w = 0, done_b = 0;
+      int min_local = total / reps[st];  // replicas that all hold a round
+      auto after_backward = [&](int mb) {
+        ++done_b;
+        if (kind == ScheduleKind::kPipeDream) {
+          int round = done_b - 1;
+          if (reps[st] > 1 && round < min_local) b.add(w, OpKind::kAllreduce, st, round);
+          b.add(w, OpKind::kStep, st, round);
+        } else if (two_bw) {
+          int group = mb / shape.microbatches;
+          int last_in_group = std::min(total, (group + 1) * shape.microbatches) - 1;
+          if (mb + reps[st] > last_in_group) b.step(w, st, group);
+        } else if (s.split_backward) {
+          while (next_w < n && next_w + delay < done_b)
+            b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
+        }
+      };
+      for (int i = 0; i < warm; ++i) b.forward(w, st, mbs[i]);
+      for (int i = 0; i + warm < n; ++i) {
+        b.forward(w, st, mbs[i + warm]);
+        b.backward(w, st, mbs[i], bkind);
+        after_backward(mbs[i]);
+      }
+      for (int i = std::max(0, n - warm); i < n; ++i) {
+        b.backward(w, st, mbs[i], bkind);
+        after_backward(mbs[i]);
+      }
+      while (s.split_backward && next_w < n) b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
+      if (kind == ScheduleKind::kOneFOneB || kind == ScheduleKind::kZeroBubbleH1) b.step(w, st, 0);
+    }
+  return s;
+}
+
+// Megatron's interleaved 1F1B: worker w holds virtual stages c p + w for
+// chunks c < v. Forwards walk groups of p microbatches through chunk 0, then
+// chunk 1, ...; backwards walk the chunks in reverse.
+Schedule build_interleaved(const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size()), v = shape.chunks, m = shape.microbatches;
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError("interleaved 1F1B needs unreplicated stages");
+  if (v < 1) throw PlanError("interleaved 1F1B needs at least one chunk per worker");
+  if (m % p != 0)
+    throw PlanError(
+        fmt::format("interleaved 1F1B needs microbatches ({}) divisible by the "
+                    "stages ({})",
+                    m, p));
+  Schedule s;
+  s.name = "interleaved";
+  s.num_stages = p * v;
+  s.num_microbatches = m;
+  for (int vs = 0; vs < p * v; ++vs) s.stage_workers.push_back({vs % p});
+  s.programs.resize(p);
+  Builder b(s, {}, {});
+  const int total = m * v;
+  auto chunk = [&](int k, bool forward) {
+    int c = (k % (p * v)) / p;
+    return forward ? c : v - 1 - c;
+  };
+  auto microbatch = [&](int k) { return (k / (p * v)) * p + k % p; };
+  for (int w = 0; w < p; ++w) {
+    int warm = std::min((p - w - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < warm; ++k) b.forward(w, chunk(k, true) * p + w, microbatch(k));
+    for (int i = 0; i + warm < total; ++i) {
+      int kf = warm + i;
+      b.forward(w, chunk(kf, true) * p + w, microbatch(kf));
+      b.backward(w, chunk(i, false) * p + w, microbatch(i));
+    }
+    for (int i = std::max(0, total - warm); i < total; ++i)
+      b.backward(w, chunk(i, false) * p + w, microbatch(i));
+    for (int c = 0; c < v; ++c) b.add(w, OpKind::kStep, c * p + w, 0);
+  }
+  return s;
+}
+
+}  // namespace
+
+Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
+  if (shape.replicas.empty()) throw PlanError("a schedule needs at least one stage");
+  for (int r : shape.replicas)
+    if (r < 1) throw PlanError("every stage needs at least one replica");
+  if (shape.microbatches < 1) throw PlanError("a schedule needs at least one microbatch");
+  if (kind == ScheduleKind::kInterleaved) return build_interleaved(shape);
+  return build_standard(kind, shape);
+}
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,42 @@
+// Builders for the standard pipeline schedules (PIPEDREAM.md sections 4-6),
+// as per-worker op lists. Stage s has replicas[s] workers, numbered
+// contiguously stage by stage; microbatch b of stage s runs on replica
+// b mod replicas[s] (round-robin, backward on the replica that ran forward).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "partitioner/schedule.h"
+
+namespace pipetrain::partitioner {
+
+enum class ScheduleKind {
+  kGPipe,         // all forwards, then all backwards, flush, one step
+  kOneFOneB,      // 1F1B with a flush (PipeDream-Flush): warm-up, 1F1B, cool-down, one step
+  kPipeDream,     // asynchronous 1F1B, weight stashing, a step after every backward
+  kTwoBW,         // PipeDream-2BW: asynchronous 1F1B, a step every `microbatches`
+  kInterleaved,   // interleaved 1F1B (Megatron), `chunks` model chunks per worker, flush
+  kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
+};
+
+/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1".
+const char* schedule_name(ScheduleKind k);
+/// Throws PlanError listing the names.
+ScheduleKind parse_schedule_kind(const std::string& name);
+std::vector<ScheduleKind> all_schedule_kinds();
+
+struct ScheduleShape {
+  std::vector<int> replicas;  // per stage
+  /// Flush schedules: microbatches per step. pipedream: minibatches run.
+  /// 2bw: microbatches per step (3 steps are run).
+  int microbatches = 1;
+  int chunks = 2;  // interleaved only
+  int steps = 3;   // 2bw only
+};
+
+/// Throws PlanError when the shape does not suit the schedule (interleaved
+/// needs unreplicated stages and microbatches divisible by the stages).
+Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape);
+
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,158 @@
+#include "partitioner/simulator.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "ir/error.h"
+
+namespace pipetrain::partitioner {
+
+namespace {
+
+struct StageData {
+  double forward_s = 0, backward_s = 0, param_bytes = 0, stash_bytes = 0, cut_out = 0;
+};
+
+std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
+  std::vector<StageData> out;
+  for (const auto& st : plan.stages) {
+    StageData d;
+    for (int l = st.first_layer; l <= st.last_layer; ++l) {
+      const LayerProfile& lp = profile.layers[l];
+      d.forward_s += lp.forward_s;
+      d.backward_s += lp.backward_s;
+      d.param_bytes += static_cast<double>(lp.param_bytes);
+      d.stash_bytes += static_cast<double>(lp.output_bytes);
+    }
+    if (st.first_layer > 0) d.stash_bytes += profile.layers[st.first_layer - 1].cut_bytes;
+    d.cut_out = st.last_layer + 1 < static_cast<int>(profile.layers.size())
+                    ? static_cast<double>(profile.layers[st.last_layer].cut_bytes)
+                    : 0.0;
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
+                   const SimOptions& options) {
+  check_against_profile(plan, profile);
+  const int p = static_cast<int>(plan.stages.size());
+  const auto data = stage_data(plan, profile);
+  ScheduleShape shape;
+  for (const auto& st : plan.stages) shape.replicas.push_back(st.replication);
+  // Lanes: a replicated stage runs one minibatch per replica at a time, so a
+  // step carries `lanes` minibatches (the largest replication), each split
+  // into m microbatches; pipedream runs 8 rounds of every replica by default.
+  int lanes = 1, workers = 0;
+  for (const auto& st : plan.stages)
+    lanes = std::max(lanes, st.replication), workers += st.replication;
+  const int m = options.microbatches > 0 ? options.microbatches : 4 * p;
+  if (kind == ScheduleKind::kPipeDream)
+    shape.microbatches = options.microbatches > 0 ? options.microbatches : 8 * std::max(p, workers);
+  else
+    shape.microbatches = m * lanes;
+  shape.chunks = options.chunks;
+  shape.steps = options.steps;
+  if (kind == ScheduleKind::kInterleaved && shape.microbatches % p != 0)
+    throw PlanError("interleaved 1F1B needs microbatches divisible by the stages (" +
+                    std::to_string(p) + ")");
+
+  SimResult res;
+  res.schedule = schedule_name(kind);
+  res.microbatches = shape.microbatches;
+  res.schedule_ops = build_schedule(kind, shape);
+  const Schedule& s = res.schedule_ops;
+  const bool interleaved = kind == ScheduleKind::kInterleaved;
+  const int v = interleaved ? options.chunks : 1;
+  // A microbatch is 1/m of the minibatch except in pipedream.
+  const double scale = kind == ScheduleKind::kPipeDream ? 1.0 : 1.0 / m;
+
+  // Schedule stage -> plan stage, schedule worker -> plan worker.
+  auto plan_stage = [&](int stage) { return interleaved ? stage % p : stage; };
+  for (int st = 0; st < s.num_stages; ++st)
+    for (size_t q = 0; q < s.stage_workers[st].size(); ++q) {
+      int w = s.stage_workers[st][q];
+      if (static_cast<int>(res.physical_workers.size()) <= w) res.physical_workers.resize(w + 1);
+      res.physical_workers[w] = plan.stages[plan_stage(st)].workers[q];
+    }
+  double mean_cut = 0;
+  for (const auto& d : data) mean_cut += d.cut_out / std::max(1, p - 1);
+
+  ScheduleCosts costs;
+  costs.compute = [&](int, const ScheduleOp& op) {
+    const StageData& d = data[plan_stage(op.stage)];
+    switch (op.kind) {
+      case OpKind::kForward: return d.forward_s * scale / v;
+      case OpKind::kBackward: return d.backward_s * scale / v;
+      case OpKind::kBackwardInput:
+      case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
+      default: return 0.0;
+    }
+  };
+  costs.transfer = [&](int from, int to, const ScheduleOp& op) {
+    int a = res.physical_workers[from], b = res.physical_workers[to];
+    double bw = plan.topology.slowest_link(std::min(a, b), std::abs(a - b) + 1);
+    // The producer's cut: after stage op.stage going forward, before it going back.
+    int ps = plan_stage(op.stage);
+    double bytes;
+    if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
+                        (op.payload == Payload::kGradient && ps == 0)))
+      bytes = mean_cut;  // the wrap-around between chunks
+    else
+      bytes = op.payload == Payload::kActivation ? data[ps].cut_out : data[ps - 1].cut_out;
+    return bytes * scale / bw;
+  };
+  costs.allreduce = [&](int stage, int) {
+    const auto& st = plan.stages[plan_stage(stage)];
+    int r = st.replication;
+    if (r <= 1) return 0.0;
+    double bw =
+        plan.topology.slowest_link(st.workers.front(), st.workers.back() - st.workers.front() + 1);
+    return 4.0 * (r - 1) * data[plan_stage(stage)].param_bytes / v / (bw * r);
+  };
+  costs.activation_bytes = [&](int stage) {
+    return data[plan_stage(stage)].stash_bytes * scale / v;
+  };
+  res.run = execute(s, costs);
+  const ScheduleRun& run = res.run;
+  res.makespan_s = run.makespan;
+  double busy = std::accumulate(run.busy_s.begin(), run.busy_s.end(), 0.0);
+  res.bubble_fraction =
+      run.makespan > 0 ? 1.0 - busy / (double(run.busy_s.size()) * run.makespan) : 0.0;
+
+  if (kind == ScheduleKind::kPipeDream || kind == ScheduleKind::kTwoBW) {
+    // Steady state: the mean interval between stage 0's backward ends over
+    // the middle half of the run (fill and drain excluded).
+    std::vector<double> ends;
+    for (const auto& t : run.ops)
+      if (plan_stage(t.op.stage) == 0 && t.op.kind == OpKind::kBackward) ends.push_back(t.end);
+    std::sort(ends.begin(), ends.end());
+    // Whole rounds of stage 0's replicas, which finish together.
+    const size_t r0 = plan.stages[0].replication, rounds = ends.size() / r0;
+    const size_t k1 = std::max<size_t>(1, rounds / 4), k2 = std::max(k1 + 1, 3 * rounds / 4);
+    double per = k2 <= rounds ? (ends[k2 * r0 - 1] - ends[k1 * r0 - 1]) / double((k2 - k1) * r0)
+                              : run.makespan / std::max<size_t>(1, ends.size());
+    res.time_per_minibatch_s = kind == ScheduleKind::kTwoBW ? per * m : per;
+  } else {
+    res.time_per_minibatch_s = run.makespan / lanes;
+  }
+  if (profile.batch > 0 && res.time_per_minibatch_s > 0)
+    res.samples_per_s = double(profile.batch) / res.time_per_minibatch_s;
+
+  res.stages.assign(p, {});
+  for (int st = 0; st < s.num_stages; ++st)
+    for (int w : s.stage_workers[st]) {
+      StageSimStats& out = res.stages[plan_stage(st)];
+      out.peak_in_flight = std::max(out.peak_in_flight, run.peak_in_flight[w]);
+      out.weight_versions = std::max(out.weight_versions, run.peak_weight_versions[w]);
+      double params = data[plan_stage(st)].param_bytes;
+      out.peak_memory_bytes =
+          std::max(out.peak_memory_bytes,
+                   run.peak_activation_bytes[w] + (run.peak_weight_versions[w] + 1) * params);
+    }
+  return res;
+}
+
+}  // namespace pipetrain::partitioner

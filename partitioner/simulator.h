@@ -1,0 +1,63 @@
+// Discrete-event simulation of a Plan under a schedule: stage times from the
+// profile, transfers at the bandwidth of the link between the two workers
+// (one queue per directed link, overlapping compute), allreduces among the
+// replicas of a stage at the slowest link they span.
+//
+// Flush schedules (gpipe, 1f1b, interleaved, zb-h1) and 2bw split each
+// minibatch (the profile's batch) into m = `microbatches` equal parts, so a
+// microbatch costs 1/m of the stage's time and cut bytes; a step carries one
+// minibatch per replica of the most replicated stage. pipedream runs
+// `microbatches` whole minibatches (default 8 x workers). Interleaved splits each stage into
+// `chunks` equal chunks (the wrap-around transfer uses the mean cut); zb-h1
+// splits backward evenly into input and weight gradients.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "partitioner/plan.h"
+#include "partitioner/profile.h"
+#include "partitioner/schedule.h"
+#include "partitioner/schedules.h"
+
+namespace pipetrain::partitioner {
+
+struct SimOptions {
+  int microbatches = 0;  // per minibatch; 0: 4 x stages
+  int chunks = 2;        // interleaved
+  int steps = 3;         // 2bw
+};
+
+struct StageSimStats {
+  int peak_in_flight = 0;        // microbatches stashed at once on one replica
+  int weight_versions = 1;       // distinct weight versions alive at once
+  double peak_memory_bytes = 0;  // activations in flight + versions x params + gradients
+};
+
+struct SimResult {
+  std::string schedule;
+  int microbatches = 0;
+  double makespan_s = 0;
+  /// Flush schedules: the makespan over the minibatches per step. pipedream
+  /// and 2bw: the steady-state interval between minibatches leaving stage 0.
+  double time_per_minibatch_s = 0;
+  double samples_per_s = 0;           // batch / time_per_minibatch (0 if the batch is unknown)
+  double bubble_fraction = 0;         // 1 - busy / (workers x makespan)
+  std::vector<StageSimStats> stages;  // per plan stage
+  Schedule schedule_ops;
+  ScheduleRun run;
+  std::vector<int> physical_workers;  // schedule worker -> plan worker id
+};
+
+/// Throws PlanError when the plan does not match the profile, or the
+/// schedule does not suit the plan (interleaved with replicated stages).
+SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
+                   const SimOptions& options = {});
+
+/// Chrome trace JSON (chrome://tracing, Perfetto): one process per result,
+/// one thread per worker, plus one track per link for transfers.
+std::string chrome_trace(const std::vector<SimResult>& results);
+/// An SVG picture: per result, one row per worker, ops as coloured boxes.
+std::string svg_timeline(const std::vector<SimResult>& results);
+
+}  // namespace pipetrain::partitioner

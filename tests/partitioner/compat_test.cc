@@ -1,0 +1,121 @@
+// --cost-model pipedream against results worked out by hand from the
+// reference optimizer's formulas (optimizer_graph_hierarchical.py), and the
+// same inputs under the pipetrain model.
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+#include "partitioner/dp.h"
+
+namespace pipetrain::partitioner {
+namespace {
+
+Profile two_layers(double c0, double p0, double c1, double p1) {
+  Profile p;
+  p.layers = {{"a", c0, 0, 0, 0, static_cast<int64_t>(p0), {}},
+              {"b", c1, 0, 0, 0, static_cast<int64_t>(p1), {}}};
+  return p;
+}
+
+TEST(PipeDreamCompat, OneLevelByHand) {
+  // C = [2, 2], P = [0, 2e9], 2 machines at 1e9 B/s.
+  //   DP: (4 + 4*1*2e9/(1e9*2)) / 2 = 4.
+  //   split after layer 0, one machine each: max(A[0][0][0] = 2, (2 + 0)/1) = 2.
+  Topology t;
+  t.levels = {{2, 1e9}};
+  Plan plan = partition_pipedream(two_layers(2, 0, 2, 2e9), t);
+  EXPECT_EQ(plan.config(), "straight");
+  EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 2.0);
+  EXPECT_DOUBLE_EQ(plan.data_parallel_s, 4.0);
+  EXPECT_DOUBLE_EQ(plan.single_worker_s, 4.0);
+  EXPECT_EQ(plan.cost_model, "pipedream");
+}
+
+TEST(PipeDreamCompat, TwoLevelsByHand) {
+  // C = [4, 4], P = [0, 4e9]; 2 servers at 1e9 B/s x 2 GPUs at 4e9 B/s.
+  // Level 1 (GPUs, k = 1): A1(0..0, 2) = 4/2 = 2; A1(1..1, 2) = (4 + 4*4e9/(4e9*2))/2 = 3;
+  //   A1(0..1, 2) = min((8 + 2)/2, max(A1(0..0, 1) = 4, 4)) = 4.
+  // Level 2 (servers, k = 2 in the base case only):
+  //   A2(0..1, 2) base = (4 + 4*4e9/(1e9*2)/2)/2 = 4;
+  //   split: max(A2(0..0, 1) = 2, A1(1..1, 2) = 3 + 0) = 3 wins.
+  // Walking down: layer 0 on server 0's two GPUs, layer 1 on server 1's.
+  // Data parallel: (8 + 2)/2 = 5, then (5 + 4*4e9/(1e9*2)/2)/2 = 4.5.
+  Topology t;
+  t.levels = {{2, 1e9}, {2, 4e9}};
+  Plan plan = partition_pipedream(two_layers(4, 0, 4, 4e9), t);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_EQ(plan.config(), "2-2");
+  EXPECT_EQ(plan.stages[0].workers, (std::vector<int>{0, 1}));
+  EXPECT_EQ(plan.stages[1].workers, (std::vector<int>{2, 3}));
+  EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 3.0);
+  EXPECT_DOUBLE_EQ(plan.data_parallel_s, 4.5);
+  EXPECT_EQ(plan.noam, 2);
+
+  // pipetrain on the same inputs: the allreduce overlaps compute, so layer 1
+  // on GPUs 2-3 takes max(4, 4*4e9/(4e9*2))/2 = 2 and data parallel
+  // max(8, 4*3*4e9/(1e9*4))/4 = 3.
+  Plan ours = partition(two_layers(4, 0, 4, 4e9), t);
+  EXPECT_EQ(ours.config(), "2-2");
+  EXPECT_DOUBLE_EQ(ours.time_per_minibatch_s, 2.0);
+  EXPECT_DOUBLE_EQ(ours.data_parallel_s, 3.0);
+}
+
+TEST(PipeDreamCompat, TransfersCountOnlyWithACompressionRatio) {
+  // C = [1, 1], P = [1e9, 0], 1e9 bytes cross the cut; 2 machines at 1e9 B/s.
+  //   data parallel: (2 + 4*1*1e9/(1e9*2))/2 = 2.
+  //   split: max(A[0][0][0] = 1, 1) = 1, plus with a ratio the input
+  //   transfer 2*1e9/(1e9*1)/ratio: ratio 1 -> 2 (ties, data parallel
+  //   stays), ratio 4 -> 0.5 (split at 1).
+  Profile p;
+  p.layers = {{"a", 1, 0, 0, 1'000'000'000, 1'000'000'000, {}}, {"b", 1, 0, 0, 0, 0, {}}};
+  Topology t;
+  t.levels = {{2, 1e9}};
+  Plan free = partition_pipedream(p, t);
+  EXPECT_EQ(free.config(), "straight");
+  EXPECT_DOUBLE_EQ(free.time_per_minibatch_s, 1.0);
+  PipeDreamOptions o;
+  o.compression_ratio = 1;
+  Plan counted = partition_pipedream(p, t, o);
+  EXPECT_EQ(counted.config(), "2");
+  EXPECT_DOUBLE_EQ(counted.time_per_minibatch_s, 2.0);
+  o.compression_ratio = 4;
+  Plan compressed = partition_pipedream(p, t, o);
+  EXPECT_EQ(compressed.config(), "straight");
+  EXPECT_DOUBLE_EQ(compressed.time_per_minibatch_s, 1.0);
+}
+
+TEST(PipeDreamCompat, UsesEveryWorker) {
+  // One heavy layer and three free ones on 4 machines: data parallel at
+  // 8/4 = 2 beats any split (layer a on 3 machines alone takes 8/3).
+  Profile p;
+  p.layers = {{"a", 8, 0, 0, 0, 0, {}},
+              {"b", 0, 0, 0, 0, 0, {}},
+              {"c", 0, 0, 0, 0, 0, {}},
+              {"d", 0, 0, 0, 0, 0, {}}};
+  Topology t;
+  t.levels = {{4, 1e9}};
+  Plan ref = partition_pipedream(p, t);
+  EXPECT_EQ(ref.workers_used(), 4);
+  EXPECT_DOUBLE_EQ(ref.time_per_minibatch_s, 2.0);
+  EXPECT_EQ(ref.config(), "4");
+}
+
+TEST(PipeDreamCompat, LevelByLevelCannotSpanAFractionOfAServer) {
+  // 4 servers x 4 GPUs: every stage's replica count is a multiple of 4 or
+  // lies inside one server, so 15-1 never comes out.
+  Profile p;
+  for (int i = 0; i < 13; ++i)
+    p.layers.push_back({"conv", 10e-3, 20e-3, 25'000'000, 6'000'000, 4'000'000, {}});
+  for (int i = 0; i < 13; ++i) p.layers[i].name += char('a' + i);
+  p.layers.push_back({"fc6", 1e-3, 2e-3, 16'384, 16'384, 411'000'000, {}});
+  p.layers.push_back({"fc7", 0.2e-3, 0.4e-3, 16'384, 16'384, 67'000'000, {}});
+  p.layers.push_back({"fc8", 0.05e-3, 0.1e-3, 4'000, 0, 16'000'000, {}});
+  Topology t;
+  t.levels = {{4, 2.5e9}, {4, 10e9}};
+  Plan ref = partition_pipedream(p, t);
+  EXPECT_NE(ref.config(), "15-1");
+  EXPECT_EQ(ref.workers_used(), 16);
+  EXPECT_EQ(partition(p, t).config(), "15-1");
+}
+
+}  // namespace
+}  // namespace pipetrain::partitioner

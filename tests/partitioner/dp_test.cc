@@ -1,0 +1,263 @@
+// The pipetrain DP against brute force, the paper's 15-1 plan, topology
+// links, memory limits, fewer workers, straight pipelines and baselines.
+#include "partitioner/dp.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "ir/error.h"
+#include "partitioner/baselines.h"
+#include "partitioner/cost_model.h"
+
+namespace pipetrain::partitioner {
+namespace {
+
+// "l3": built with a stream (GCC 12 misreports string + to_string as an overlap).
+std::string named(const char* prefix, int i) {
+  std::ostringstream ss;
+  ss << prefix << i;
+  return ss.str();
+}
+
+Profile random_chain(std::mt19937& rng, int n) {
+  std::uniform_real_distribution<double> t(0.1, 2.0);
+  std::uniform_int_distribution<int64_t> bytes(0, 4000);
+  Profile p;
+  for (int i = 0; i < n; ++i) {
+    double f = t(rng);
+    p.layers.push_back({named("l", i), f, 2 * f, bytes(rng), bytes(rng), bytes(rng), {}});
+  }
+  return p;
+}
+
+// Every contiguous placement: stages in order on consecutive workers,
+// starting at worker `first`.
+double brute_force(const ChainCosts& c, int i, int first, int used, int workers, double memory,
+                   bool straight) {
+  const int n = c.size();
+  double best = std::numeric_limits<double>::infinity();
+  const int u = used - (first - (workers - used));  // workers left from `first`
+  for (int k = i; k < n; ++k)
+    for (int r = 1; r <= u; ++r) {
+      if (straight && r > 1) continue;
+      if ((k == n - 1) != (r == u)) continue;
+      StageCost s = c.stage(i, k, first, r, u);
+      if (memory > 0 && s.memory_bytes > memory) continue;
+      double rest =
+          k == n - 1 ? 0.0 : brute_force(c, k + 1, first + r, used, workers, memory, straight);
+      best = std::min(best, std::max(s.time_s, rest));
+    }
+  return best;
+}
+
+TEST(Dp, MatchesBruteForceOnRandomChains) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    int n = 1 + int(rng() % 6);
+    Profile p = random_chain(rng, n);
+    Topology t;
+    int outer = 1 + int(rng() % 3), inner = 1 + int(rng() % 3);
+    t.levels = {{outer, 1000.0 + rng() % 3000}, {inner, 20000.0}};
+    PartitionOptions o;
+    o.straight = trial % 5 == 4;
+    o.fewer_workers = trial % 3 == 2;
+    if (trial % 4 == 3) t.memory_bytes = 3e4;
+    int workers = t.workers();
+    ChainCosts c(p, t);
+    double want = std::numeric_limits<double>::infinity();
+    for (int m = o.fewer_workers ? 1 : workers; m <= workers; ++m)
+      want = std::min(want, brute_force(c, 0, workers - m, m, workers, t.memory_bytes, o.straight));
+    SCOPED_TRACE(named("trial ", trial));
+    if (want == std::numeric_limits<double>::infinity()) {
+      EXPECT_THROW(partition(p, t, o), PlanError);
+      continue;
+    }
+    Plan plan = partition(p, t, o);
+    EXPECT_NEAR(plan.time_per_minibatch_s, want, 1e-12 * want);
+    validate(plan, t);
+    double slowest = 0;
+    for (const auto& s : plan.stages) slowest = std::max(slowest, s.time_s);
+    EXPECT_DOUBLE_EQ(slowest, plan.time_per_minibatch_s);
+  }
+}
+
+// VGG-16's shape: 13 conv layers heavy in compute and light in weights,
+// then 3 fully connected layers with 90% of the 528 MB of weights.
+Profile vgg_like() {
+  Profile p;
+  for (int i = 0; i < 13; ++i)
+    p.layers.push_back({named("conv", i), 10e-3, 20e-3, 25'000'000, 6'000'000, 4'000'000, {}});
+  p.layers.push_back({"fc6", 1e-3, 2e-3, 16'384, 16'384, 411'000'000, {}});
+  p.layers.push_back({"fc7", 0.2e-3, 0.4e-3, 16'384, 16'384, 67'000'000, {}});
+  p.layers.push_back({"fc8", 0.05e-3, 0.1e-3, 4'000, 0, 16'000'000, {}});
+  return p;
+}
+
+TEST(Dp, PaperVgg16Plan15To1FitsOn4x4) {
+  // 2.5 GB/s between servers, 10 GB/s inside: data parallel allreduces
+  // 546 MB, 4 * 15/16 * 546e6 / 2.5e9 / 16 = 51 ms per minibatch against
+  // 24.6 ms of compute. The convolutions on 15 workers take 390/15 = 26 ms;
+  // any other split of 13 equal convolutions over 15 workers is slower, and
+  // replicating the classifier (506 MB) costs more than it saves.
+  Topology t;
+  t.levels = {{4, 2.5e9}, {4, 10e9}};
+  Plan plan = partition(vgg_like(), t);
+  // Convolutions replicated on 15 workers, the classifier alone on the 16th,
+  // a placement across a server boundary a level-by-level solve cannot make.
+  EXPECT_EQ(plan.config(), "15-1");
+  EXPECT_EQ(plan.stages[0].last_layer, 12);
+  EXPECT_EQ(plan.stages[1].workers, std::vector<int>{15});
+  EXPECT_NEAR(plan.time_per_minibatch_s, 26e-3, 1e-12);
+  EXPECT_GT(plan.speedup_over_data_parallel(), 1.9);
+  // The same stages evaluated directly give the same time.
+  Plan again = evaluate_plan(vgg_like(), t, {12, 15}, {15, 1}, "dp");
+  EXPECT_DOUBLE_EQ(again.time_per_minibatch_s, plan.time_per_minibatch_s);
+}
+
+TEST(Topology, SlowestLinkIsTheOutermostLevelCrossed) {
+  Topology t;
+  t.levels = {{4, 10e9}, {4, 150e9}};
+  EXPECT_EQ(t.workers(), 16);
+  EXPECT_EQ(t.slowest_link(0, 4), 150e9);
+  EXPECT_EQ(t.slowest_link(2, 3), 10e9);  // workers 2, 3 | 4
+  EXPECT_EQ(t.slowest_link(4, 4), 150e9);
+  EXPECT_EQ(t.slowest_link(0, 15), 10e9);
+  EXPECT_TRUE(std::isinf(t.slowest_link(5, 1)));
+}
+
+TEST(Topology, FlagsAndErrors) {
+  Topology t = parse_topology("2x8", "25e9,300e9", "32e9");
+  EXPECT_EQ(t.levels[0].count, 2);
+  EXPECT_EQ(t.levels[1].bandwidth, 300e9);
+  EXPECT_EQ(t.memory_bytes, 32e9);
+  EXPECT_EQ(topology_from_json(to_json(t)).describe(), t.describe());
+  EXPECT_EQ(parse_topology("4", "1e9", "").levels.size(), 1u);
+  EXPECT_THROW(parse_topology("4x0", "1e9", ""), PlanError);
+  EXPECT_THROW(parse_topology("4xa", "1e9", ""), PlanError);
+  EXPECT_THROW(parse_topology("4x4", "1e9,2e9,3e9", ""), PlanError);
+  EXPECT_THROW(parse_topology("4x4", "-1", ""), PlanError);
+  EXPECT_THROW(parse_topology("4x4", "1e9", "lots"), PlanError);
+  EXPECT_THROW(topology_from_json(nlohmann::json{{"levels", {{{"count", 2}}}}}), PlanError);
+}
+
+TEST(Dp, MemoryLimitForcesAPipeline) {
+  // Two layers of 1 GB weights each: data parallel on 2 workers needs
+  // 2 GB of weights + 2 GB of gradients per worker; two stages need ~half.
+  Profile p;
+  p.layers = {{"a", 1, 1, 0, 0, 1'000'000'000, {}}, {"b", 1, 1, 0, 0, 1'000'000'000, {}}};
+  Topology t;
+  t.levels = {{2, 100e9}};
+  EXPECT_EQ(partition(p, t).config(), "2");
+  t.memory_bytes = 3.5e9;
+  Plan plan = partition(p, t);
+  EXPECT_EQ(plan.config(), "straight");
+  // Stage 0 holds 2 minibatches in flight: 2 weight versions + gradients.
+  EXPECT_EQ(plan.stages[0].in_flight, 2);
+  EXPECT_DOUBLE_EQ(plan.stages[0].memory_bytes, 3e9);
+  t.memory_bytes = 1e9;
+  EXPECT_THROW(partition(p, t), PlanError);
+}
+
+TEST(Dp, FewerWorkersWhenFaster) {
+  // Huge weights, tiny compute, slow links: one worker beats any split.
+  Profile p;
+  p.layers = {{"a", 1e-3, 1e-3, 1000000, 1000000000, 1000000000, {}},
+              {"b", 1e-3, 1e-3, 1000000, 0, 1000000000, {}}};
+  Topology t;
+  t.levels = {{4, 1e9}};
+  PartitionOptions o;
+  o.fewer_workers = true;
+  Plan plan = partition(p, t, o);
+  EXPECT_EQ(plan.workers_used(), 1);
+  EXPECT_NEAR(plan.time_per_minibatch_s, 4e-3, 1e-15);
+  EXPECT_GT(partition(p, t).time_per_minibatch_s, 4e-3);
+}
+
+TEST(Dp, StraightNeedsEnoughLayers) {
+  Profile p;
+  p.layers = {{"a", 1, 1, 0, 0, 0, {}}, {"b", 1, 1, 0, 0, 0, {}}};
+  Topology t;
+  t.levels = {{4, 1e9}};
+  PartitionOptions o;
+  o.straight = true;
+  EXPECT_THROW(partition(p, t, o), PlanError);
+  o.fewer_workers = true;
+  EXPECT_EQ(partition(p, t, o).config(), "straight");
+}
+
+TEST(Baselines, BalancedCutsMinimiseTheLargestPart) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 40; ++trial) {
+    int n = 1 + int(rng() % 8), parts = 1 + int(rng() % n);
+    std::vector<double> w(n);
+    for (auto& x : w) x = double(rng() % 10);
+    auto ends = balanced_cuts(w, parts);
+    ASSERT_EQ(int(ends.size()), parts);
+    double got = 0, sum = 0;
+    for (int i = 0, g = 0; i < n; ++i) {
+      sum += w[i];
+      if (i == ends[g]) got = std::max(got, sum), sum = 0, ++g;
+    }
+    // Brute force over all ways to place parts - 1 cuts among n - 1 gaps.
+    double best = 1e30;
+    std::function<void(int, int, double, double)> rec = [&](int i, int left, double cur,
+                                                            double mx) {
+      cur += w[i];
+      if (i == n - 1) {
+        if (left == 0) best = std::min(best, std::max(mx, cur));
+        return;
+      }
+      rec(i + 1, left, cur, mx);                                 // no cut after i
+      if (left > 0) rec(i + 1, left - 1, 0, std::max(mx, cur));  // cut after i
+    };
+    rec(0, parts - 1, 0, 0);
+    EXPECT_EQ(got, best) << "trial " << trial;
+  }
+}
+
+TEST(Baselines, ShapesOfTheFour) {
+  Profile p = vgg_like();
+  Topology t;
+  t.levels = {{4, 5e9}, {4, 150e9}};
+  auto plans = baseline_plans(p, t);
+  ASSERT_EQ(plans.size(), 4u);
+  EXPECT_EQ(plans[0].config(), "16");
+  EXPECT_DOUBLE_EQ(plans[0].time_per_minibatch_s, plans[0].data_parallel_s);
+  for (int b = 1; b < 4; ++b) {
+    EXPECT_EQ(plans[b].stages.size(), 16u);
+    validate(plans[b], t);
+  }
+  EXPECT_EQ(plans[1].stages[0].last_layer, 0);
+  // The DP is never worse than any baseline under the same model.
+  double dp = partition(p, t).time_per_minibatch_s;
+  for (const auto& b : plans) EXPECT_LE(dp, b.time_per_minibatch_s * (1 + 1e-12));
+}
+
+TEST(Plan, JsonRoundTripAndValidation) {
+  Topology t;
+  t.levels = {{4, 5e9}, {4, 150e9}};
+  Plan plan = partition(vgg_like(), t);
+  Plan back = plan_from_json(to_json(plan));
+  EXPECT_EQ(to_json(back), to_json(plan));
+  auto j = to_json(plan);
+  j["stages"][1]["workers"] = {16};
+  EXPECT_THROW(plan_from_json(j), PlanError);  // no worker 16 on 4x4
+  j = to_json(plan);
+  j["stages"][1]["workers"] = {3};
+  EXPECT_THROW(plan_from_json(j), PlanError);  // worker 3 used twice
+  j = to_json(plan);
+  j["stages"][1]["first_layer"] = 14;
+  EXPECT_THROW(plan_from_json(j), PlanError);  // layer 13 in no stage
+  Topology small = t;
+  small.memory_bytes = 1e9;
+  EXPECT_THROW(validate(plan, small), PlanError);
+  Profile fewer = vgg_like();
+  fewer.layers.pop_back();
+  EXPECT_THROW(check_against_profile(plan, fewer), PlanError);
+}
+
+}  // namespace
+}  // namespace pipetrain::partitioner

@@ -1,0 +1,183 @@
+// The simulator's closed forms: bubbles, activations in flight per stage,
+// weight versions; schedule validation; timelines.
+#include "partitioner/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "ir/error.h"
+#include "partitioner/cost_model.h"
+
+namespace pipetrain::partitioner {
+namespace {
+
+// p uniform stages, one layer each, forward F and backward 2F per minibatch,
+// nothing crossing the cuts (transfers take no time).
+struct Uniform {
+  Profile profile;
+  Plan plan;
+  Uniform(int p, double forward, std::vector<int> reps = {}) {
+    if (reps.empty()) reps.assign(p, 1);
+    for (int s = 0; s < p; ++s)
+      profile.layers.push_back(
+          {std::string(1, char('a' + s)), forward, 2 * forward, 100, 0, 10, {}});
+    Topology t;
+    int workers = 0;
+    for (int r : reps) workers += r;
+    t.levels = {{workers, 1e9}};
+    std::vector<int> last;
+    for (int s = 0; s < p; ++s) last.push_back(s);
+    plan = evaluate_plan(profile, t, last, reps, "test");
+  }
+};
+
+TEST(Simulator, FlushBubbleIsTheClosedForm) {
+  for (int p : {2, 4}) {
+    for (int m : {1, 4, 8}) {
+      // F = m, B = 2m per minibatch: 1 and 2 per microbatch, exact in binary.
+      Uniform u(p, double(m));
+      for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+        SimOptions o;
+        o.microbatches = m;
+        SimResult r = simulate(u.plan, u.profile, k, o);
+        double want = double(p - 1) / double(m + p - 1);
+        EXPECT_DOUBLE_EQ(r.bubble_fraction, want) << schedule_name(k) << " p=" << p << " m=" << m;
+        EXPECT_DOUBLE_EQ(r.makespan_s, 3.0 * (m + p - 1));
+      }
+    }
+  }
+}
+
+TEST(Simulator, ActivationsInFlightPerStage) {
+  const int p = 4, m = 8;
+  Uniform u(p, double(m));
+  SimOptions o;
+  o.microbatches = m;
+  SimResult gpipe = simulate(u.plan, u.profile, ScheduleKind::kGPipe, o);
+  SimResult flush = simulate(u.plan, u.profile, ScheduleKind::kOneFOneB, o);
+  SimResult async = simulate(u.plan, u.profile, ScheduleKind::kPipeDream, o);
+  SimResult two_bw = simulate(u.plan, u.profile, ScheduleKind::kTwoBW, o);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(gpipe.stages[s].peak_in_flight, m);
+    EXPECT_EQ(flush.stages[s].peak_in_flight, p - s);
+    EXPECT_EQ(async.stages[s].peak_in_flight, p - s);
+    EXPECT_EQ(gpipe.stages[s].weight_versions, 1);
+    EXPECT_EQ(flush.stages[s].weight_versions, 1);
+    // Weight stashing: stage s keeps p - s versions.
+    EXPECT_EQ(async.stages[s].weight_versions, p - s) << "stage " << s;
+    // 2BW: the stashed version and the newest one, never more.
+    EXPECT_LE(two_bw.stages[s].weight_versions, 2);
+  }
+  EXPECT_EQ(two_bw.stages[0].weight_versions, 2);
+  // Few microbatches: 1F1B holds min(p - s, m).
+  o.microbatches = 2;
+  SimResult short_run = simulate(u.plan, u.profile, ScheduleKind::kOneFOneB, o);
+  EXPECT_EQ(short_run.stages[0].peak_in_flight, 2);
+  EXPECT_EQ(short_run.stages[3].peak_in_flight, 1);
+}
+
+TEST(Simulator, PipeDreamSteadyStateRunsAtTheSlowestStage) {
+  // Straight: one minibatch leaves every F + B = 3 s once the pipe is full.
+  Uniform u(4, 1.0);
+  SimOptions o;
+  o.microbatches = 24;
+  EXPECT_NEAR(simulate(u.plan, u.profile, ScheduleKind::kPipeDream, o).time_per_minibatch_s, 3.0,
+              1e-9);
+  // Stage 1 replicated twice and twice as slow: each replica takes every
+  // other minibatch. The replicas' allreduce after every backward keeps them
+  // in lockstep, and NOAM = 3 minibatches in flight then leave stage 0 idle
+  // part of the time: 15 s per 4 minibatches, not the cost model's 3 s each.
+  Profile prof;
+  prof.layers = {{"a", 1, 2, 0, 0, 0, {}}, {"b", 2, 4, 0, 0, 0, {}}};
+  Topology t;
+  t.levels = {{3, 1e9}};
+  Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 2}, "test");
+  EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 3.0);
+  SimResult r = simulate(plan, prof, ScheduleKind::kPipeDream, o);
+  EXPECT_NEAR(r.time_per_minibatch_s, 3.75, 1e-9);
+  validate(r.schedule_ops);
+}
+
+TEST(Simulator, InterleavedAndZeroBubbleShrinkTheBubble) {
+  const int p = 4, m = 8;
+  Uniform u(p, double(m));
+  SimOptions o;
+  o.microbatches = m;
+  double one_f_one_b = simulate(u.plan, u.profile, ScheduleKind::kOneFOneB, o).bubble_fraction;
+  o.chunks = 2;
+  SimResult inter = simulate(u.plan, u.profile, ScheduleKind::kInterleaved, o);
+  // Megatron's closed form: (p - 1) / (v m + p - 1).
+  EXPECT_NEAR(inter.bubble_fraction, 3.0 / (2 * 8 + 3), 1e-12);
+  SimResult zb = simulate(u.plan, u.profile, ScheduleKind::kZeroBubbleH1, o);
+  EXPECT_LT(zb.bubble_fraction, one_f_one_b);
+  // ZB-H1's closed form with F = B = W = 1: m (F + B + W) + (p - 1)(F + B - W),
+  // against 1F1B's (m + p - 1)(F + B + W); stashes peak at p on every stage.
+  EXPECT_DOUBLE_EQ(zb.makespan_s, 8 * 3 + 3 * 1);
+  for (int s = 0; s < p; ++s) EXPECT_EQ(zb.stages[s].peak_in_flight, p);
+  for (const auto& s : {inter.schedule_ops, zb.schedule_ops}) validate(s);
+}
+
+TEST(Simulator, TransfersAndAllreduceTakeTime) {
+  // 1e9 bytes cross the cut at 1e9 B/s: 2 s each way per minibatch, which
+  // overlaps compute but is longer than it.
+  Profile prof;
+  prof.layers = {{"a", 0.5, 0.5, 0, 1'000'000'000, 0, {}}, {"b", 0.5, 0.5, 0, 0, 0, {}}};
+  Topology t;
+  t.levels = {{2, 1e9}};
+  Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 1}, "test");
+  SimOptions o;
+  o.microbatches = 1;
+  SimResult r = simulate(plan, prof, ScheduleKind::kGPipe, o);
+  // F0 [0, .5], send [.5, 1.5], F1 [1.5, 2], B1 [2, 2.5], send [2.5, 3.5], B0 [3.5, 4].
+  EXPECT_DOUBLE_EQ(r.makespan_s, 4.0);
+}
+
+TEST(Schedule, ValidatorFindsDeadlocksAndGaps) {
+  Schedule s;
+  s.name = "bad";
+  s.num_stages = 2;
+  s.num_microbatches = 1;
+  s.stage_workers = {{0}, {1}};
+  // Both workers wait for the other first.
+  s.programs = {{{OpKind::kRecv, 1, 0, Payload::kGradient, 1},
+                 {OpKind::kForward, 0, 0},
+                 {OpKind::kBackward, 0, 0}},
+                {{OpKind::kRecv, 0, 0, Payload::kActivation, 0},
+                 {OpKind::kForward, 1, 0},
+                 {OpKind::kBackward, 1, 0},
+                 {OpKind::kSend, 1, 0, Payload::kGradient, 0}}};
+  EXPECT_THROW(validate(s), PlanError);
+  ScheduleShape shape;
+  shape.replicas = {1, 1};
+  shape.microbatches = 2;
+  Schedule good = build_schedule(ScheduleKind::kOneFOneB, shape);
+  validate(good);
+  Schedule missing = good;
+  missing.programs[1].erase(missing.programs[1].begin() + 1);  // drop F1.0
+  EXPECT_THROW(validate(missing), PlanError);
+  try {
+    execute(s, {});
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("deadlocks"), std::string::npos);
+  }
+  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {{2, 1}, 4, 2, 3}), PlanError);
+  EXPECT_THROW(parse_schedule_kind("fifo"), PlanError);
+}
+
+TEST(Simulator, TimelinesNameEveryOp) {
+  Uniform u(2, 2.0);
+  SimOptions o;
+  o.microbatches = 2;
+  SimResult r = simulate(u.plan, u.profile, ScheduleKind::kGPipe, o);
+  auto trace = nlohmann::json::parse(chrome_trace({r}));
+  int slices = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X") ++slices;
+  EXPECT_EQ(slices, 8);  // F and B of 2 microbatches on 2 stages
+  std::string svg = svg_timeline({r});
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("F1.1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pipetrain::partitioner
