@@ -10,6 +10,7 @@
 #include <random>
 
 #include "autodiff/training_graph.h"
+#include "cli/op_time_table.h"
 #include "executor/trainer.h"
 #include "importer/importer.h"
 
@@ -20,12 +21,14 @@ int main(int argc, char** argv) {
   std::string model_path;
   int64_t batch = 32, steps = 10, warmup = 2, classes = 0;
   int threads = 1;
+  bool profile = false;
   app.add_option("model", model_path)->required();
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
   app.add_option("--threads", threads);
   app.add_option("--classes", classes, "Label range (default: the output's dim 1)");
+  app.add_flag("--profile", profile, "Print the time per op type (to stderr's neighbour, stdout)");
   CLI11_PARSE(app, argc, argv);
   try {
     exec::set_cpu_threads(threads);
@@ -37,6 +40,8 @@ int main(int argc, char** argv) {
     exec::TrainerOptions to;
     to.optimizer.lr = 0.01;
     to.optimizer.momentum = 0.9;
+    std::vector<double> node_seconds;
+    if (profile) to.node_seconds = &node_seconds;
     exec::Trainer trainer(tg, *backend, to);
     std::mt19937_64 rng(0);
     std::map<std::string, ir::Tensor> feeds;
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
       if (s >= warmup) ms.push_back(dt);
     }
     std::sort(ms.begin(), ms.end());
+    if (profile) cli::print_profile(tg.graph, node_seconds, static_cast<int>(warmup + steps));
     fmt::print("{{\"median_ms\": {:.3f}, \"min_ms\": {:.3f}, \"arena_mib\": {:.1f}}}\n",
                ms[ms.size() / 2], ms.front(), trainer.memory_plan().arena_bytes / 1048576.0);
   } catch (const std::exception& e) {

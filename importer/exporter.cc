@@ -147,12 +147,13 @@ void save_trained_weights(const std::string& original, const ir::Graph& trained,
     const ir::TensorDesc* d =
         trained.has_tensor(init.name()) ? &trained.tensor(init.name()) : nullptr;
     bool trainable = d && (d->role == ir::Role::kParam || d->role == ir::Role::kBuffer);
+    const std::string name = init.name();  // tensor_to_proto clears the proto first
     if (trainable && v) {
-      detail::tensor_to_proto(*v, init.name(), &init);
+      detail::tensor_to_proto(*v, name, &init);
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       // Inline every tensor, so the written model stands on its own.
-      ir::Tensor t = detail::tensor_from_proto(init, base_dir, "initializer '" + init.name() + "'");
-      detail::tensor_to_proto(t, init.name(), &init);
+      ir::Tensor t = detail::tensor_from_proto(init, base_dir, "initializer '" + name + "'");
+      detail::tensor_to_proto(t, name, &init);
     }
   }
   detail::write_model_atomically(model, path);

@@ -36,4 +36,12 @@ for p in "${PIP_PACKAGES[@]}"; do
     "$PY" -m pip install -q --break-system-packages "$p"
   fi
 done
+# onnxruntime-training (the peer trainer benchmarks/compare_training.py measures) ships its own
+# `onnxruntime` module: kept in its own directory so it never shadows the inference package.
+ORT_TRAINING=/opt/pipetrain/ort-training
+if [[ ! -d $ORT_TRAINING/onnxruntime/training ]]; then
+  echo "setup: pip installing onnxruntime-training-cpu into $ORT_TRAINING"
+  "$PY" -m pip install -q --no-deps --target "$ORT_TRAINING" onnxruntime-training-cpu 2>/dev/null ||
+    echo "setup: onnxruntime-training-cpu unavailable; the training benchmark will skip it"
+fi
 echo "setup: all dependencies present"

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""`pipetrain train` end to end: the trained model loads in onnxruntime and gives
+pipetrain's outputs, nothing but the weights changes, BatchNorm running statistics
+are written, seeded runs are bitwise repeatable, and bad input gets one clear error.
+
+Usage: train_test.py PATH/TO/pipetrain
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+PIPETRAIN = None
+
+
+def run(*args, timeout=300):
+    return subprocess.run([PIPETRAIN, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def bn_model(path):
+    """conv-BatchNorm-ReLU-pool-fc for 1x28x28 images, BatchNorm in inference form
+    (PyTorch's exporter folds it into the conv, so the model is written directly)."""
+    rng = np.random.default_rng(0)
+    f32 = lambda *s: (rng.standard_normal(s) * 0.1).astype(np.float32)
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("conv.weight", f32(4, 1, 3, 3)), ("conv.bias", f32(4)),
+        ("bn.weight", np.ones(4, np.float32)), ("bn.bias", np.zeros(4, np.float32)),
+        ("bn.running_mean", np.zeros(4, np.float32)), ("bn.running_var", np.ones(4, np.float32)),
+        ("fc.weight", f32(10, 4 * 14 * 14)), ("fc.bias", f32(10))]]
+    nodes = [
+        helper.make_node("Conv", ["input", "conv.weight", "conv.bias"], ["c"], name="/conv/Conv",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "bn.weight", "bn.bias", "bn.running_mean",
+                                                "bn.running_var"], ["b"], name="/bn/BatchNorm",
+                         momentum=0.9),
+        helper.make_node("Relu", ["b"], ["r"], name="/relu/Relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="/pool/MaxPool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], name="/flatten/Flatten"),
+        helper.make_node("Gemm", ["f", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm",
+                         transB=1)]
+    graph = helper.make_graph(
+        nodes, "bn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 1, 28, 28])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+class TrainTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def ok(self, result):
+        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        return result
+
+    def zoo(self, name):
+        out = self.path(name + ".onnx")
+        self.ok(run("zoo", "export", name, "-o", out))
+        return out
+
+    def train(self, model, *extra):
+        out = self.path("trained.onnx")
+        self.ok(run("train", model, "--loss", "cross-entropy", "--quiet", "--run-dir",
+                    self.path("run"), "-o", out, *extra))
+        return out
+
+    def assert_same_forward_as_onnxruntime(self, model, x):
+        import onnxruntime as ort
+        np.save(self.path("x.npy"), x)
+        self.ok(run("run", model, "--batch", x.shape[0], "--input", "input=" + self.path("x.npy"),
+                    "--output-dir", self.path("out")))
+        ours = np.load(self.path("out/logits.npy"))
+        theirs = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+            None, {"input": x})[0]
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+    def test_trained_mlp_runs_in_onnxruntime_and_only_weights_change(self):
+        model = self.zoo("mlp")
+        trained = self.train(model, "--data", "digits", "--batch", 32, "--epochs", 2,
+                             "--optimizer", "adam", "--lr", "0.003")
+        before, after = onnx.load(model), onnx.load(trained)
+        self.assertEqual(before.graph.node, after.graph.node)
+        self.assertEqual(before.graph.input, after.graph.input)
+        self.assertEqual(before.graph.output, after.graph.output)
+        self.assertEqual([i.name for i in before.graph.initializer],
+                         [i.name for i in after.graph.initializer])
+        changed = [not np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b))
+                   for a, b in zip(before.graph.initializer, after.graph.initializer)]
+        self.assertTrue(all(changed), "every parameter should have moved")
+        x = np.random.default_rng(0).random((5, 64), dtype=np.float32)
+        self.assert_same_forward_as_onnxruntime(trained, x)
+
+    def test_batchnorm_running_statistics_are_trained_and_written(self):
+        model = self.path("bn.onnx")
+        bn_model(model)
+        trained = self.train(model, "--data", "fashion-mnist", "--max-samples", 512, "--batch", 32,
+                             "--max-steps", 8, "--optimizer", "sgd", "--lr", "0.05")
+        stats = {i.name: numpy_helper.to_array(i) for i in onnx.load(trained).graph.initializer}
+        mean = [v for k, v in stats.items() if k.endswith("running_mean")]
+        var = [v for k, v in stats.items() if k.endswith("running_var")]
+        self.assertEqual(len(mean), 1)
+        self.assertFalse(np.allclose(mean[0], 0), "running_mean never moved from its start")
+        self.assertFalse(np.allclose(var[0], 1), "running_var never moved from its start")
+        x = np.random.default_rng(1).random((3, 1, 28, 28), dtype=np.float32)
+        self.assert_same_forward_as_onnxruntime(trained, x)
+
+    def test_seeded_runs_are_bitwise_repeatable(self):
+        model = self.zoo("lenet")
+        args = ["--data", "fashion-mnist", "--max-samples", 640, "--batch", 32, "--epochs", 1,
+                "--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9", "--seed", 7]
+        read = lambda path: open(path, "rb").read()  # noqa: SIM115
+        first = read(self.train(model, *args))
+        second = read(self.train(model, *args))
+        self.assertEqual(first, second, "two runs with the same seed wrote different weights")
+        third = read(self.train(model, *args[:-1], 8))
+        self.assertNotEqual(first, third, "another seed should shuffle differently")
+
+    def test_bad_input_gets_one_clear_error(self):
+        mlp = self.zoo("mlp")
+        r = run("train", mlp, "--data", "fashion-mnist", "--batch", 8, "--loss", "cross-entropy",
+                "--max-samples", 64, "--quiet", "--run-dir", self.path("r"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertTrue(r.stderr.startswith("error: "), r.stderr)
+        self.assertIn("(1, 28, 28)", r.stderr)
+        self.assertIn("(64)", r.stderr)
+        r = run("train", mlp, "--data", "no-such-dataset", "--batch", 8, "--loss", "cross-entropy")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("no-such-dataset", r.stderr)
+        r = run("train", mlp, "--data", "digits", "--batch", 8)  # no loss in the model, none asked
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--loss", r.stderr)
+        r = run("train", mlp, "--data", "digits", "--batch", 8, "--loss", "hinge")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("hinge", r.stderr)
+
+
+if __name__ == "__main__":
+    PIPETRAIN = sys.argv.pop(1)
+    unittest.main()
