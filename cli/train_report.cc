@@ -55,9 +55,9 @@ void TrainReport::step(const exec::StepReport& s) {
 
 void TrainReport::epoch(const exec::EpochReport& e) {
   if (!quiet_) fmt::print(stderr, "\n");
-  std::string test = e.test.samples == 0 ? std::string()
-                                         : fmt::format("  test loss {:.4f}  test accuracy {:.2f}%",
-                                                       e.test.loss, 100 * e.test.accuracy);
+  std::string test;
+  if (e.test.samples > 0) test = fmt::format("  test loss {:.4f}", e.test.loss);
+  if (e.test.has_accuracy) test += fmt::format("  test accuracy {:.2f}%", 100 * e.test.accuracy);
   fmt::print("epoch {}/{}: train loss {:.4f}{}  ({:.1f} s, {:.0f} samples/s)\n", e.epoch + 1,
              epochs_, e.train_loss, test, e.seconds, e.samples_per_s);
   std::fflush(stdout);

@@ -60,6 +60,7 @@ EvalResult evaluate(const ir::Graph& model, Backend& backend, const std::string&
     }
   }
   r.samples = n;
+  r.has_accuracy = test.is_classification();
   if (n > 0) {
     r.loss /= static_cast<double>(n);
     r.accuracy = static_cast<double>(hits) / static_cast<double>(n);

@@ -14,6 +14,7 @@ struct EvalResult {
   double loss = 0;      // mean cross-entropy (classification) or mean squared error
   double accuracy = 0;  // share of argmax hits (classification only)
   int64_t samples = 0;
+  bool has_accuracy = false;  // a classifier was evaluated
 };
 
 /// Runs `model` over `test` in batches of the model's (static) batch size,

@@ -5,6 +5,7 @@ are written, seeded runs are bitwise repeatable, and bad input gets one clear er
 
 Usage: train_test.py PATH/TO/pipetrain
 """
+import json
 import os
 import subprocess
 import sys
@@ -127,6 +128,19 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(first, second, "two runs with the same seed wrote different weights")
         third = read(self.train(model, *args[:-1], 8))
         self.assertNotEqual(first, third, "another seed should shuffle differently")
+
+    def test_mse_regression_learns(self):
+        model = self.path("reg.onnx")
+        self.ok(run("zoo", "export", "mlp", "--in-features", 2, "--classes", 1, "-o", model))
+        r = self.ok(run("train", model, "--data", "synthetic:regression", "--batch", 16, "--epochs", 5,
+                        "--loss", "mse", "--optimizer", "adam", "--lr", "0.01", "--quiet",
+                        "--run-dir", self.path("run")))
+        lines = [json.loads(line) for line in open(self.path("run/metrics.jsonl"))]
+        first_step = lines[0]["loss"]
+        last_epoch = [m for m in lines if "test_loss" in m][-1]
+        # The targets carry N(0, 0.5^2) noise: a fitted model's MSE approaches 0.25.
+        self.assertLess(last_epoch["test_loss"], min(0.5, 0.25 * first_step), r.stdout)
+        self.assertNotIn("accuracy", r.stdout)
 
     def test_bad_input_gets_one_clear_error(self):
         mlp = self.zoo("mlp")
