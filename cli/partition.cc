@@ -129,16 +129,41 @@ struct CompareArgs {
   int layer_depth = 0;
 };
 
+// What bounds a stage's time per minibatch under the cost model.
+std::string bound_of(const pt::StagePlan& st) {
+  double t = st.time_s;
+  if (t == st.compute_s) return "compute";
+  if (t == st.allreduce_s) return "allreduce";
+  return "boundary transfer";
+}
+
+// One line: why the chosen config beats data parallel or not, from the three
+// things the cost model weighs: compute, allreduce and boundary bytes.
 std::string explain(const pt::Plan& plan, const pt::Profile& p) {
   double params_mb = double(p.param_bytes()) / 1e6;
   const pt::Plan dp = pt::data_parallel_plan(p, plan.topology);
   const auto& d = dp.stages[0];
-  if (plan.stages.size() == 1)
+  if (plan.stages.size() == 1) {
+    // The cheapest cut a pipeline would pay for: the fewest bytes crossing.
+    double min_cut = -1;
+    for (size_t l = 0; l + 1 < p.layers.size(); ++l)
+      if (p.layers[l].cut_bytes > 0 && (min_cut < 0 || double(p.layers[l].cut_bytes) < min_cut))
+        min_cut = double(p.layers[l].cut_bytes);
     return fmt::format(
-        "data parallel: the allreduce of {:.0f} MB ({:.1f} ms per minibatch) overlaps {:.1f} ms "
-        "of compute per worker; no split of the layers does better",
-        params_mb, d.allreduce_s * 1e3, d.compute_s * 1e3);
-  // The stage holding the most weights says why pipelining pays.
+        "data parallel: allreduce of {:.0f} MB is {:.2f} ms/minibatch {} {:.2f} ms of compute, "
+        "so it {}; the cheapest cut moves {:.3g} MB each way per minibatch",
+        params_mb, d.allreduce_s * 1e3, d.allreduce_s <= d.compute_s ? "under" : "over",
+        d.compute_s * 1e3,
+        d.allreduce_s <= d.compute_s ? "hides behind compute and no split can win"
+                                     : "is allreduce-bound but every split is slower",
+        std::max(0.0, min_cut) / 1e6);
+  }
+  size_t slow = 0;
+  double cut_mb = 0;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    if (plan.stages[s].time_s > plan.stages[slow].time_s) slow = s;
+    if (s + 1 < plan.stages.size()) cut_mb += double(p.layers[plan.stages[s].last_layer].cut_bytes);
+  }
   size_t heavy = 0;
   double heavy_bytes = -1;
   for (size_t s = 0; s < plan.stages.size(); ++s) {
@@ -148,11 +173,21 @@ std::string explain(const pt::Plan& plan, const pt::Profile& p) {
     if (b > heavy_bytes) heavy_bytes = b, heavy = s;
   }
   return fmt::format(
-      "pipeline: data parallel would spend {:.1f} ms per minibatch allreducing "
-      "{:.0f} MB against {:.1f} ms of compute; stage {} keeps {:.0f} MB of weights "
-      "on {} worker{}",
-      d.allreduce_s * 1e3, params_mb, d.compute_s * 1e3, heavy, heavy_bytes / 1e6,
-      plan.stages[heavy].replication, plan.stages[heavy].replication > 1 ? "s" : "");
+      "pipeline: data parallel is {}-bound ({:.2f} ms allreduce vs {:.2f} ms compute per "
+      "minibatch); stage {} keeps {:.0f} of {:.0f} MB of weights on {} worker(s), the cuts move "
+      "{:.2f} MB, slowest stage {} is {}-bound at {:.2f} ms",
+      d.allreduce_s > d.compute_s ? "allreduce" : "compute", d.allreduce_s * 1e3, d.compute_s * 1e3,
+      heavy, heavy_bytes / 1e6, params_mb, plan.stages[heavy].replication, cut_mb / 1e6, slow,
+      bound_of(plan.stages[slow]), plan.stages[slow].time_s * 1e3);
+}
+
+// The paper's configs (PIPEDREAM.md section 7) for 16 workers, where the
+// paper reports one: VGG-16 15-1 on both clusters, ResNet-50 data parallel.
+std::vector<int> paper_config(const std::string& model, int workers) {
+  if (workers != 16) return {};
+  if (model == "vgg16") return {15, 1};
+  if (model == "resnet50") return {16};
+  return {};
 }
 
 void run_compare(const CompareArgs& a) {
@@ -169,7 +204,7 @@ void run_compare(const CompareArgs& a) {
   fmt::print("{:<11} {:>9} {:>9} {:>14} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "model",
              "params M", "size MB", "config", "ms/minib", "x 1 wkr", "x DP", "gpipe", "1f1b",
              "pipedream");
-  std::vector<std::string> notes;
+  std::vector<std::string> notes, papers;
   for (const auto& name : names) {
     models::ZooOptions zo;
     zo.weights = false;
@@ -200,9 +235,24 @@ void run_compare(const CompareArgs& a) {
                plan.time_per_minibatch_s * 1e3, plan.speedup_over_single(),
                plan.speedup_over_data_parallel(), sims);
     notes.push_back(fmt::format("{}: {}", name, explain(plan, p)));
+    if (auto reps = paper_config(name, t.workers()); !reps.empty()) {
+      pt::Plan paper = pt::config_plan(p, t, reps);
+      pt::validate(paper, t);
+      double sim = pt::simulate(paper, p, pt::ScheduleKind::kPipeDream).time_per_minibatch_s;
+      std::string split = paper.stages.size() > 1
+                              ? fmt::format(" (split after {})", paper.stages[0].last_layer_name)
+                              : "";
+      papers.push_back(fmt::format(
+          "{}: paper's {}{} predicted {:.2f} ms/minibatch, simulated (pipedream) {:.2f} ms; "
+          "chosen {} predicted {:.2f} ms (the paper's takes {:.2f}x as long)",
+          name, paper.config(), split, paper.time_per_minibatch_s * 1e3, sim * 1e3, plan.config(),
+          plan.time_per_minibatch_s * 1e3, paper.time_per_minibatch_s / plan.time_per_minibatch_s));
+    }
   }
   fmt::print("\n");
   for (const auto& n : notes) fmt::print("{}\n", n);
+  if (!papers.empty()) fmt::print("\nthe paper's configs on this cluster, same cost model:\n");
+  for (const auto& n : papers) fmt::print("{}\n", n);
 }
 
 }  // namespace

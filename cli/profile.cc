@@ -1,6 +1,7 @@
 // `pipetrain profile model.onnx --device v100 --batch 32 -o profile.json`:
 // per-layer times and bytes, analytic (a device spec's roofline) or measured
-// (timed forward runs on the CPU backend), optionally also as PipeDream's
+// (timed training steps on the CPU backend: forward and backward nodes of the
+// training graph, so backward times are real), optionally also as PipeDream's
 // graph.txt. The measuring loop lives in the partitioner (measured_profile);
 // this file only hands it a ForwardRunner, which the partitioner may not link.
 #include <fmt/core.h>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <random>
 
+#include "autodiff/training_graph.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "executor/backend.h"
@@ -30,7 +32,21 @@ struct ProfileArgs {
   int runs = 5;
   int warmup = 2;
   int threads = 1;
+  std::string loss = "auto";  // measured: auto, own, cross-entropy or mse
+  std::string loss_output;
 };
+
+// "auto": the model's own loss when it has one (a one-element float output),
+// else cross-entropy on the first output.
+autodiff::LossSpec loss_spec(const ir::Graph& g, const ProfileArgs& a) {
+  if (a.loss == "own") return {"", a.loss_output};
+  if (a.loss != "auto") return {a.loss, a.loss_output};
+  for (const auto& o : g.outputs) {
+    const ir::TensorDesc& d = g.tensor(o);
+    if (ir::is_float(d.dtype) && ir::numel(d.shape) == 1) return {"", ""};
+  }
+  return {"cross-entropy", a.loss_output};
+}
 
 // Inputs for measured runs: normal floats, small non-negative integers (class
 // labels, token ids), all from one seed.
@@ -54,12 +70,15 @@ void run_profile(const ProfileArgs& a) {
   if (a.device == "measured") {
     exec::set_cpu_threads(a.threads);
     auto backend = exec::make_cpu_backend();
-    exec::ForwardRunner runner(g, *backend);
+    // One training step per run: forward, loss and backward nodes, each
+    // timed; backward nodes sit in their forward node's layer.
+    autodiff::TrainingGraph tg = autodiff::build_training_graph(g, loss_spec(g, a));
+    exec::ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
     std::mt19937_64 rng(0);
-    std::map<std::string, ir::Tensor> feeds;
-    for (const auto& in : g.inputs) feeds[in] = random_input(g.tensor(in), rng);
+    std::map<std::string, ir::Tensor> feeds;  // random inputs and labels (class ids 0, 1)
+    for (const auto& in : tg.graph.inputs) feeds[in] = random_input(tg.graph.tensor(in), rng);
     p = partitioner::measured_profile(
-        g,
+        tg.graph,
         [&](std::vector<double>& node_seconds) {
           exec::RunOptions o;
           o.training = true;
@@ -94,7 +113,7 @@ void add_profile_command(CLI::App& app) {
   a->model.add_to(*cmd);
   cmd->add_option("--device", a->device,
                   "v100, a100, h100 (published peaks), local-cpu (this CPU's measured peaks) "
-                  "or measured (timed runs on the CPU backend)")
+                  "or measured (timed training steps on the CPU backend, backward included)")
       ->capture_default_str();
   cmd->add_option("-o,--output", a->output, "Profile JSON to write")->required();
   cmd->add_option("--graph-txt", a->graph_txt, "Also write PipeDream's graph.txt");
@@ -108,6 +127,12 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Measured: CPU threads")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--loss", a->loss,
+                  "Measured: the loss of the timed training step: auto (the model's own if it "
+                  "has one, else cross-entropy), own, cross-entropy or mse")
+      ->check(CLI::IsMember({"auto", "own", "cross-entropy", "mse"}))
+      ->capture_default_str();
+  cmd->add_option("--loss-output", a->loss_output, "Measured: the output the attached loss reads");
   cmd->callback([a] { run_profile(*a); });
 }
 

@@ -24,6 +24,12 @@ class Backend {
     (void)n;
     return false;
   }
+  /// True when the node's kernel writes every element of its outputs, so a
+  /// reused buffer need not be zeroed first (others may accumulate into it).
+  virtual bool kernel_fills_outputs(const ir::Node& n) const {
+    (void)n;
+    return false;
+  }
 };
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).

@@ -11,6 +11,10 @@ namespace pipetrain::exec {
 
 ForwardRunner::~ForwardRunner() = default;
 
+void ForwardRunner::poison_arena() {
+  if (plan_) std::memset(arena_.get(), 0xFF, plan_->arena_bytes);  // NaN in every float
+}
+
 ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory)
     : graph_(graph), backend_(backend), order_(graph.topo_order()) {
   std::string problems;
@@ -82,7 +86,8 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
         if (plan_) {
           const TensorSlot& slot = plan_->slots.at(n.outputs[k]);
           outs[k] = ir::Tensor::view(arena_, slot.offset, d.dtype, d.shape);
-          if (slot.bytes) std::memset(outs[k].raw(), 0, outs[k].nbytes());  // kernels expect zeros
+          if (slot.bytes && !backend_.kernel_fills_outputs(n))
+            std::memset(outs[k].raw(), 0, outs[k].nbytes());  // the kernel accumulates into it
         } else {
           outs[k] = ir::Tensor(d.dtype, d.shape);
         }

@@ -48,6 +48,9 @@ class ForwardRunner {
   std::shared_ptr<std::byte[]> arena_;
 
  public:
+  /// Fills the arena with NaN bytes: tests use it to catch a kernel that
+  /// reads an output it did not write.
+  void poison_arena();
   /// The memory plan (null when constructed without plan_memory).
   const MemoryPlan* memory_plan() const { return plan_.get(); }
 };

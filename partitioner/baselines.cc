@@ -1,8 +1,12 @@
 #include "partitioner/baselines.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
+#include "ir/error.h"
 #include "partitioner/cost_model.h"
 
 namespace pipetrain::partitioner {
@@ -96,6 +100,40 @@ Plan param_balanced_plan(const Profile& profile, const Topology& topology) {
 std::vector<Plan> baseline_plans(const Profile& profile, const Topology& topology) {
   return {data_parallel_plan(profile, topology), equal_layers_plan(profile, topology),
           time_balanced_plan(profile, topology), param_balanced_plan(profile, topology)};
+}
+
+Plan config_plan(const Profile& profile, const Topology& topology,
+                 const std::vector<int>& replication) {
+  const int n = static_cast<int>(profile.layers.size());
+  const int stages = static_cast<int>(replication.size());
+  int total = 0;
+  for (int r : replication) {
+    if (r < 1) throw PlanError("every stage needs at least one worker");
+    total += r;
+  }
+  if (stages < 1 || stages > n || total > topology.workers())
+    throw PlanError(fmt::format("config of {} stages on {} workers does not fit {} layers on {}",
+                                stages, total, n, topology.describe()));
+  ChainCosts costs(profile, topology);
+  // best[s][j]: the slowest of stages 0..s when stage s ends at layer j;
+  // from[s][j]: the last layer of stage s - 1 on that optimum.
+  const double kInf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(stages, std::vector<double>(n, kInf));
+  std::vector<std::vector<int>> from(stages, std::vector<int>(n, -1));
+  for (int s = 0, first = 0; s < stages; first += replication[s++]) {
+    for (int j = s; j < n - (stages - 1 - s); ++j) {
+      for (int i = s; i <= j; ++i) {  // stage s covers layers i..j
+        double before = s == 0 ? (i == 0 ? 0.0 : kInf) : best[s - 1][i - 1];
+        if (before == kInf) continue;
+        double t = std::max(before, costs.stage(i, j, first, replication[s], total - first).time_s);
+        if (t < best[s][j]) best[s][j] = t, from[s][j] = i - 1;
+      }
+    }
+  }
+  std::vector<int> last(stages);
+  for (int s = stages - 1, j = n - 1; s >= 0; j = from[s--][j]) last[s] = j;
+  return evaluate_plan(profile, topology, last, replication,
+                       fmt::format("config {}", fmt::join(replication, "-")));
 }
 
 }  // namespace pipetrain::partitioner

@@ -20,6 +20,14 @@ Plan param_balanced_plan(const Profile& profile, const Topology& topology);
 /// All four, in that order.
 std::vector<Plan> baseline_plans(const Profile& profile, const Topology& topology);
 
+/// The best plan with a given replication per stage (the paper's "15-1":
+/// {15, 1}), workers contiguous from 0: an exact DP over the split points
+/// minimising the slowest stage under the pipetrain cost model, O(stages n^2).
+/// Throws PlanError when the factors need more workers than the topology has
+/// or more stages than layers.
+Plan config_plan(const Profile& profile, const Topology& topology,
+                 const std::vector<int>& replication);
+
 /// Cuts weights into exactly `parts` contiguous non-empty groups minimising
 /// the largest group sum; returns the last index of each group. Exact: binary
 /// search over the bottleneck value with a greedy feasibility check.

@@ -89,6 +89,14 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
   std::map<MessageKey, double> arrivals;            // message -> arrival time
   std::map<std::pair<int, int>, double> link_free;  // (from, to) -> free time
   MemoryTracker memory(workers);
+  // Gradient allreduces run on each worker's collective stream (like a NCCL
+  // stream beside compute): issuing one does not block the worker; it starts
+  // once every replica has issued it and the replicas' streams are free. A
+  // Step after an allreduce of the same (stage, round) waits for it to end.
+  std::vector<double> stream_free(workers, 0.0);
+  std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> issued;  // -> (w, time)
+  std::map<std::pair<int, int>, double> reduced;  // (stage, round) -> end
+  std::set<std::tuple<int, int, int>> issued_by;  // (worker, stage, round)
   auto act_bytes = [&](int stage) {
     return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
   };
@@ -111,18 +119,11 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         auto it = arrivals.find(key_of(op, op.peer, static_cast<int>(w)));
         if (it == arrivals.end()) continue;
         start = std::max(start, it->second);
-      } else if (op.kind == OpKind::kAllreduce) {
-        bool all_there = true;
-        for (int r : s.stage_workers.at(op.stage)) {
-          const auto& prog = s.programs[r];
-          if (pc[r] >= prog.size() || prog[pc[r]].kind != OpKind::kAllreduce ||
-              prog[pc[r]].stage != op.stage || prog[pc[r]].microbatch != op.microbatch) {
-            all_there = false;
-            break;
-          }
-          start = std::max(start, clock[r]);
-        }
-        if (!all_there) continue;
+      } else if (op.kind == OpKind::kStep &&
+                 issued_by.count({static_cast<int>(w), op.stage, op.microbatch})) {
+        auto it = reduced.find({op.stage, op.microbatch});
+        if (it == reduced.end()) continue;  // some replica has not issued it yet
+        start = std::max(start, it->second);
       }
       if (start < pick_start) pick_start = start, pick = static_cast<int>(w);
     }
@@ -152,11 +153,22 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         break;
       }
       case OpKind::kAllreduce: {
-        double dur = costs.allreduce ? costs.allreduce(op.stage, op.microbatch) : 0.0;
-        for (int r : s.stage_workers[op.stage]) {
-          run.ops.push_back({r, op, pick_start, pick_start + dur});
-          clock[r] = pick_start + dur;
-          ++pc[r], --remaining;
+        auto& who = issued[{op.stage, op.microbatch}];
+        who.push_back({w, pick_start});
+        issued_by.insert({w, op.stage, op.microbatch});
+        clock[w] = pick_start;
+        ++pc[w], --remaining;
+        const auto& reps = s.stage_workers.at(op.stage);
+        if (who.size() == reps.size()) {
+          double start = 0;
+          for (const auto& [r, t] : who) start = std::max({start, t, stream_free[r]});
+          double end = start + (costs.allreduce ? costs.allreduce(op.stage, op.microbatch) : 0.0);
+          for (const auto& [r, t] : who) {
+            run.ops.push_back({r, op, start, end});
+            stream_free[r] = end;
+          }
+          reduced[{op.stage, op.microbatch}] = end;
+          run.makespan = std::max(run.makespan, end);
         }
         break;
       }

@@ -4,8 +4,11 @@
 // chunks). The simulator times them; the executor can run the same lists.
 // execute() is the one interpreter: a discrete-event run where sends are
 // asynchronous (they queue on the link from sender to receiver), receives
-// block until the data has arrived, and an allreduce starts when every
-// replica of its stage has reached it. validate() proves a schedule complete
+// block until the data has arrived. An allreduce runs on each replica's
+// collective stream, overlapping compute: it starts when every replica of its
+// stage has issued it and their streams are free; the Step of the same stage
+// and round waits for it (asynchronous schedules place that Step one round
+// later, so the allreduce overlaps the next round's compute). validate() proves a schedule complete
 // and deadlock-free by executing it with unit costs.
 #pragma once
 
@@ -22,8 +25,8 @@ enum class OpKind {
   kBackwardWeight,  // weight gradient only, may be delayed
   kSend,
   kRecv,
-  kAllreduce,  // gradients among the replicas of `stage`; `microbatch` is the round
-  kStep,       // optimizer update of `stage`; `microbatch` is the step index
+  kAllreduce,  // gradients among the replicas of `stage`, non-blocking; `microbatch` is the round
+  kStep,       // optimizer update of `stage`, after its allreduce; `microbatch` is the step index
 };
 enum class Payload { kActivation, kGradient };
 
@@ -71,7 +74,7 @@ struct TimedTransfer {
 
 struct ScheduleRun {
   double makespan = 0;
-  std::vector<TimedOp> ops;  // compute and allreduce ops, in execution order
+  std::vector<TimedOp> ops;  // compute ops in execution order, allreduces when they are placed
   std::vector<TimedTransfer> transfers;
   std::vector<double> busy_s;                 // per worker: F, B, W time
   std::vector<int> peak_in_flight;            // per worker: microbatches stashed at once

@@ -136,16 +136,28 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
       const int delay = st;
       int next_w = 0, done_b = 0;
       int min_local = total / reps[st];  // replicas that all hold a round
+      // Asynchronous schedules: the update of round k waits for its
+      // allreduce, so it is applied after the next round's backward (two
+      // gradient buffers) and the allreduce overlaps that round's compute.
+      int pending = -1;
+      auto async_step = [&](int round, bool sync) {
+        if (sync) b.add(w, OpKind::kAllreduce, st, round);
+        if (pending >= 0) b.add(w, OpKind::kStep, st, pending);
+        pending = -1;
+        if (sync)
+          pending = round;
+        else
+          b.add(w, OpKind::kStep, st, round);
+      };
       auto after_backward = [&](int mb) {
         ++done_b;
         if (kind == ScheduleKind::kPipeDream) {
           int round = done_b - 1;
-          if (reps[st] > 1 && round < min_local) b.add(w, OpKind::kAllreduce, st, round);
-          b.add(w, OpKind::kStep, st, round);
+          async_step(round, reps[st] > 1 && round < min_local);
         } else if (two_bw) {
           int group = mb / shape.microbatches;
           int last_in_group = std::min(total, (group + 1) * shape.microbatches) - 1;
-          if (mb + reps[st] > last_in_group) b.step(w, st, group);
+          if (mb + reps[st] > last_in_group) async_step(group, reps[st] > 1);
         } else if (s.split_backward) {
           while (next_w < n && next_w + delay < done_b)
             b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
@@ -161,6 +173,7 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
         b.backward(w, st, mbs[i], bkind);
         after_backward(mbs[i]);
       }
+      if (pending >= 0) b.add(w, OpKind::kStep, st, pending);
       while (s.split_backward && next_w < n) b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
       if (kind == ScheduleKind::kOneFOneB || kind == ScheduleKind::kZeroBubbleH1) b.step(w, st, 0);
     }

@@ -42,7 +42,8 @@ std::string chrome_trace(const std::vector<SimResult>& results) {
       events.push_back({{"name", to_string(t.op)},
                         {"ph", "X"},
                         {"pid", r},
-                        {"tid", t.worker},
+                        // Allreduces overlap compute: on a collective track per worker.
+                        {"tid", t.op.kind == OpKind::kAllreduce ? 200000 + t.worker : t.worker},
                         {"ts", t.start * 1e6},
                         {"dur", (t.end - t.start) * 1e6}});
     }
@@ -82,10 +83,13 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
     for (const auto& t : res.run.ops) {
       if (t.end <= t.start) continue;
       double x = label + t.start * scale, wdt = std::max(0.5, (t.end - t.start) * scale);
+      // Allreduces overlap compute: a thin bar along the bottom of the row.
+      const bool ar = t.op.kind == OpKind::kAllreduce;
+      const double top = y + row * t.worker + (ar ? row - 5 : 1), h = ar ? 4 : row - 2;
       s += fmt::format(
           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
           "stroke=\"white\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
-          x, y + row * t.worker + 1, wdt, row - 2, color_of(t.op.kind), to_string(t.op));
+          x, top, wdt, h, color_of(t.op.kind), to_string(t.op));
     }
     y += row * res.run.busy_s.size();
   }

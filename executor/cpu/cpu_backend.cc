@@ -47,6 +47,59 @@ class CpuBackend final : public Backend {
     return kViews.count(n.op_type) != 0;
   }
 
+  bool kernel_fills_outputs(const ir::Node& n) const override {
+    // Kernels that write every output element (GEMM with beta = 0, elementwise
+    // maps, row-wise normalisations). tests/autodiff/dirty_arena_test runs every
+    // op of the gradient table on a NaN-poisoned arena to keep this list honest.
+    static const std::set<std::string> kFills = {"Add",
+                                                 "Sub",
+                                                 "Mul",
+                                                 "Div",
+                                                 "Pow",
+                                                 "Neg",
+                                                 "Exp",
+                                                 "Log",
+                                                 "Sqrt",
+                                                 "Reciprocal",
+                                                 "Erf",
+                                                 "Relu",
+                                                 "Sigmoid",
+                                                 "Tanh",
+                                                 "Gelu",
+                                                 "Where",
+                                                 "Transpose",
+                                                 "Gemm",
+                                                 "MatMul",
+                                                 "Softmax",
+                                                 "LogSoftmax",
+                                                 "ReluGrad",
+                                                 "SigmoidGrad",
+                                                 "TanhGrad",
+                                                 "GeluGrad",
+                                                 "SoftmaxGrad",
+                                                 "LogSoftmaxGrad",
+                                                 "DropoutGrad",
+                                                 "Expand",
+                                                 "LayerNormalization",
+                                                 "LayerNormalizationGrad",
+                                                 "BatchNormalization",
+                                                 "BatchNormalizationGrad",
+                                                 "Conv",
+                                                 "ConvGrad",
+                                                 "MaxPool",
+                                                 "AveragePool",
+                                                 "GlobalAveragePool",
+                                                 "ReduceSum",
+                                                 "ReduceMean",
+                                                 "LeakyReluGrad",
+                                                 "ClipGrad",
+                                                 "Dropout",
+                                                 "Concat",
+                                                 "Split",
+                                                 "SoftmaxCrossEntropyLossGrad"};
+    return kFills.count(n.op_type) != 0;
+  }
+
   void run(KernelContext& ctx) override {
     auto it = kernels_.find(ctx.n().op_type);
     if (it == kernels_.end())

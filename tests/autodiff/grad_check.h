@@ -76,16 +76,26 @@ struct GradCheckResult {
   std::string where;
 };
 
-/// Builds the graph, differentiates, checks every param element (sampled when large).
-inline GradCheckResult check_gradients(const GradCase& c, uint64_t seed) {
+/// One case as graphs: `training` has the op, the loss sum_k sum(y_k * r_k)
+/// and the backward pass; `forward` outputs the y_k the loss reads.
+struct CaseGraphs {
+  ir::Graph training, forward;
+  std::vector<ir::Tensor> r;        // per loss output
+  std::vector<std::string> params;  // the op's trainable inputs
+  autodiff::BackwardResult bw;
+};
+
+inline CaseGraphs build_case(const GradCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  ir::Graph g;
+  CaseGraphs cg;
+  ir::Graph& g = cg.training;
+  std::vector<std::string>& params = cg.params;
+  std::vector<ir::Tensor>& r = cg.r;
   g.name = c.name;
   ir::Node n;
   n.name = c.op + "_0";
   n.op_type = c.op;
   n.attrs = c.attrs;
-  std::vector<std::string> params;
   for (size_t i = 0; i < c.args.size(); ++i) {
     if (c.args[i].absent) {
       n.inputs.push_back("");
@@ -105,7 +115,6 @@ inline GradCheckResult check_gradients(const GradCase& c, uint64_t seed) {
   g.nodes.push_back(n);
   g.infer_shapes();
   // loss = sum_k ReduceSum(y_k * r_k)
-  std::vector<ir::Tensor> r;
   std::string acc;
   for (size_t k : c.loss_outputs) {
     const ir::TensorDesc& d = g.tensor(n.outputs[k]);
@@ -129,12 +138,21 @@ inline GradCheckResult check_gradients(const GradCase& c, uint64_t seed) {
   }
   g.outputs = {acc};
   g.infer_shapes();
-  ir::Graph fwd = g;  // for the finite differences: outputs y_k
-  fwd.outputs.clear();
-  for (size_t k : c.loss_outputs) fwd.outputs.push_back(n.outputs[k]);
-
-  autodiff::BackwardResult bw = autodiff::build_backward(g, acc);
+  cg.forward = g;  // for the finite differences: outputs y_k
+  cg.forward.outputs.clear();
+  for (size_t k : c.loss_outputs) cg.forward.outputs.push_back(n.outputs[k]);
+  cg.bw = autodiff::build_backward(g, acc);
   g.verify();
+  return cg;
+}
+
+/// Builds the graph, differentiates, checks every param element (sampled when large).
+inline GradCheckResult check_gradients(const GradCase& c, uint64_t seed) {
+  CaseGraphs cg = build_case(c, seed);
+  const ir::Graph& g = cg.training;
+  ir::Graph& fwd = cg.forward;
+  const std::vector<ir::Tensor>& r = cg.r;
+  const autodiff::BackwardResult& bw = cg.bw;
   auto backend = exec::make_cpu_backend();
   exec::RunOptions opts;
   opts.training = c.training;
@@ -153,7 +171,7 @@ inline GradCheckResult check_gradients(const GradCase& c, uint64_t seed) {
     return l;
   };
   GradCheckResult res;
-  for (const auto& p : params) {
+  for (const auto& p : cg.params) {
     if (!bw.grads.count(p)) {
       res.worst = 1e30;
       res.where = "no gradient for " + p;

@@ -5,6 +5,7 @@ Builds small models with the onnx Python package, runs the real binary and
 checks outputs, exit codes and the one-line error messages for bad input.
 Usage: cli_test.py PATH/TO/pipetrain
 """
+import json
 import os
 import subprocess
 import sys
@@ -179,9 +180,17 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("1f1b", r.stdout)
         self.assertTrue(os.path.getsize(self.path("t.svg")) > 0)
-        r = run("profile", m, "--batch", 4, "--device", "measured", "--runs", 2,
-                "-o", self.path("m.json"))
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # Measured: a timed training step (cross-entropy attached, the mlp has
+        # no loss output), so backward times are real, not 2 x forward.
+        for loss in ["auto", "mse"]:
+            r = run("profile", m, "--batch", 4, "--device", "measured", "--runs", 2,
+                    "--loss", loss, "-o", self.path("m.json"))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("estimated", r.stdout)
+            with open(self.path("m.json")) as f:
+                prof = json.load(f)
+            self.assertFalse(prof["backward_estimated"])
+            self.assertGreater(prof["layers"][0]["backward_s"], 0)
 
     def test_graph_txt_through_both_cost_models(self):
         g = self.chain_graph_txt()

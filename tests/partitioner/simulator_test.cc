@@ -111,8 +111,8 @@ TEST(Simulator, ReplicatedStagesMatchTheCostModel) {
     Profile prof;
     std::vector<int> last, reps;
     for (int s = 0; s < c.stages; ++s) {
-      prof.layers.push_back({std::string(1, char('a' + s)), 1.0, 2.0, 0, 0,
-                             static_cast<int64_t>(c.param_bytes), {}});
+      prof.layers.push_back(
+          {std::string(1, char('a' + s)), 1.0, 2.0, 0, 0, static_cast<int64_t>(c.param_bytes), {}});
       last.push_back(s);
       reps.push_back(c.r);
     }
@@ -122,8 +122,7 @@ TEST(Simulator, ReplicatedStagesMatchTheCostModel) {
     double ar = 4.0 * (c.r - 1) * c.param_bytes / (1e9 * c.r);
     EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, std::max(3.0, ar) / c.r);
     SimResult r = simulate(plan, prof, ScheduleKind::kPipeDream);
-    EXPECT_NEAR(r.time_per_minibatch_s, plan.time_per_minibatch_s,
-                0.01 * plan.time_per_minibatch_s)
+    EXPECT_NEAR(r.time_per_minibatch_s, plan.time_per_minibatch_s, 0.01 * plan.time_per_minibatch_s)
         << c.stages << " stages x " << c.r << ", AR " << ar;
     validate(r.schedule_ops);
   }
