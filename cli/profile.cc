@@ -12,6 +12,7 @@
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/random_inputs.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "importer/importer.h"
@@ -48,22 +49,6 @@ autodiff::LossSpec loss_spec(const ir::Graph& g, const ProfileArgs& a) {
   return {"cross-entropy", a.loss_output};
 }
 
-// Inputs for measured runs: normal floats, small non-negative integers (class
-// labels, token ids), all from one seed.
-ir::Tensor random_input(const ir::TensorDesc& d, std::mt19937_64& rng) {
-  ir::Tensor t(d.dtype, d.shape);
-  if (d.dtype == ir::DType::kF32) {
-    std::normal_distribution<float> dist(0.f, 1.f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  } else if (d.dtype == ir::DType::kI64) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = int64_t(rng() % 2);
-  } else if (d.dtype != ir::DType::kBool) {
-    throw ModelError("profile --device measured cannot fill input '" + d.name + "' of dtype " +
-                     ir::dtype_name(d.dtype));
-  }
-  return t;
-}
-
 void run_profile(const ProfileArgs& a) {
   ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
   partitioner::Profile p;
@@ -76,7 +61,8 @@ void run_profile(const ProfileArgs& a) {
     exec::ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
     std::mt19937_64 rng(0);
     std::map<std::string, ir::Tensor> feeds;  // random inputs and labels (class ids 0, 1)
-    for (const auto& in : tg.graph.inputs) feeds[in] = random_input(tg.graph.tensor(in), rng);
+    for (const auto& in : tg.graph.inputs)
+      feeds[in] = random_input(tg.graph.tensor(in), rng, "profile --device measured");
     p = partitioner::measured_profile(
         tg.graph,
         [&](std::vector<double>& node_seconds) {

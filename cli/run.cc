@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/op_time_table.h"
+#include "cli/random_inputs.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "ir/cost.h"
@@ -31,20 +32,6 @@ struct RunArgs {
   bool profile = false;
 };
 
-ir::Tensor random_tensor(const ir::TensorDesc& d, std::mt19937_64& rng) {
-  ir::Tensor t(d.dtype, d.shape);
-  if (d.dtype == ir::DType::kF32) {
-    std::normal_distribution<float> dist(0.f, 1.f);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  } else if (d.dtype == ir::DType::kI64) {
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = int64_t(rng() % 2);
-  } else if (d.dtype != ir::DType::kBool) {
-    throw ModelError("--random-inputs cannot fill input '" + d.name + "' of dtype " +
-                     ir::dtype_name(d.dtype));
-  }
-  return t;
-}
-
 std::string file_name_for(const std::string& tensor) {
   std::string s;
   for (char c : tensor)
@@ -63,7 +50,8 @@ void run(const RunArgs& a) {
   }
   std::mt19937_64 rng(a.seed);
   for (const auto& in : g.inputs)
-    if (!feeds.count(in) && a.random_inputs) feeds[in] = random_tensor(g.tensor(in), rng);
+    if (!feeds.count(in) && a.random_inputs)
+      feeds[in] = random_input(g.tensor(in), rng, "--random-inputs");
 
   exec::set_cpu_threads(a.threads);
   auto backend = exec::make_cpu_backend();
