@@ -5,7 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
+#include <climits>
+
 #include "importer/internal.h"
+#include "importer/model_file.h"
 #include "ir/error.h"
 
 namespace pipetrain::importer {
@@ -103,36 +108,36 @@ onnx::ModelProto model_from_graph(const ir::Graph& g) {
 
 }  // namespace detail
 
-namespace detail {
-
-void write_model_atomically(const onnx::ModelProto& model, const std::string& path) {
+void write_model_file(const onnx::ModelProto& model, const std::string& path) {
   namespace fs = std::filesystem;
+  if (model.ByteSizeLong() > static_cast<size_t>(INT_MAX))
+    throw ModelError(path +
+                     ": the model is larger than 2 GiB, which one protobuf file cannot hold");
   fs::path target(path);
   fs::path tmp = target;
-  tmp += ".tmp";
+  tmp += ".tmp" + std::to_string(::getpid());  // concurrent writers of one path do not collide
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path + ": cannot open '" + tmp.string() + "' for writing");
+    if (!out) throw ModelError(path + ": cannot open '" + tmp.string() + "' for writing");
     bool ok = model.SerializeToOstream(&out);
     out.close();
     if (!ok || !out) {
       std::error_code ec;
       fs::remove(tmp, ec);
-      throw Error(path + ": writing the model failed (disk full, or a model over 2 GiB)");
+      throw ModelError(path + ": writing the model failed (disk full?)");
     }
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot move the temporary file into place: " + ec.message());
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw ModelError(path + ": cannot move the temporary file into place: " + ec.message());
   }
 }
 
-}  // namespace detail
-
 void export_model(const ir::Graph& graph, const std::string& path) {
-  detail::write_model_atomically(detail::model_from_graph(graph), path);
+  write_model_file(detail::model_from_graph(graph), path);
 }
 
 void save_trained_weights(const std::string& original, const ir::Graph& trained,
@@ -156,7 +161,7 @@ void save_trained_weights(const std::string& original, const ir::Graph& trained,
       detail::tensor_to_proto(t, name, &init);
     }
   }
-  detail::write_model_atomically(model, path);
+  write_model_file(model, path);
 }
 
 }  // namespace pipetrain::importer

@@ -37,8 +37,6 @@ std::string external_file(const onnx::TensorProto& proto, const std::string& bas
                           const std::string& what);
 /// Encodes a tensor as raw_data.
 void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto);
-/// Serializes to a temporary file and renames it over `path`.
-void write_model_atomically(const onnx::ModelProto& model, const std::string& path);
 /// Reads a whole file; ModelError "<path>: cannot read file" when it cannot.
 std::string read_file(const std::string& path);
 

@@ -1,12 +1,7 @@
 // The zoo's registry: entries, dispatch by name, writing and counting.
 #include "models/zoo.h"
 
-#include <unistd.h>
-
-#include <climits>
-#include <filesystem>
-#include <fstream>
-
+#include "importer/model_file.h"
 #include "ir/error.h"
 #include "models/builders.h"
 
@@ -125,32 +120,7 @@ int64_t zoo_param_count(const std::string& name, const ZooOptions& options) {
 }
 
 void write_zoo_model(const std::string& name, const ZooOptions& options, const std::string& path) {
-  onnx::ModelProto model = build_zoo_model(name, options);
-  if (model.ByteSizeLong() > static_cast<size_t>(INT_MAX))
-    throw ModelError(path + ": " + name +
-                     " is larger than 2 GiB, which one protobuf file cannot hold");
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ModelError(path + ": cannot open for writing");
-    bool ok = model.SerializeToOstream(&out);
-    out.close();
-    if (!ok || !out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw ModelError(path + ": cannot write the model (disk full?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw ModelError(path + ": cannot rename the written file into place: " + ec.message());
-  }
+  importer::write_model_file(build_zoo_model(name, options), path);
 }
 
 }  // namespace pipetrain::models
