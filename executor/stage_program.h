@@ -1,0 +1,62 @@
+// Stage programs: the training graph cut into pipeline stages. Each stage gets
+// a forward and a backward subgraph (valid ir::Graphs of their own) plus the
+// tensors it must receive and send at each cut. A tensor crossing from stage
+// a to stage b is one Transfer a -> b, never relayed through the stages in
+// between (skip connections go straight to their consumer).
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autodiff/training_graph.h"
+#include "ir/graph.h"
+
+namespace pipetrain::exec {
+
+/// One tensor moved from the stage that produces it to one stage that reads it.
+struct Transfer {
+  std::string tensor;
+  int from_stage = 0;
+  int to_stage = 0;
+  bool operator==(const Transfer&) const = default;
+};
+
+/// What one stage runs per microbatch. Forward phase: feed `forward` with the
+/// data in `inputs` it reads and the tensors of `recv_fwd`; its outputs are
+/// what `send_fwd` names, the `stash` it produced itself, and the training
+/// graph's outputs computed here (the loss on the last stage, BatchNorm
+/// running statistics). Backward phase: feed `backward` with its inputs,
+/// which are all either `recv_bwd` tensors, `stash` tensors (kept per
+/// microbatch from the forward phase: produced by `forward` or received in
+/// `recv_fwd`) or data from `inputs`; its outputs are `send_bwd` tensors and
+/// the gradients of the stage's params.
+struct StageProgram {
+  int stage = 0;
+  int first_layer = 0, last_layer = 0;       // inclusive layer range of the training graph
+  ir::Graph forward, backward;               // values shared with the training graph
+  std::vector<Transfer> recv_fwd, send_fwd;  // activations (forward phase)
+  std::vector<Transfer> recv_bwd, send_bwd;  // gradients (backward phase)
+  /// Graph inputs (data, labels) this stage reads in either phase, in graph order.
+  std::vector<std::string> inputs;
+  /// Forward-phase tensors (own or received) this stage's backward reads.
+  std::vector<std::string> stash;
+  /// Params owned by this stage (sorted); nobody else reads them.
+  std::vector<std::string> params;
+  /// Owned param -> its gradient tensor (an output of `backward`).
+  std::map<std::string, std::string> grads;
+  /// Outputs of the training graph (loss, buffer updates) this stage's forward computes.
+  std::vector<std::string> results;
+};
+
+/// Cuts `tg` into stages: `stage_layers[s]` is the inclusive [first, last]
+/// layer range of stage s; the ranges must be contiguous from layer 0 and
+/// cover every layer. Each node goes to the stage owning its layer (the loss,
+/// appended to the last layer, to the last stage). Throws PlanError for bad
+/// ranges, a node without a layer, or a param read by two stages (tied
+/// weights), naming the param and the stages.
+std::vector<StageProgram> build_stage_programs(
+    const autodiff::TrainingGraph& tg, const std::vector<std::pair<int, int>>& stage_layers);
+
+}  // namespace pipetrain::exec

@@ -1,0 +1,267 @@
+// Stage programs: running the stages one after another on one thread (forward
+// 0..p-1 passing only the listed transfers, then backward p-1..0) reproduces
+// the whole training graph's loss and parameter gradients bit for bit; skip
+// connections are one direct transfer; tied weights are refused.
+#include "executor/stage_program.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "autodiff/training_graph.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "models/zoo.h"
+
+namespace pipetrain {
+namespace {
+
+using Layers = std::vector<std::pair<int, int>>;
+using TensorMap = std::map<std::string, ir::Tensor>;
+
+ir::Tensor wave(ir::Shape shape, double phase, double scale = 1.0) {
+  ir::Tensor t(ir::DType::kF32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + phase) * scale);
+  return t;
+}
+
+ir::Node node(std::string name, std::string op, std::vector<std::string> in,
+              std::vector<std::string> out) {
+  return {std::move(name), std::move(op), std::move(in), std::move(out), {}};
+}
+
+// x (4, 6) -> [L0] h1 = Relu(Gemm(x, w0, b0)) (4, 8)
+//          -> [L1] h2 = Relu(Gemm(h1, w1, b1)) (4, 8)
+//          -> [L2] logits = Gemm((h2 + h1) * h1, w2, b2) (4, 3)
+// h1 skips layer 1; the Mul makes layer 2's backward read h1 too.
+ir::Graph skip_mlp() {
+  ir::Graph g;
+  g.name = "skip_mlp";
+  g.set_tensor({"x", ir::DType::kF32, {4, 6}, ir::Role::kInput});
+  g.inputs = {"x"};
+  g.set_value("w0", wave({6, 8}, 0.1, 0.5), ir::Role::kParam);
+  g.set_value("b0", wave({8}, 0.2, 0.1), ir::Role::kParam);
+  g.set_value("w1", wave({8, 8}, 0.3, 0.5), ir::Role::kParam);
+  g.set_value("b1", wave({8}, 0.4, 0.1), ir::Role::kParam);
+  g.set_value("w2", wave({8, 3}, 0.5, 0.5), ir::Role::kParam);
+  g.set_value("b2", wave({3}, 0.6, 0.1), ir::Role::kParam);
+  g.nodes = {node("gemm0", "Gemm", {"x", "w0", "b0"}, {"a0"}),
+             node("relu0", "Relu", {"a0"}, {"h1"}),
+             node("gemm1", "Gemm", {"h1", "w1", "b1"}, {"a1"}),
+             node("relu1", "Relu", {"a1"}, {"h2"}),
+             node("add", "Add", {"h2", "h1"}, {"s"}),
+             node("mul", "Mul", {"s", "h1"}, {"m"}),
+             node("gemm2", "Gemm", {"m", "w2", "b2"}, {"logits"})};
+  g.outputs = {"logits"};
+  g.set_layers({{"l0", {0, 1}}, {"l1", {2, 3}}, {"l2", {4, 5, 6}}});
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+TensorMap feeds_for(const autodiff::TrainingGraph& tg) {
+  TensorMap feeds;
+  for (const auto& in : tg.graph.inputs) {
+    const ir::TensorDesc& d = tg.graph.tensor(in);
+    if (in == tg.labels) {
+      std::vector<int64_t> labels(static_cast<size_t>(ir::numel(d.shape)));
+      for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>((i * 7) % 3);
+      feeds[in] = ir::Tensor::from_i64(labels, d.shape);
+    } else {
+      feeds[in] = wave(d.shape, 0.7);
+    }
+  }
+  return feeds;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+bool has_transfer(const std::vector<exec::Transfer>& v, const std::string& t) {
+  return std::any_of(v.begin(), v.end(), [&](const exec::Transfer& tr) { return tr.tensor == t; });
+}
+
+void expect_bitwise(const ir::Tensor& got, const ir::Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << what << " differs";
+}
+
+// Runs the programs one after another: each stage sees only its data inputs,
+// what was sent to it and its own stash. Returns the loss and the gradients.
+TensorMap run_pipeline(const std::vector<exec::StageProgram>& programs, const TensorMap& data,
+                       exec::Backend& backend) {
+  const size_t p = programs.size();
+  std::vector<TensorMap> inbox(p), stash(p);
+  TensorMap results;
+  auto gather = [&](const ir::Graph& g, size_t s, bool backward) {
+    TensorMap feeds;
+    for (const auto& in : g.inputs) {
+      const auto& prog = programs[s];
+      if (contains(prog.inputs, in)) {
+        feeds[in] = data.at(in);
+      } else if (backward && contains(prog.stash, in)) {
+        EXPECT_TRUE(stash[s].count(in)) << "stage " << s << " did not keep stash '" << in << "'";
+        feeds[in] = stash[s].at(in);
+      } else {
+        EXPECT_TRUE(has_transfer(backward ? prog.recv_bwd : prog.recv_fwd, in))
+            << "stage " << s << " reads '" << in << "' from nowhere";
+        feeds[in] = inbox[s].at(in);
+      }
+    }
+    return feeds;
+  };
+  auto deliver = [&](const std::vector<exec::Transfer>& sends, const TensorMap& outs) {
+    for (const auto& tr : sends)
+      inbox[static_cast<size_t>(tr.to_stage)][tr.tensor] = outs.at(tr.tensor);
+  };
+  for (size_t s = 0; s < p; ++s) {
+    const auto& prog = programs[s];
+    TensorMap outs = exec::ForwardRunner(prog.forward, backend).run(gather(prog.forward, s, false));
+    deliver(prog.send_fwd, outs);
+    // The stash: own forward outputs, and forward-phase tensors received.
+    for (const auto& t : prog.stash) stash[s][t] = outs.count(t) ? outs.at(t) : inbox[s].at(t);
+    for (const auto& r : prog.results) results[r] = outs.at(r);
+  }
+  for (size_t s = p; s-- > 0;) {
+    const auto& prog = programs[s];
+    TensorMap outs =
+        exec::ForwardRunner(prog.backward, backend).run(gather(prog.backward, s, true));
+    deliver(prog.send_bwd, outs);
+    for (const auto& [param, grad] : prog.grads) results[grad] = outs.at(grad);
+  }
+  return results;
+}
+
+// Whole graph vs stage programs, for each cut of the layers into stages.
+void check_equivalence(const autodiff::TrainingGraph& tg, const std::vector<Layers>& cuts) {
+  auto backend = exec::make_cpu_backend();
+  const TensorMap data = feeds_for(tg);
+  const TensorMap want = exec::ForwardRunner(tg.graph, *backend).run(data);
+  for (const Layers& cut : cuts) {
+    SCOPED_TRACE("stages: " + std::to_string(cut.size()));
+    auto programs = exec::build_stage_programs(tg, cut);
+    ASSERT_EQ(programs.size(), cut.size());
+    // Every param with a gradient is owned by exactly one stage.
+    std::map<std::string, int> owners;
+    for (const auto& prog : programs)
+      for (const auto& param : prog.params) EXPECT_TRUE(owners.emplace(param, prog.stage).second);
+    for (const auto& [param, grad] : tg.grads) {
+      ASSERT_TRUE(owners.count(param)) << param;
+      EXPECT_EQ(programs[static_cast<size_t>(owners[param])].grads.at(param), grad);
+    }
+    // A chain: every cut carries activations forward and gradients back.
+    for (size_t s = 0; s + 1 < programs.size(); ++s) {
+      EXPECT_FALSE(programs[s].send_fwd.empty()) << "stage " << s;
+      EXPECT_FALSE(programs[s + 1].send_bwd.empty()) << "stage " << s + 1;
+    }
+    EXPECT_TRUE(contains(programs.back().results, tg.loss));
+    EXPECT_TRUE(contains(programs.back().inputs, tg.labels));
+    TensorMap got = run_pipeline(programs, data, *backend);
+    expect_bitwise(got.at(tg.loss), want.at(tg.loss), "loss");
+    for (const auto& [param, grad] : tg.grads) expect_bitwise(got.at(grad), want.at(grad), grad);
+  }
+}
+
+TEST(StagePrograms, SkipMlpMatchesWholeGraphBitwise) {
+  auto tg = autodiff::build_training_graph(skip_mlp(), {"cross-entropy", ""});
+  check_equivalence(tg, {{{0, 2}}, {{0, 0}, {1, 2}}, {{0, 1}, {2, 2}}, {{0, 0}, {1, 1}, {2, 2}}});
+}
+
+TEST(StagePrograms, SkipConnectionIsOneDirectTransfer) {
+  auto tg = autodiff::build_training_graph(skip_mlp(), {"cross-entropy", ""});
+  auto programs = exec::build_stage_programs(tg, {{0, 0}, {1, 1}, {2, 2}});
+  const auto& s0 = programs[0];
+  const auto& s1 = programs[1];
+  const auto& s2 = programs[2];
+  // h1: 0 -> 1 (gemm1) and 0 -> 2 (add, mul) directly; stage 1 relays nothing.
+  EXPECT_EQ(s2.recv_fwd, (std::vector<exec::Transfer>{{"h2", 1, 2}, {"h1", 0, 2}}));
+  EXPECT_EQ(s0.send_fwd, (std::vector<exec::Transfer>{{"h1", 0, 1}, {"h1", 0, 2}}));
+  EXPECT_EQ(s1.send_fwd, (std::vector<exec::Transfer>{{"h2", 1, 2}}));
+  // Stage 2's backward reads the received h1 (Mul's input): stashed, with its own s and m.
+  EXPECT_TRUE(contains(s2.stash, "h1") && contains(s2.stash, "s") && contains(s2.stash, "m"));
+  EXPECT_FALSE(contains(s2.stash, "h2"));
+  // Own activations Relu's backward reads stay local: stashed, not transferred.
+  // Relu's backward reads its output: stage 0 keeps its own h1, stage 1 its h2
+  // and the h1 it received (Gemm's dW = h1^T dY); none of these is sent back.
+  EXPECT_EQ(s0.stash, (std::vector<std::string>{"h1"}));
+  EXPECT_EQ(s1.stash, (std::vector<std::string>{"h2", "h1"}));
+  EXPECT_TRUE(s0.recv_fwd.empty());
+  // Gradients: stage 2 sends its two parts of dh1 (from Add and from Mul;
+  // autodiff sums them in h1's layer) straight to stage 0, and dh2 to stage 1.
+  std::set<std::string> from2;
+  int from1 = 0;
+  for (const auto& tr : s0.recv_bwd) {
+    EXPECT_EQ(tr.to_stage, 0);
+    if (tr.from_stage == 2) from2.insert(tr.tensor);
+    from1 += tr.from_stage == 1;
+  }
+  EXPECT_EQ(from2.size(), 2u);
+  EXPECT_EQ(from1, 1);
+  ASSERT_EQ(s1.recv_bwd.size(), 1u);
+  EXPECT_EQ(s1.recv_bwd[0].from_stage, 2);
+  EXPECT_TRUE(s2.recv_bwd.empty());
+  EXPECT_EQ(s2.send_bwd.size(), 3u);
+  EXPECT_TRUE(s1.send_bwd.size() == 1u && s1.send_bwd[0].to_stage == 0);
+  EXPECT_EQ(s0.params, (std::vector<std::string>{"b0", "w0"}));
+  EXPECT_EQ(s0.inputs, (std::vector<std::string>{"x"}));
+  EXPECT_EQ(s1.inputs, (std::vector<std::string>{}));
+  EXPECT_EQ(s2.inputs, (std::vector<std::string>{"labels"}));
+}
+
+TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
+  models::ZooOptions opts;
+  opts.batch = 2;
+  opts.seed = 3;
+  onnx::ModelProto proto = models::build_zoo_model("lenet", opts);
+  importer::ImportOptions io;  // one node per layer
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
+  auto tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  const int n = static_cast<int>(tg.graph.layers.size());
+  ASSERT_GE(n, 3);
+  check_equivalence(tg, {{{0, n - 1}},
+                         {{0, n / 2 - 1}, {n / 2, n - 1}},
+                         {{0, n / 3 - 1}, {n / 3, 2 * n / 3 - 1}, {2 * n / 3, n - 1}}});
+}
+
+TEST(StagePrograms, RefusesTiedWeights) {
+  ir::Graph g;
+  g.name = "tied";
+  g.set_tensor({"x", ir::DType::kF32, {2, 4}, ir::Role::kInput});
+  g.inputs = {"x"};
+  g.set_value("w_tied", wave({4, 4}, 0.1, 0.5), ir::Role::kParam);
+  g.nodes = {node("g0", "Gemm", {"x", "w_tied"}, {"h"}),
+             node("g1", "Gemm", {"h", "w_tied"}, {"y"})};
+  g.outputs = {"y"};
+  g.set_layers({{"a", {0}}, {"b", {1}}});
+  g.infer_shapes();
+  auto tg = autodiff::build_training_graph(g, {"mse", ""});
+  EXPECT_NO_THROW(exec::build_stage_programs(tg, {{0, 1}}));  // one stage: fine
+  try {
+    exec::build_stage_programs(tg, {{0, 0}, {1, 1}});
+    FAIL() << "tied weights across stages were accepted";
+  } catch (const PlanError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("'w_tied'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("stages 0, 1"), std::string::npos) << msg;
+  }
+}
+
+TEST(StagePrograms, RefusesBadLayerRanges) {
+  auto tg = autodiff::build_training_graph(skip_mlp(), {"cross-entropy", ""});
+  EXPECT_THROW(exec::build_stage_programs(tg, {}), PlanError);
+  EXPECT_THROW(exec::build_stage_programs(tg, {{0, 0}, {2, 2}}), PlanError);  // gap
+  EXPECT_THROW(exec::build_stage_programs(tg, {{0, 1}}), PlanError);          // short
+  EXPECT_THROW(exec::build_stage_programs(tg, {{0, 3}}), PlanError);          // past the end
+}
+
+}  // namespace
+}  // namespace pipetrain
