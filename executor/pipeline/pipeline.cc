@@ -1,0 +1,361 @@
+#include "executor/pipeline/pipeline.h"
+
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "executor/comm/local_communicator.h"
+#include "executor/pipeline/version_plan.h"
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+using partitioner::OpKind;
+using partitioner::Payload;
+using partitioner::ScheduleKind;
+using Clock = std::chrono::steady_clock;
+
+struct Pipeline::Worker {
+  int index = 0, stage = 0, replica = 0;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<StageWorker> sw;
+  Communicator* comm = nullptr;
+  std::thread thread;
+
+  // Round hand-off: run() bumps `posted`, the thread sets `finished` to it.
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t posted = 0, finished = 0;
+  bool quit = false;
+  std::exception_ptr error;
+
+  // This round's messages and results.
+  std::map<int64_t, TensorMap> inbox_fwd, inbox_bwd, outbox_fwd, outbox_bwd;
+  std::vector<std::pair<int64_t, double>> losses;  // (microbatch, loss)
+  std::vector<partitioner::TimedOp> ops;
+  double busy_s = 0;
+  WorkerStats stats;
+};
+
+namespace {
+
+VersionRule version_rule(const PipelineOptions& o) {
+  if (o.schedule == ScheduleKind::kTwoBW) return VersionRule::kTwoBW;
+  if (o.schedule == ScheduleKind::kPipeDream && o.vertical_sync) return VersionRule::kVerticalSync;
+  return VersionRule::kLatest;
+}
+
+bool is_flush(ScheduleKind k) { return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB; }
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage> stages,
+                   PipelineOptions options)
+    : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
+  const ScheduleKind k = options_.schedule;
+  if (k == ScheduleKind::kInterleaved || k == ScheduleKind::kZeroBubbleH1)
+    throw PlanError(std::string("the executor runs gpipe, 1f1b, pipedream and 2bw; '") +
+                    partitioner::schedule_name(k) + "' is for the simulator only");
+  if (options_.vertical_sync && k != ScheduleKind::kPipeDream)
+    throw PlanError("--vertical-sync applies to the pipedream schedule only");
+  if (options_.microbatches < 1) throw PlanError("the microbatch count must be at least 1");
+  options_.lr_schedule.validate();
+  std::vector<std::pair<int, int>> ranges;
+  for (const auto& st : stages_) {
+    if (st.replicas < 1) throw PlanError("every stage needs at least one replica");
+    ranges.emplace_back(st.first_layer, st.last_layer);
+  }
+  if (options_.vertical_sync)
+    for (const auto& st : stages_)
+      if (st.replicas != 1)
+        throw PlanError("vertical sync needs unreplicated stages (replicas update out of step)");
+  programs_ = build_stage_programs(tg, ranges);
+
+  int total = 0;
+  for (const auto& st : stages_) total += st.replicas;
+  comms_ = make_local_communicators(total, options_.queue_bytes);
+  set_cpu_threads(options_.threads_per_worker);
+  for (int s = 0, w = 0; s < num_stages(); ++s)
+    for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
+      auto worker = std::make_unique<Worker>();
+      worker->index = w;
+      worker->stage = s;
+      worker->replica = q;
+      worker->backend = make_cpu_backend();
+      worker->sw = std::make_unique<StageWorker>(programs_[static_cast<size_t>(s)], tg,
+                                                 *worker->backend, options_.optimizer);
+      worker->comm = comms_[static_cast<size_t>(w)].get();
+      worker->stats.stage = s;
+      worker->stats.replica = q;
+      workers_.push_back(std::move(worker));
+    }
+  for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { worker_main(*p); });
+}
+
+Pipeline::~Pipeline() {
+  for (auto& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->quit = true;
+    w->cv.notify_all();
+  }
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+}
+
+partitioner::Schedule Pipeline::build_round_schedule(int count) const {
+  partitioner::ScheduleShape shape;
+  for (const auto& st : stages_) shape.replicas.push_back(st.replicas);
+  const ScheduleKind k = options_.schedule;
+  if (k == ScheduleKind::kTwoBW) {
+    if (count % options_.microbatches != 0)
+      throw PlanError("2bw runs whole steps: " + std::to_string(count) +
+                      " microbatches is not a multiple of " +
+                      std::to_string(options_.microbatches));
+    shape.microbatches = options_.microbatches;
+    shape.steps = count / options_.microbatches;
+  } else {
+    shape.microbatches = count;
+  }
+  if (k == ScheduleKind::kPipeDream)
+    for (const auto& st : stages_)
+      if (count % st.replicas != 0)
+        throw PlanError("pipedream rounds must give every replica the same number of minibatches: " +
+                        std::to_string(count) + " minibatches over " +
+                        std::to_string(st.replicas) + " replicas");
+  partitioner::Schedule s = partitioner::build_schedule(k, shape);
+  partitioner::validate(s);
+  return s;
+}
+
+RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
+  if (failed_) throw RuntimeFault("the pipeline stopped after an earlier failure");
+  if (microbatches.empty()) return {};
+  const int count = static_cast<int>(microbatches.size());
+  if (is_flush(options_.schedule) && count != options_.microbatches)
+    throw PlanError("a flush step takes " + std::to_string(options_.microbatches) +
+                    " microbatches, not " + std::to_string(count));
+  if (schedule_.num_microbatches != count || schedule_.programs.empty()) {
+    schedule_ = build_round_schedule(count);
+    versions_ = plan_versions(schedule_, version_rule(options_), options_.microbatches);
+  }
+  feeds_ = &microbatches;
+  round_start_ = Clock::now();
+  for (auto& w : workers_) {
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->losses.clear();
+    w->ops.clear();
+    w->busy_s = 0;
+    ++w->posted;
+    w->cv.notify_all();
+  }
+  for (auto& w : workers_) {
+    std::unique_lock<std::mutex> lock(w->mu);
+    w->cv.wait(lock, [&] { return w->finished == w->posted; });
+  }
+  RoundResult r;
+  r.seconds = seconds_since(round_start_);
+  round_base_ += count;
+  feeds_ = nullptr;
+  // The root cause: the first error that is not a consequence of another
+  // worker's abort.
+  Worker* culprit = nullptr;
+  bool culprit_primary = false;
+  for (auto& w : workers_) {
+    if (!w->error) continue;
+    bool primary = true;
+    try {
+      std::rethrow_exception(w->error);
+    } catch (const std::exception& e) {
+      primary = std::string(e.what()).find("communicator aborted") == std::string::npos;
+    } catch (...) {
+    }
+    if (!culprit || (primary && !culprit_primary)) {
+      culprit = w.get();
+      culprit_primary = primary;
+    }
+  }
+  if (culprit) {
+    failed_ = true;
+    const std::string where =
+        "worker " + std::to_string(culprit->index) + " (stage " + std::to_string(culprit->stage) + ")";
+    try {
+      std::rethrow_exception(culprit->error);
+    } catch (const ModelError& e) {
+      throw ModelError(where + ": " + e.what());
+    } catch (const std::exception& e) {
+      throw RuntimeFault(where + ": " + e.what());
+    } catch (...) {
+      throw RuntimeFault(where + ": unknown error");
+    }
+  }
+  // Losses in microbatch order, grouped per update.
+  std::vector<std::pair<int64_t, double>> all;
+  for (auto& w : workers_) all.insert(all.end(), w->losses.begin(), w->losses.end());
+  std::sort(all.begin(), all.end());
+  const int per = options_.schedule == ScheduleKind::kPipeDream ? 1 : options_.microbatches;
+  for (size_t i = 0; i < all.size(); i += static_cast<size_t>(per)) {
+    double sum = 0;
+    for (size_t j = i; j < i + static_cast<size_t>(per) && j < all.size(); ++j)
+      sum += all[j].second;
+    r.losses.push_back(sum / per);
+  }
+  for (auto& w : workers_) {
+    r.ops.insert(r.ops.end(), w->ops.begin(), w->ops.end());
+    r.busy_s.push_back(w->busy_s);
+  }
+  return r;
+}
+
+void Pipeline::worker_main(Worker& w) {
+  int64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(w.mu);
+      w.cv.wait(lock, [&] { return w.quit || w.posted > seen; });
+      if (w.quit) return;
+      seen = w.posted;
+    }
+    std::exception_ptr error;
+    try {
+      run_program(w);
+    } catch (...) {
+      error = std::current_exception();
+      failed_ = true;
+      std::string why = "unknown error";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      w.comm->abort("worker " + std::to_string(w.index) + " (stage " + std::to_string(w.stage) +
+                    "): " + why);
+    }
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.error = error;
+    w.finished = seen;
+    w.cv.notify_all();
+  }
+}
+
+void Pipeline::run_program(Worker& w) {
+  const auto& prog = schedule_.programs[static_cast<size_t>(w.index)];
+  const WorkerVersions& ver = versions_[static_cast<size_t>(w.index)];
+  const StageProgram& sp = programs_[static_cast<size_t>(w.stage)];
+  StageWorker& sw = *w.sw;
+  const int64_t base_version = sw.version();
+  const int replicas = stages_[static_cast<size_t>(w.stage)].replicas;
+  auto worker_of = [&](int stage, int mb) {
+    const auto& ws = schedule_.stage_workers[static_cast<size_t>(stage)];
+    return ws[static_cast<size_t>(mb) % ws.size()];
+  };
+  auto absolute = [&](int64_t v) { return v == kNoFutureVersion ? v : base_version + v; };
+  const ScheduleKind kind = options_.schedule;
+  const double scale = kind == ScheduleKind::kPipeDream ? 1.0 / replicas : 1.0 / options_.microbatches;
+  w.inbox_fwd.clear();
+  w.inbox_bwd.clear();
+  w.outbox_fwd.clear();
+  w.outbox_bwd.clear();
+  int64_t backward_count = 0;
+
+  for (size_t i = 0; i < prog.size(); ++i) {
+    if (failed_) throw RuntimeFault("communicator aborted: another worker failed");
+    const auto& op = prog[i];
+    const int64_t gmb = round_base_ + op.microbatch;  // unique over the run
+    const double start = seconds_since(round_start_);
+    switch (op.kind) {
+      case OpKind::kForward: {
+        TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
+        for (auto& [name, t] : w.inbox_fwd[op.microbatch]) feeds[name] = t;
+        w.inbox_fwd.erase(op.microbatch);
+        StageForwardResult r =
+            sw.forward(gmb, absolute(ver.forward_version[i]), feeds, options_.seed + uint64_t(gmb));
+        if (auto it = r.results.find(loss_); it != r.results.end()) {
+          const double loss = it->second.at(0);
+          if (!std::isfinite(loss))
+            throw RuntimeFault("step " + std::to_string(sw.version()) + ", microbatch " +
+                               std::to_string(gmb) + ": the loss is " + std::to_string(loss));
+          w.losses.emplace_back(op.microbatch, loss);
+        }
+        w.outbox_fwd[op.microbatch] = std::move(r.send);
+        w.stats.peak_in_flight = std::max(w.stats.peak_in_flight, sw.in_flight());
+        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.stash_bytes());
+        break;
+      }
+      case OpKind::kBackward: {
+        TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
+        for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
+        w.inbox_bwd.erase(op.microbatch);
+        w.outbox_bwd[op.microbatch] = sw.backward(gmb, feeds);
+        ++backward_count;
+        break;
+      }
+      case OpKind::kSend: {
+        const bool fwd = op.payload == Payload::kActivation;
+        auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
+        for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd)
+          w.comm->send(worker_of(tr.to_stage, op.microbatch),
+                       {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward},
+                       box[op.microbatch].at(tr.tensor));
+        box.erase(op.microbatch);
+        break;
+      }
+      case OpKind::kRecv: {
+        const bool fwd = op.payload == Payload::kActivation;
+        auto& box = fwd ? w.inbox_fwd : w.inbox_bwd;
+        for (const auto& tr : fwd ? sp.recv_fwd : sp.recv_bwd)
+          box[op.microbatch][tr.tensor] =
+              w.comm->recv(worker_of(tr.from_stage, op.microbatch),
+                           {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward});
+        break;
+      }
+      case OpKind::kAllreduce:
+        sw.seal_gradients(op.microbatch);
+        w.comm->allreduce_sum(schedule_.stage_workers[static_cast<size_t>(w.stage)],
+                              sw.gradient_set(op.microbatch));
+        break;
+      case OpKind::kStep: {
+        sw.seal_gradients(op.microbatch);
+        const double sq = sw.gradient_sum_squares(op.microbatch);
+        if (!std::isfinite(sq))
+          throw RuntimeFault("step " + std::to_string(sw.version()) + ", stage " +
+                             std::to_string(w.stage) + ": a gradient is not finite");
+        const bool keep_old =
+            sw.version_in_use(sw.version()) || absolute(ver.min_future[i + 1]) <= sw.version();
+        sw.step(op.microbatch, scale,
+                options_.lr_schedule.lr_at(sw.version(), options_.optimizer.lr), keep_old);
+        sw.release_versions(absolute(ver.min_future[i + 1]));
+        w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, sw.versions_alive());
+        break;
+      }
+      case OpKind::kBackwardInput:
+      case OpKind::kBackwardWeight:
+        throw PlanError("the executor does not split backward passes");
+    }
+    const double end = seconds_since(round_start_);
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) w.busy_s += end - start;
+    if (op.kind != OpKind::kSend) w.ops.push_back({w.index, op, start, end});
+  }
+  (void)backward_count;
+}
+
+void Pipeline::write_back(ir::Graph& g) const {
+  for (const auto& w : workers_)
+    if (w->replica == 0) w->sw->write_back(g);
+}
+
+std::vector<WorkerStats> Pipeline::stats() const {
+  std::vector<WorkerStats> out;
+  for (const auto& w : workers_) out.push_back(w->stats);
+  return out;
+}
+
+int64_t Pipeline::updates() const { return workers_.empty() ? 0 : workers_[0]->sw->version(); }
+
+}  // namespace pipetrain::exec

@@ -1,0 +1,116 @@
+// The pipelined executor: one thread per worker, each with its own backend,
+// stage replica (params, optimizer, stashes) and communicator endpoint,
+// running its op list of a schedule (partitioner/schedules.h). Activations
+// and gradients move as messages tagged (tensor, microbatch, phase) straight
+// from the producing stage's replica to the consuming one (skip connections
+// included); replicas allreduce their gradients before each update.
+//
+// A round is one call of run(): flush schedules (gpipe, 1f1b) run one
+// optimizer step over the microbatches given; pipedream runs each given
+// minibatch with an update after its backward (weight stashing, optionally
+// vertical sync); 2bw runs steps of `microbatches` each, every update one step
+// late. The pipeline drains at the end of every round, so a round boundary is
+// a consistent point (for checkpoints and evaluation).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autodiff/training_graph.h"
+#include "executor/comm/communicator.h"
+#include "executor/optim/optimizer.h"
+#include "executor/pipeline/stage_worker.h"
+#include "partitioner/schedule.h"
+#include "partitioner/schedules.h"
+
+namespace pipetrain::exec {
+
+struct PipelineStage {
+  int first_layer = 0, last_layer = 0;  // inclusive layer range of the training graph
+  int replicas = 1;
+};
+
+struct PipelineOptions {
+  partitioner::ScheduleKind schedule = partitioner::ScheduleKind::kPipeDream;
+  /// Flush schedules and 2bw: microbatches per optimizer step.
+  int microbatches = 1;
+  bool vertical_sync = false;  // pipedream only
+  OptimizerConfig optimizer;
+  LrSchedule lr_schedule;
+  uint64_t seed = 0;           // dropout: microbatch i of the run uses seed + i
+  int threads_per_worker = 1;  // BLAS / oneDNN threads of each worker
+  size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
+};
+
+/// What one round measured.
+struct RoundResult {
+  /// One loss per optimizer step (flush, 2bw: the mean over its microbatches)
+  /// or per minibatch (pipedream), in order.
+  std::vector<double> losses;
+  double seconds = 0;                          // wall time of the round
+  std::vector<partitioner::TimedOp> ops;       // every F, B, Recv wait, allreduce, step
+  std::vector<double> busy_s;                  // per worker: F and B time
+};
+
+/// Per worker, over the pipeline's life.
+struct WorkerStats {
+  int stage = 0, replica = 0;
+  int peak_in_flight = 0;        // microbatches stashed at once
+  int peak_weight_versions = 1;  // weight versions alive at once
+  size_t peak_stash_bytes = 0;
+};
+
+class Pipeline {
+ public:
+  /// Builds the stage programs, the workers and their threads. Throws
+  /// PlanError for stages that do not fit the graph or the schedule.
+  Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage> stages,
+           PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// Runs one round over `microbatches` (data feeds each: the training
+  /// graph's inputs at the microbatch shape). Throws RuntimeFault naming the
+  /// worker and stage when any worker fails (after stopping all of them), or
+  /// when a loss or gradient is not finite; the pipeline is unusable after.
+  RoundResult run(const std::vector<TensorMap>& microbatches);
+
+  /// Copies replica 0's params, buffers and optimizer state of every stage
+  /// into g (the training graph, or a model sharing its names).
+  void write_back(ir::Graph& g) const;
+
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  int num_stages() const { return static_cast<int>(stages_.size()); }
+  const std::vector<PipelineStage>& stages() const { return stages_; }
+  std::vector<WorkerStats> stats() const;
+  /// Optimizer updates applied so far (every stage applies the same number).
+  int64_t updates() const;
+  /// The schedule of the last round (for timelines).
+  const partitioner::Schedule& last_schedule() const { return schedule_; }
+
+ private:
+  struct Worker;
+  void worker_main(Worker& w);
+  void run_program(Worker& w);
+  partitioner::Schedule build_round_schedule(int count) const;
+
+  std::vector<PipelineStage> stages_;
+  PipelineOptions options_;
+  std::vector<StageProgram> programs_;
+  std::string loss_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+
+  // The round being run (written by run() before the workers start).
+  partitioner::Schedule schedule_;
+  std::vector<struct WorkerVersions> versions_;
+  const std::vector<TensorMap>* feeds_ = nullptr;
+  int64_t round_base_ = 0;  // microbatches run before this round (message tags, seeds)
+  std::chrono::steady_clock::time_point round_start_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace pipetrain::exec

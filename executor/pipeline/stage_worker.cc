@@ -1,0 +1,238 @@
+#include "executor/pipeline/stage_worker.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+namespace {
+
+/// The inputs `g` takes, picked from `from` (a missing one is left out, so
+/// the runner names it).
+TensorMap select_inputs(const ir::Graph& g, const TensorMap& from) {
+  TensorMap out;
+  for (const auto& in : g.inputs) {
+    auto it = from.find(in);
+    if (it != from.end()) out[in] = it->second;
+  }
+  return out;
+}
+
+void add_into(ir::Tensor& acc, const ir::Tensor& g) {
+  float* a = acc.data<float>();
+  const float* x = g.data<float>();
+  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += x[i];
+}
+
+}  // namespace
+
+StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
+                         Backend& backend, const OptimizerConfig& optimizer)
+    : program_(program) {
+  std::map<std::string, std::string> buffer_for;
+  for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;
+  for (const auto& r : program_.results)
+    if (auto it = buffer_for.find(r); it != buffer_for.end()) buffer_of_[r] = it->second;
+
+  // Private copies of params and buffers, swapped into both subgraphs.
+  auto own = [&](const std::string& name, ir::Role role, std::map<std::string, ir::Tensor>& into) {
+    const ir::Tensor* v = tg.graph.value(name);
+    if (!v) throw ModelError("stage " + std::to_string(program_.stage) + ": '" + name +
+                             "' has no value in the training graph");
+    ir::Tensor copy = v->clone();
+    into[name] = copy;
+    for (ir::Graph* g : {&program_.forward, &program_.backward})
+      if (g->has_value(name)) g->set_value(name, copy, role);
+  };
+  for (const auto& p : program_.params) {
+    own(p, ir::Role::kParam, params_);
+    state_.set_value(p, params_.at(p), ir::Role::kParam);
+    if (program_.grads.count(p)) {
+      const ir::Tensor& w = params_.at(p);
+      grad_acc_[p] = ir::Tensor(w.dtype(), w.shape());
+    }
+  }
+  for (const auto& [fresh, buffer] : buffer_of_) own(buffer, ir::Role::kBuffer, buffers_);
+
+  // Optimizer state a checkpoint put into the training graph is carried over.
+  std::vector<std::string> trained;
+  for (const auto& [p, g] : program_.grads) trained.push_back(p);
+  for (const auto& [name, value] : tg.graph.values())
+    if (tg.graph.tensor(name).role == ir::Role::kOptimizerState)
+      for (const auto& p : trained)
+        if (name.rfind(p + ".", 0) == 0) state_.set_value(name, value.clone(), ir::Role::kOptimizerState);
+  optimizer_ = Optimizer::create(optimizer, state_, trained);
+
+  forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
+  backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true);
+}
+
+void StageWorker::use_version(int64_t version) {
+  const int64_t target = version == version_ ? kNewest : version;
+  if (target == active_) return;
+  const auto& set = target == kNewest ? params_ : old_versions_.at(version);
+  for (const auto& [name, t] : set)
+    for (ir::Graph* g : {&program_.forward, &program_.backward})
+      if (g->has_value(name)) g->set_value(name, t, ir::Role::kParam);
+  active_ = target;
+  ++values_version_;  // other buffers now: kernels drop weights they cached
+}
+
+StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const TensorMap& feeds,
+                                        uint64_t seed) {
+  if (version > version_ || (version < version_ && !old_versions_.count(version)))
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": microbatch " +
+                       std::to_string(mb) + " needs weight version " + std::to_string(version) +
+                       ", which this worker does not hold (newest " + std::to_string(version_) +
+                       ")");
+  if (stash_.count(mb))
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": microbatch " +
+                       std::to_string(mb) + " ran forward twice");
+  use_version(version);
+  RunOptions run;
+  run.training = true;
+  run.seed = seed;
+  run.values_version = values_version_;
+  TensorMap outs = forward_runner_->run(select_inputs(program_.forward, feeds), run);
+
+  // Outputs are views into the runner's arena: keep copies.
+  TensorMap owned;
+  auto keep = [&](const std::string& name) -> ir::Tensor& {
+    auto it = owned.find(name);
+    if (it == owned.end()) it = owned.emplace(name, outs.at(name).clone()).first;
+    return it->second;
+  };
+  StageForwardResult r;
+  for (const auto& tr : program_.send_fwd) r.send[tr.tensor] = keep(tr.tensor);
+  for (const auto& name : program_.results) r.results[name] = keep(name);
+  Stash& st = stash_[mb];
+  st.version = version;
+  for (const auto& name : program_.stash) {
+    if (outs.count(name))
+      st.tensors[name] = keep(name);
+    else if (auto it = feeds.find(name); it != feeds.end())
+      st.tensors[name] = it->second;  // received: already this worker's
+    else
+      throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" + name +
+                         "' was neither computed nor received");
+  }
+  // BatchNorm running statistics: the newest buffers follow every microbatch.
+  for (const auto& [fresh, buffer] : buffer_of_) {
+    const ir::Tensor& src = r.results.at(fresh);
+    std::memcpy(buffers_.at(buffer).raw(), src.raw(), src.nbytes());
+  }
+  return r;
+}
+
+TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
+  auto it = stash_.find(mb);
+  if (it == stash_.end())
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": backward of microbatch " +
+                       std::to_string(mb) + " before its forward");
+  use_version(it->second.version);
+  TensorMap in = select_inputs(program_.backward, feeds);
+  for (const auto& [name, t] : it->second.tensors)
+    if (std::find(program_.backward.inputs.begin(), program_.backward.inputs.end(), name) !=
+        program_.backward.inputs.end())
+      in[name] = t;
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
+  TensorMap outs = backward_runner_->run(in, run);
+  stash_.erase(it);
+
+  for (auto& [param, acc] : grad_acc_) add_into(acc, outs.at(program_.grads.at(param)));
+  TensorMap send;
+  for (const auto& tr : program_.send_bwd)
+    if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
+  return send;
+}
+
+void StageWorker::seal_gradients(int64_t round) {
+  auto [it, fresh] = sealed_.try_emplace(round);
+  for (auto& [param, acc] : grad_acc_) {
+    if (fresh) {
+      it->second[param] = acc;
+      acc = ir::Tensor(acc.dtype(), acc.shape());
+    } else {
+      add_into(it->second.at(param), acc);
+      std::memset(acc.raw(), 0, acc.nbytes());
+    }
+  }
+}
+
+std::vector<ir::Tensor*> StageWorker::gradient_set(int64_t round) {
+  std::vector<ir::Tensor*> out;
+  for (auto& [param, g] : sealed_.at(round)) out.push_back(&g);
+  return out;
+}
+
+double StageWorker::gradient_sum_squares(int64_t round) const {
+  double sum = 0;
+  for (const auto& [param, t] : sealed_.at(round)) {
+    const float* g = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) sum += double(g[i]) * g[i];
+  }
+  return sum;
+}
+
+bool StageWorker::version_in_use(int64_t version) const {
+  for (const auto& [mb, st] : stash_)
+    if (st.version == version) return true;
+  return false;
+}
+
+void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
+  auto set = sealed_.find(round);
+  if (set == sealed_.end())
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": update " +
+                       std::to_string(round) + " has no gradients");
+  if (keep_old) {
+    auto& old = old_versions_[version_];
+    for (const auto& [name, t] : params_) old[name] = t.clone();
+  }
+  if (scale != 1.0)
+    for (auto& [param, t] : set->second) {
+      float* g = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) g[i] = static_cast<float>(g[i] * scale);
+    }
+  // The optimizer updates the newest buffers in place (state_ shares them).
+  optimizer_->step(state_, set->second, lr);
+  sealed_.erase(set);
+  ++version_;
+  ++values_version_;
+}
+
+void StageWorker::release_versions(int64_t min_future) {
+  for (auto it = old_versions_.begin(); it != old_versions_.end();) {
+    const int64_t v = it->first;
+    bool needed = v >= min_future;
+    for (const auto& [mb, st] : stash_) needed = needed || st.version == v;
+    it = needed ? std::next(it) : old_versions_.erase(it);
+  }
+}
+
+size_t StageWorker::stash_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [mb, st] : stash_)
+    for (const auto& [name, t] : st.tensors) bytes += t.nbytes();
+  return bytes;
+}
+
+void StageWorker::write_back(ir::Graph& g) const {
+  auto put = [&](const std::string& name, const ir::Tensor& t, ir::Role role) {
+    if (ir::Tensor* dst = g.mutable_value(name); dst && dst->nbytes() == t.nbytes())
+      std::memcpy(dst->raw(), t.raw(), t.nbytes());
+    else
+      g.set_value(name, t.clone(), role);
+  };
+  for (const auto& [name, t] : params_) put(name, t, ir::Role::kParam);
+  for (const auto& [name, t] : buffers_) put(name, t, ir::Role::kBuffer);
+  for (const auto& [name, t] : state_.values())
+    if (state_.tensor(name).role == ir::Role::kOptimizerState)
+      put(name, t, ir::Role::kOptimizerState);
+}
+
+}  // namespace pipetrain::exec

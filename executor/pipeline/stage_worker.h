@@ -1,0 +1,102 @@
+// One replica of one pipeline stage, as one worker runs it: its own copies of
+// the stage's params and buffers, its optimizer state, runners for the
+// stage's forward and backward subgraphs, the per-microbatch stash between a
+// forward and its backward, and the old weight versions that microbatches in
+// flight still need (weight stashing). Not thread-safe: one worker thread
+// owns it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autodiff/training_graph.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "executor/optim/optimizer.h"
+#include "executor/stage_program.h"
+
+namespace pipetrain::exec {
+
+using TensorMap = std::map<std::string, ir::Tensor>;
+
+struct StageForwardResult {
+  TensorMap send;     // activations for later stages (owned copies)
+  TensorMap results;  // training-graph outputs computed here (loss, BatchNorm statistics)
+};
+
+class StageWorker {
+ public:
+  /// Copies the stage's params and buffers out of tg.graph (so replicas never
+  /// share storage) and takes optimizer state found there (a checkpoint).
+  StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
+              const OptimizerConfig& optimizer);
+  StageWorker(const StageWorker&) = delete;
+  StageWorker& operator=(const StageWorker&) = delete;
+
+  const StageProgram& program() const { return program_; }
+
+  /// Forward of microbatch `mb` on weight version `version` (the number of
+  /// updates applied; at most version()). `feeds` holds the stage's data
+  /// inputs and the activations it receives. Keeps the stash for backward().
+  StageForwardResult forward(int64_t mb, int64_t version, const TensorMap& feeds, uint64_t seed);
+  /// Backward of `mb` on the weights its forward used; `feeds` holds data
+  /// inputs and received gradients. Adds the param gradients into the
+  /// accumulators and returns the gradients for earlier stages.
+  TensorMap backward(int64_t mb, const TensorMap& feeds);
+
+  /// Closes the gradients accumulated since the last seal as the set of
+  /// update `round` (asynchronous schedules reduce one set while the next
+  /// accumulates). A round sealed twice keeps adding to its set.
+  void seal_gradients(int64_t round);
+  /// The sealed set of `round`, in param order (allreduce sums it in place).
+  std::vector<ir::Tensor*> gradient_set(int64_t round);
+  /// Sum of squares of a sealed set (a NaN or Inf makes it non-finite).
+  double gradient_sum_squares(int64_t round) const;
+  /// Updates the newest weights with scale x the sealed set of `round` at
+  /// learning rate `lr` and drops the set. With `keep_old`, the version
+  /// before the update stays available to forward() and backward().
+  void step(int64_t round, double scale, double lr, bool keep_old);
+  /// True when a microbatch in flight was run on `version`.
+  bool version_in_use(int64_t version) const;
+  /// Frees old versions that neither a microbatch in flight nor a version at
+  /// or above `min_future` (what later forwards will ask for) needs.
+  void release_versions(int64_t min_future);
+
+  int64_t version() const { return version_; }
+  int in_flight() const { return static_cast<int>(stash_.size()); }
+  int versions_alive() const { return 1 + static_cast<int>(old_versions_.size()); }
+  /// Bytes of the activations currently stashed.
+  size_t stash_bytes() const;
+
+  /// Copies params, buffers and optimizer state into g's values (in place
+  /// where g has them, added otherwise).
+  void write_back(ir::Graph& g) const;
+
+ private:
+  struct Stash {
+    int64_t version = 0;
+    TensorMap tensors;
+  };
+  /// Points both subgraphs at the params of `version`.
+  void use_version(int64_t version);
+
+  StageProgram program_;           // its subgraphs hold this worker's param handles
+  ir::Graph state_;                // params (same handles) + optimizer state
+  std::map<std::string, ir::Tensor> params_, buffers_;  // newest weights, BatchNorm buffers
+  std::map<std::string, std::string> buffer_of_;        // fresh statistic -> buffer
+  std::map<std::string, ir::Tensor> grad_acc_;          // param -> sum of its gradients
+  std::map<int64_t, std::map<std::string, ir::Tensor>> sealed_;  // round -> gradient set
+  std::map<int64_t, std::map<std::string, ir::Tensor>> old_versions_;
+  std::map<int64_t, Stash> stash_;  // microbatch -> what its backward reads
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<ForwardRunner> forward_runner_, backward_runner_;
+  int64_t version_ = 0;
+  static constexpr int64_t kNewest = -1;
+  int64_t active_ = kNewest;     // the version the subgraphs point at (kNewest: params_)
+  uint64_t values_version_ = 0;  // bumped whenever the params the kernels see change
+};
+
+}  // namespace pipetrain::exec

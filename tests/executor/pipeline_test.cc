@@ -1,0 +1,323 @@
+// The pipelined executor against single-process references:
+// - flush schedules (gpipe, 1f1b) over p stages and m microbatches, also with
+//   replicated stages, give the weights of single-worker training on the
+//   whole minibatch (relative 1e-5);
+// - PipeDream's asynchronous 1F1B gives the weights of a reference that
+//   applies PipeDream's delays (stage s runs minibatch b on the weights after
+//   update b - (p - s); with vertical sync, after update b - p everywhere);
+// - 2bw gives W(t+1) = W(t) - lr grad f(W(t-1));
+// - measured weight versions and microbatches in flight per stage match
+//   PIPEDREAM.md's table.
+#include "executor/pipeline/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "autodiff/training_graph.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "executor/trainer.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "models/zoo.h"
+
+namespace pipetrain {
+namespace {
+
+using exec::TensorMap;
+using partitioner::ScheduleKind;
+
+constexpr int64_t kFeatures = 12, kClasses = 5;
+
+// The zoo's MLP (Gemm+Relu x3, Gemm): 7 layers, one node each, and the loss.
+autodiff::TrainingGraph mlp_training_graph(int64_t batch) {
+  models::ZooOptions opts;
+  opts.batch = batch;
+  opts.seed = 11;
+  opts.in_features = kFeatures;
+  opts.hidden = {16, 16, 12};
+  opts.num_classes = kClasses;
+  onnx::ModelProto proto = models::build_zoo_model("mlp", opts);
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+  return autodiff::build_training_graph(model, {"cross-entropy", ""});
+}
+
+// Minibatch `i` of `rows` samples: features and labels, deterministic.
+TensorMap minibatch(const autodiff::TrainingGraph& tg, int i, int64_t rows) {
+  std::mt19937 rng(static_cast<unsigned>(1000 + i));
+  std::normal_distribution<float> normal;
+  ir::Tensor x(ir::DType::kF32, {rows, kFeatures});
+  for (int64_t k = 0; k < x.numel(); ++k) x.data<float>()[k] = normal(rng);
+  std::vector<int64_t> y(static_cast<size_t>(rows));
+  for (auto& v : y) v = static_cast<int64_t>(rng() % kClasses);
+  return {{tg.graph.inputs[0], x}, {tg.labels, ir::Tensor::from_i64(y, {rows})}};
+}
+
+// Rows [first, first + rows) of every tensor in `m`.
+TensorMap slice_rows(const TensorMap& m, int64_t first, int64_t rows) {
+  TensorMap out;
+  for (const auto& [name, t] : m) {
+    ir::Shape shape = t.shape();
+    const size_t row_bytes = t.nbytes() / static_cast<size_t>(shape[0]);
+    shape[0] = rows;
+    ir::Tensor s(t.dtype(), shape);
+    std::memcpy(s.raw(), static_cast<const char*>(t.raw()) + first * row_bytes, rows * row_bytes);
+    out[name] = s;
+  }
+  return out;
+}
+
+// `p` stages over `n` layers, sizes differing by at most one.
+std::vector<exec::PipelineStage> split(int n, std::vector<int> replicas) {
+  const int p = static_cast<int>(replicas.size());
+  std::vector<exec::PipelineStage> stages;
+  for (int s = 0, first = 0; s < p; ++s) {
+    int size = n / p + (s < n % p ? 1 : 0);
+    stages.push_back({first, first + size - 1, replicas[static_cast<size_t>(s)]});
+    first += size;
+  }
+  return stages;
+}
+
+exec::OptimizerConfig sgd_momentum() {
+  exec::OptimizerConfig c;
+  c.kind = "sgd";
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  return c;
+}
+
+std::map<std::string, ir::Tensor> params_of(const ir::Graph& g) {
+  std::map<std::string, ir::Tensor> out;
+  for (const auto& [name, v] : g.values())
+    if (g.tensor(name).role == ir::Role::kParam) out[name] = v.clone();
+  return out;
+}
+
+// max |a - b| / max |b| over every param; fails naming the worst.
+void expect_close(const std::map<std::string, ir::Tensor>& got,
+                  const std::map<std::string, ir::Tensor>& want, double bound,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, w] : want) {
+    const ir::Tensor& g = got.at(name);
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      diff = std::max(diff, std::abs(double(g.data<float>()[i]) - w.data<float>()[i]));
+      scale = std::max(scale, std::abs(double(w.data<float>()[i])));
+    }
+    EXPECT_LE(diff / scale, bound) << what << ": param '" << name << "' differs by " << diff;
+  }
+}
+
+// Rounds of microbatches for a flush run: step k's minibatch cut into m.
+std::vector<TensorMap> microbatches_of(const TensorMap& mini, int m, int64_t batch) {
+  std::vector<TensorMap> out;
+  for (int j = 0; j < m; ++j) out.push_back(slice_rows(mini, j * (batch / m), batch / m));
+  return out;
+}
+
+struct FlushCase {
+  ScheduleKind kind;
+  std::vector<int> replicas;
+  int m;
+};
+
+TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 3;
+  // The reference: one worker, the whole minibatch per step.
+  auto full = mlp_training_graph(kBatch);
+  auto backend = exec::make_cpu_backend();
+  exec::TrainerOptions to;
+  to.optimizer = sgd_momentum();
+  {
+    exec::Trainer trainer(full, *backend, to);
+    for (int k = 0; k < kSteps; ++k) trainer.step(minibatch(full, k, kBatch));
+  }
+  const auto want = params_of(full.graph);
+
+  std::vector<FlushCase> cases;
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
+    for (int p : {2, 3, 4})
+      for (int m : {1, 3, 8}) cases.push_back({kind, std::vector<int>(static_cast<size_t>(p), 1), m});
+  for (int m : {3, 8}) {
+    cases.push_back({ScheduleKind::kOneFOneB, {2, 1}, m});
+    cases.push_back({ScheduleKind::kOneFOneB, {1, 2}, m});
+    cases.push_back({ScheduleKind::kGPipe, {2, 2}, m});
+  }
+  for (const FlushCase& c : cases) {
+    std::string what = std::string(partitioner::schedule_name(c.kind)) + " replicas";
+    for (int r : c.replicas) what += " " + std::to_string(r);
+    what += ", m = " + std::to_string(c.m);
+    auto micro = mlp_training_graph(kBatch / c.m);
+    exec::PipelineOptions po;
+    po.schedule = c.kind;
+    po.microbatches = c.m;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas),
+                        po);
+    for (int k = 0; k < kSteps; ++k) {
+      auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), c.m, kBatch));
+      ASSERT_EQ(r.losses.size(), 1u) << what;
+      EXPECT_TRUE(std::isfinite(r.losses[0])) << what;
+    }
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, what);
+    // Activations held per stage: gpipe m, 1f1b min(p - s, m) (per replica:
+    // its share of the microbatches); one weight version everywhere.
+    const int p = static_cast<int>(c.replicas.size());
+    for (const auto& st : pipe.stats()) {
+      const int r = c.replicas[static_cast<size_t>(st.stage)];
+      const int local = (c.m - st.replica + r - 1) / r;
+      int downstream = 0;
+      for (int s = st.stage; s < p; ++s) downstream += c.replicas[static_cast<size_t>(s)];
+      const int expect = c.kind == ScheduleKind::kGPipe
+                             ? local
+                             : std::min((downstream + r - 1) / r, local);
+      EXPECT_EQ(st.peak_in_flight, expect) << what << ", stage " << st.stage;
+      EXPECT_EQ(st.peak_weight_versions, 1) << what << ", stage " << st.stage;
+    }
+  }
+}
+
+// PipeDream's semantics on one thread: minibatch b runs the whole training
+// graph with stage s's params taken from version v(s, b) (the weights after
+// v updates) and the update goes to the newest weights.
+std::map<std::string, ir::Tensor> delayed_reference(
+    autodiff::TrainingGraph& tg, const std::vector<exec::PipelineStage>& stages,
+    const std::vector<TensorMap>& minibatches, const std::function<int(int s, int b)>& version,
+    int group) {
+  auto backend = exec::make_cpu_backend();
+  std::vector<std::pair<int, int>> ranges;
+  for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
+  auto programs = exec::build_stage_programs(tg, ranges);
+  ir::Graph state;
+  std::vector<std::string> params;
+  for (const auto& [p, g] : tg.grads) {
+    params.push_back(p);
+    state.set_value(p, tg.graph.value(p)->clone(), ir::Role::kParam);
+  }
+  auto opt = exec::Optimizer::create(sgd_momentum(), state, params);
+  std::vector<std::map<std::string, ir::Tensor>> history = {params_of(state)};
+  exec::ForwardRunner runner(tg.graph, *backend);
+  std::map<std::string, ir::Tensor> sum;
+  for (int b = 0; b < static_cast<int>(minibatches.size()); ++b) {
+    for (size_t s = 0; s < programs.size(); ++s)
+      for (const auto& p : programs[s].params)
+        tg.graph.set_value(p, history.at(static_cast<size_t>(version(static_cast<int>(s), b))).at(p),
+                           ir::Role::kParam);
+    exec::RunOptions ro;
+    ro.training = true;
+    ro.values_version = static_cast<uint64_t>(b) + 1000;
+    auto outs = runner.run(minibatches[static_cast<size_t>(b)], ro);
+    for (const auto& [p, g] : tg.grads) {
+      if (!sum.count(p)) sum[p] = ir::Tensor(outs.at(g).dtype(), outs.at(g).shape());
+      for (int64_t i = 0; i < sum[p].numel(); ++i)
+        sum[p].data<float>()[i] += outs.at(g).data<float>()[i];
+    }
+    if ((b + 1) % group != 0) continue;
+    for (auto& [p, g] : sum)
+      for (int64_t i = 0; i < g.numel(); ++i)
+        g.data<float>()[i] = static_cast<float>(g.data<float>()[i] * (1.0 / group));
+    opt->step(state, sum, 0.1);
+    sum.clear();
+    history.push_back(params_of(state));
+  }
+  return history.back();
+}
+
+TEST(Pipeline, AsyncOneFOneBMatchesPipeDreamDelays) {
+  constexpr int64_t kBatch = 4;
+  constexpr int kMinibatches = 9;
+  for (int p : {2, 3, 4})
+    for (bool vsync : {false, true}) {
+      const std::string what = "p = " + std::to_string(p) + (vsync ? ", vertical sync" : "");
+      auto tg = mlp_training_graph(kBatch);
+      const auto stages = split(static_cast<int>(tg.graph.layers.size()),
+                                std::vector<int>(static_cast<size_t>(p), 1));
+      std::vector<TensorMap> mbs;
+      for (int b = 0; b < kMinibatches; ++b) mbs.push_back(minibatch(tg, b, kBatch));
+
+      exec::PipelineOptions po;
+      po.schedule = ScheduleKind::kPipeDream;
+      po.vertical_sync = vsync;
+      po.optimizer = sgd_momentum();
+      exec::Pipeline pipe(tg, stages, po);
+      auto r = pipe.run(mbs);
+      EXPECT_EQ(r.losses.size(), static_cast<size_t>(kMinibatches)) << what;
+      EXPECT_EQ(pipe.updates(), kMinibatches) << what;
+      auto got_graph = mlp_training_graph(kBatch);
+      pipe.write_back(got_graph.graph);
+
+      // After update b - (p - s), i.e. b - (p - s) + 1 updates; vertical
+      // sync: stage 0's version everywhere.
+      auto version = [&](int s, int b) {
+        return std::max(0, b - (p - (vsync ? 0 : s)) + 1);
+      };
+      auto want = delayed_reference(tg, stages, mbs, version, 1);
+      expect_close(params_of(got_graph.graph), want, 1e-5, what);
+
+      for (const auto& st : pipe.stats()) {
+        EXPECT_EQ(st.peak_in_flight, p - st.stage) << what << ", stage " << st.stage;
+        // Stashing keeps p - s versions; vertical sync keeps every version
+        // from stage 0's (after update b - p) to the newest: p - s + s = p
+        // on all but the first stage, which needs only its own p.
+        EXPECT_EQ(st.peak_weight_versions, vsync ? p : p - st.stage)
+            << what << ", stage " << st.stage;
+      }
+    }
+}
+
+TEST(Pipeline, TwoBWAppliesEachUpdateOneStepLate) {
+  constexpr int64_t kBatch = 3;
+  for (int p : {2, 3})
+    for (int m : {p, p + 2}) {
+      const std::string what = "p = " + std::to_string(p) + ", m = " + std::to_string(m);
+      constexpr int kSteps = 4;
+      auto tg = mlp_training_graph(kBatch);
+      const auto stages = split(static_cast<int>(tg.graph.layers.size()),
+                                std::vector<int>(static_cast<size_t>(p), 1));
+      std::vector<TensorMap> mbs;
+      for (int b = 0; b < kSteps * m; ++b) mbs.push_back(minibatch(tg, b, kBatch));
+      exec::PipelineOptions po;
+      po.schedule = ScheduleKind::kTwoBW;
+      po.microbatches = m;
+      po.optimizer = sgd_momentum();
+      exec::Pipeline pipe(tg, stages, po);
+      auto r = pipe.run(mbs);
+      EXPECT_EQ(r.losses.size(), static_cast<size_t>(kSteps)) << what;
+      auto got_graph = mlp_training_graph(kBatch);
+      pipe.write_back(got_graph.graph);
+      auto version = [&](int, int b) { return std::max(0, b / m - 1); };
+      auto want = delayed_reference(tg, stages, mbs, version, m);
+      expect_close(params_of(got_graph.graph), want, 1e-5, what);
+      for (const auto& st : pipe.stats()) {
+        EXPECT_EQ(st.peak_weight_versions, 2) << what << ", stage " << st.stage;
+        EXPECT_EQ(st.peak_in_flight, p - st.stage) << what << ", stage " << st.stage;
+      }
+    }
+}
+
+TEST(Pipeline, TwoBWRefusesFewerMicrobatchesThanStages) {
+  auto tg = mlp_training_graph(2);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kTwoBW;
+  po.microbatches = 2;
+  exec::Pipeline pipe(tg, split(static_cast<int>(tg.graph.layers.size()), {1, 1, 1, 1}), po);
+  std::vector<TensorMap> mbs;
+  for (int b = 0; b < 6; ++b) mbs.push_back(minibatch(tg, b, 2));
+  try {
+    pipe.run(mbs);
+    FAIL() << "2bw with 2 microbatches per step over 4 stages ran";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("2bw needs at least as many microbatches"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain
