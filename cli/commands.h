@@ -5,6 +5,12 @@
 
 namespace pipetrain::cli {
 
+/// Thrown by a command to end the program with `code` after it has said why
+/// (an interrupted training run: 130).
+struct ExitRequest {
+  int code = 1;
+};
+
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);

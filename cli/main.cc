@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const pipetrain::cli::ExitRequest& e) {
+    return e.code;
   } catch (const pipetrain::ModelError& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 2;

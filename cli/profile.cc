@@ -11,6 +11,7 @@
 
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
+#include "cli/measured_profile.h"
 #include "cli/model_options.h"
 #include "cli/random_inputs.h"
 #include "executor/backend.h"
@@ -54,24 +55,8 @@ void run_profile(const ProfileArgs& a) {
   partitioner::Profile p;
   if (a.device == "measured") {
     exec::set_cpu_threads(a.threads);
-    auto backend = exec::make_cpu_backend();
-    // One training step per run: forward, loss and backward nodes, each
-    // timed; backward nodes sit in their forward node's layer.
     autodiff::TrainingGraph tg = autodiff::build_training_graph(g, loss_spec(g, a));
-    exec::ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
-    std::mt19937_64 rng(0);
-    std::map<std::string, ir::Tensor> feeds;  // random inputs and labels (class ids 0, 1)
-    for (const auto& in : tg.graph.inputs)
-      feeds[in] = random_input(tg.graph.tensor(in), rng, "profile --device measured");
-    p = partitioner::measured_profile(
-        tg.graph,
-        [&](std::vector<double>& node_seconds) {
-          exec::RunOptions o;
-          o.training = true;
-          o.node_seconds = &node_seconds;
-          runner.run(feeds, o);
-        },
-        a.warmup, a.runs, backend->name());
+    p = measure_training_profile(tg, a.warmup, a.runs, "profile --device measured");
   } else {
     partitioner::AnalyticOptions o;
     o.tf32 = a.tf32;

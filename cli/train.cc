@@ -1,5 +1,6 @@
 // `pipetrain train model.onnx --data fashion-mnist --epochs 3 --batch 64
-//  --optimizer sgd --lr 0.05 --momentum 0.9 -o trained.onnx`: one worker.
+//  --optimizer sgd --lr 0.05 --momentum 0.9 -o trained.onnx`: one worker, or
+// pipelined with --stages, --workers or --plan (cli/train_pipeline.cc).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/op_time_table.h"
+#include "cli/train_args.h"
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
@@ -18,27 +20,10 @@ namespace pipetrain::cli {
 
 namespace {
 
-struct TrainArgs {
-  ModelOptions model;
-  std::string data;
-  int64_t epochs = 1;
-  int64_t max_steps = 0;
-  int64_t max_samples = 0;
-  double test_fraction = 0.2;
-  std::string loss;
-  std::string loss_output;
-  exec::TrainerOptions trainer;
-  std::string output;
-  std::string run_dir = "pipetrain-run";
-  uint64_t seed = 0;
-  int threads = 1;
-  bool quiet = false;
-  bool profile = false;
-};
-
 void train(TrainArgs& a) {
   if (a.model.batch <= 0) throw ModelError("--batch is required and must be positive");
-  exec::set_cpu_threads(a.threads);
+  if (a.pipelined()) return train_pipelined(a);
+  exec::set_cpu_threads(a.threads > 0 ? a.threads : 1);
   ir::Graph model = importer::import_model(a.model.path, a.model.import_options());
   if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
   const std::string input = model.inputs[0];
@@ -88,7 +73,8 @@ void train(TrainArgs& a) {
 
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model on one worker");
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model on one worker, or pipelined over worker threads");
   a->model.add_to(*cmd);
   cmd->add_option("--data", a->data,
                   "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, or files "
@@ -113,7 +99,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--beta1", o.beta1, "Adam beta1");
   cmd->add_option("--beta2", o.beta2, "Adam beta2");
   auto& s = a->trainer.schedule;
-  cmd->add_option("--schedule", s.kind, "Learning-rate schedule: constant, step or cosine")
+  cmd->add_option("--lr-schedule", s.kind, "Learning-rate schedule: constant, step or cosine")
       ->check(CLI::IsMember({"constant", "step", "cosine"}));
   cmd->add_option("--warmup", s.warmup_steps, "Linear warm-up steps");
   cmd->add_option("--step-size", s.step_size, "step schedule: steps between decays");
@@ -122,10 +108,13 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Write the trained model here (ONNX)");
   cmd->add_option("--run-dir", a->run_dir, "Directory for metrics.jsonl and loss.svg");
   cmd->add_option("--seed", a->seed, "Seed for shuffling, splits and dropout");
-  cmd->add_option("--threads", a->threads, "CPU threads for BLAS and oneDNN")
+  cmd->add_option("--threads", a->threads,
+                  "CPU threads for BLAS and oneDNN (per worker when pipelined; default: 1, or the "
+                  "cores shared among the workers)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
   cmd->add_flag("--profile", a->profile, "Print the time per op type of a training step");
+  add_pipeline_options(*cmd, *a);
   cmd->callback([a] { train(*a); });
 }
 

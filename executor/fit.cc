@@ -15,7 +15,8 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-/// The training graph's input that takes the labels.
+}  // namespace
+
 std::string label_input(const autodiff::TrainingGraph& tg, const std::string& input) {
   if (!tg.labels.empty()) return tg.labels;
   for (const auto& in : tg.graph.inputs)
@@ -23,7 +24,23 @@ std::string label_input(const autodiff::TrainingGraph& tg, const std::string& in
   throw ModelError("the model's loss takes no labels input; cannot feed the dataset's labels");
 }
 
-}  // namespace
+void check_dataset(const autodiff::TrainingGraph& tg, const std::string& input,
+                   const data::Dataset& train) {
+  const ir::TensorDesc& in = tg.graph.tensor(input);
+  const std::string labels = label_input(tg, input);
+  const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
+  ir::Shape sample(train.features.shape().begin() + 1, train.features.shape().end());
+  if (ir::Shape(in.shape.begin() + 1, in.shape.end()) != sample)
+    throw ModelError("dataset '" + train.name + "' has samples of shape " +
+                     ir::shape_str(sample) + " but input '" + input + "' takes " +
+                     ir::shape_str(ir::Shape(in.shape.begin() + 1, in.shape.end())));
+  if (train.labels.dtype() != label_desc.dtype)
+    throw ModelError(
+        "dataset '" + train.name + "' has " + ir::dtype_name(train.labels.dtype()) +
+        " labels but '" + labels + "' takes " + ir::dtype_name(label_desc.dtype) +
+        (label_desc.dtype == ir::DType::kI64 ? " class ids (use --loss mse for regression)"
+                                             : " targets"));
+}
 
 std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg,
                              const ir::Graph& model, Backend& backend, const std::string& input,
@@ -33,17 +50,7 @@ std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg
   const std::string labels = label_input(tg, input);
   const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
   const int64_t batch = in.shape.at(0);
-  ir::Shape sample(data.train.features.shape().begin() + 1, data.train.features.shape().end());
-  if (ir::Shape(in.shape.begin() + 1, in.shape.end()) != sample)
-    throw ModelError("dataset '" + data.train.name + "' has samples of shape " +
-                     ir::shape_str(sample) + " but input '" + input + "' takes " +
-                     ir::shape_str(ir::Shape(in.shape.begin() + 1, in.shape.end())));
-  if (data.train.labels.dtype() != label_desc.dtype)
-    throw ModelError(
-        "dataset '" + data.train.name + "' has " + ir::dtype_name(data.train.labels.dtype()) +
-        " labels but '" + labels + "' takes " + ir::dtype_name(label_desc.dtype) +
-        (label_desc.dtype == ir::DType::kI64 ? " class ids (use --loss mse for regression)"
-                                             : " targets"));
+  check_dataset(tg, input, data.train);
   data::LoaderOptions lo;
   lo.batch_size = batch;
   lo.shuffle = true;

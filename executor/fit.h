@@ -43,6 +43,14 @@ struct FitCallbacks {
   std::function<void(const EpochReport&)> on_epoch;
 };
 
+/// The training graph's input that takes the labels: the one the loss
+/// attachment added, else the model's input other than `input`.
+std::string label_input(const autodiff::TrainingGraph& tg, const std::string& input);
+/// ModelError naming the shapes when the dataset's samples or labels do not
+/// fit the training graph's input and label input.
+void check_dataset(const autodiff::TrainingGraph& tg, const std::string& input,
+                   const data::Dataset& train);
+
 /// Trains `trainer` on data.train; `model` (sharing the trainer's params) is
 /// evaluated on data.test. `input` is the model input fed with the features;
 /// labels go to the training graph's label input (or the model's second input

@@ -82,6 +82,7 @@ class Pipeline {
   /// into g (the training graph, or a model sharing its names).
   void write_back(ir::Graph& g) const;
 
+  const PipelineOptions& options() const { return options_; }
   int num_workers() const { return static_cast<int>(workers_.size()); }
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<PipelineStage>& stages() const { return stages_; }

@@ -1,0 +1,51 @@
+// The options of `pipetrain train`, shared by the one-worker path
+// (cli/train.cc) and the pipelined one (cli/train_pipeline.cc).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "cli/model_options.h"
+#include "executor/trainer.h"
+
+namespace pipetrain::cli {
+
+struct TrainArgs {
+  ModelOptions model;
+  std::string data;
+  int64_t epochs = 1;
+  int64_t max_steps = 0;
+  int64_t max_samples = 0;
+  double test_fraction = 0.2;
+  std::string loss;
+  std::string loss_output;
+  exec::TrainerOptions trainer;
+  std::string output;
+  std::string run_dir = "pipetrain-run";
+  uint64_t seed = 0;
+  int threads = 0;  // 0: one worker uses 1; a pipeline shares the cores among its workers
+  bool quiet = false;
+  bool profile = false;
+
+  // Pipelined training (any of the first three selects it).
+  int stages = 0;         // a straight pipeline, balanced by measured time
+  int workers = 0;        // the DP partitioner on this many workers (may replicate)
+  std::string plan_path;  // a plan from `pipetrain partition`
+  std::string schedule = "1f1b";
+  bool vertical_sync = false;
+  int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
+  int64_t round_limit = 128;
+  int64_t checkpoint_every = 0;
+  std::string checkpoint;  // default: <run-dir>/checkpoint.onnx
+  std::string resume;
+
+  bool pipelined() const { return stages > 0 || workers > 0 || !plan_path.empty(); }
+};
+
+/// Registers --stages, --workers, --plan, --schedule, ... on `cmd`.
+void add_pipeline_options(CLI::App& cmd, TrainArgs& a);
+/// The pipelined run.
+void train_pipelined(TrainArgs& a);
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,320 @@
+// `pipetrain train model.onnx --stages 2 --schedule 1f1b ...`: the pipelined
+// run. The plan comes from --plan, or from a profile measured here (--stages:
+// a straight pipeline balanced by time; --workers: the DP partitioner, which
+// may replicate stages). The same plan and profile feed the simulator, so the
+// run ends with measured against predicted throughput and both timelines.
+#include <fmt/core.h>
+
+#include <atomic>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "autodiff/training_graph.h"
+#include "cli/commands.h"
+#include "cli/measured_profile.h"
+#include "cli/train_args.h"
+#include "cli/train_report.h"
+#include "data/dataset.h"
+#include "executor/backend.h"
+#include "executor/pipeline/pipeline_fit.h"
+#include "importer/checkpoint.h"
+#include "importer/importer.h"
+#include "ir/error.h"
+#include "partitioner/baselines.h"
+#include "partitioner/dp.h"
+#include "partitioner/plan.h"
+#include "partitioner/simulator.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void request_stop(int) { g_stop = true; }
+
+using partitioner::ScheduleKind;
+
+// The train command's schedule names: PipeDream's asynchronous 1F1B is
+// "1f1b" (as in the paper); the flushed variant is "1f1b-flush".
+ScheduleKind train_schedule(const std::string& s) {
+  if (s == "1f1b" || s == "pipedream") return ScheduleKind::kPipeDream;
+  if (s == "1f1b-flush") return ScheduleKind::kOneFOneB;
+  if (s == "gpipe") return ScheduleKind::kGPipe;
+  if (s == "2bw") return ScheduleKind::kTwoBW;
+  throw PlanError("unknown --schedule '" + s + "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw)");
+}
+
+// Worker threads hand tensors over in one address space; a transfer costs
+// about one copy at memory bandwidth.
+partitioner::Topology local_topology(int workers) {
+  return partitioner::parse_topology(std::to_string(workers), "10e9", "");
+}
+
+partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& profile) {
+  partitioner::Plan plan;
+  if (!a.plan_path.empty()) {
+    plan = partitioner::load_plan(a.plan_path);
+    partitioner::validate(plan, plan.topology);
+    partitioner::check_against_profile(plan, profile);
+  } else if (a.stages > 0) {
+    if (a.workers > 0 && a.workers != a.stages)
+      throw PlanError("--stages " + std::to_string(a.stages) +
+                      " is a straight pipeline on as many workers; give --workers alone for a "
+                      "plan with replicated stages");
+    plan = partitioner::time_balanced_plan(profile, local_topology(a.stages));
+    if (static_cast<int>(plan.stages.size()) != a.stages)
+      throw PlanError("--stages " + std::to_string(a.stages) + " but the model has only " +
+                      std::to_string(profile.layers.size()) + " layers");
+  } else {
+    plan = partitioner::partition(profile, local_topology(a.workers));
+  }
+  return plan;
+}
+
+std::string stage_list(const partitioner::Plan& plan) {
+  std::string s;
+  for (size_t i = 0; i < plan.stages.size(); ++i) {
+    const auto& st = plan.stages[i];
+    s += fmt::format("\n  stage {}: layers {}-{} ({} .. {}), {} worker{}", i, st.first_layer,
+                     st.last_layer, st.first_layer_name, st.last_layer_name, st.replication,
+                     st.replication > 1 ? "s" : "");
+  }
+  return s;
+}
+
+// A measured round in the simulator's result format, for the timelines.
+partitioner::SimResult as_sim_result(const exec::RoundResult& r, const std::string& name,
+                                     int workers) {
+  partitioner::SimResult s;
+  s.schedule = name;
+  s.makespan_s = r.seconds;
+  s.run.makespan = r.seconds;
+  s.run.ops = r.ops;
+  s.run.busy_s = r.busy_s;
+  double busy = 0;
+  for (double b : r.busy_s) busy += b;
+  s.bubble_fraction = r.seconds > 0 ? 1 - busy / (workers * r.seconds) : 0;
+  for (int w = 0; w < workers; ++w) s.physical_workers.push_back(w);
+  return s;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  partitioner::write_file_atomically(path, text);
+}
+
+}  // namespace
+
+void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--stages", a.stages,
+                 "Pipeline over this many worker threads: a straight pipeline balanced by "
+                 "measured layer times")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--workers", a.workers,
+                 "Pipeline over this many worker threads as the DP partitioner chooses "
+                 "(stages may be replicated)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
+  cmd.add_option("--schedule", a.schedule,
+                 "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe or 2bw")
+      ->capture_default_str();
+  cmd.add_flag("--vertical-sync", a.vertical_sync,
+               "1f1b: every stage runs a minibatch on the weight version stage 0 used");
+  cmd.add_option("--microbatches", a.microbatches,
+                 "Microbatches per step for 1f1b-flush, gpipe and 2bw (the --batch minibatch is "
+                 "cut into them; default: 2 x stages)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--round", a.round_limit,
+                 "1f1b and 2bw: steps the pipeline runs before it drains (evaluation, "
+                 "checkpoints and Ctrl-C wait for a drain)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--checkpoint-every", a.checkpoint_every,
+                 "Write a checkpoint every N steps (and at Ctrl-C)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--checkpoint", a.checkpoint,
+                 "Checkpoint file (default: <run-dir>/checkpoint.onnx)");
+  cmd.add_option("--resume", a.resume, "Continue from this checkpoint");
+}
+
+void train_pipelined(TrainArgs& a) {
+  const ScheduleKind kind = train_schedule(a.schedule);
+  if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
+    throw PlanError("--vertical-sync applies to --schedule 1f1b only");
+  if (a.trainer.clip_norm > 0)
+    throw PlanError("--clip-norm needs the global gradient norm, which a pipeline does not "
+                    "gather yet; train without it or on one worker");
+  if (a.profile) throw PlanError("--profile times one worker; use `pipetrain profile` instead");
+
+  // The plan: from the file, or measured here on the whole minibatch.
+  ModelOptions full_opts = a.model;
+  ir::Graph full = importer::import_model(a.model.path, full_opts.import_options());
+  if (full.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
+  const autodiff::LossSpec loss{a.loss, a.loss_output};
+  autodiff::TrainingGraph full_tg = autodiff::build_training_graph(full, loss);
+  const int threads_guess = a.threads > 0 ? a.threads : 1;
+  exec::set_cpu_threads(threads_guess);
+  partitioner::Profile profile = measure_training_profile(full_tg, 1, 3, "train");
+  profile.model = a.model.path;
+  partitioner::Plan plan = choose_plan(a, profile);
+  const int workers = plan.workers_used();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / workers);
+  const int p = static_cast<int>(plan.stages.size());
+
+  const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
+  const int m = kind == ScheduleKind::kPipeDream ? 1 : (a.microbatches > 0 ? a.microbatches : 2 * p);
+  if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
+    throw PlanError("--schedule 1f1b runs each --batch minibatch whole (one update each); "
+                    "--microbatches is for 1f1b-flush, gpipe and 2bw");
+  if (a.model.batch % m != 0)
+    throw ModelError("--batch " + std::to_string(a.model.batch) + " does not split into " +
+                     std::to_string(m) + " equal microbatches");
+
+  // The graph the workers run, at the microbatch size.
+  ModelOptions micro_opts = a.model;
+  micro_opts.batch = a.model.batch / m;
+  ir::Graph model = importer::import_model(a.model.path, micro_opts.import_options());
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, loss);
+  const std::string input = model.inputs[0];
+
+  data::DataOptions dopt;
+  dopt.seed = a.seed;
+  dopt.test_fraction = a.test_fraction;
+  dopt.max_samples = a.max_samples;
+  data::DataSplit split = data::load_data(a.data, dopt);
+
+  const std::string checkpoint =
+      a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
+  int64_t start_step = 0;
+  if (!a.resume.empty()) {
+    importer::Checkpoint c = importer::load_checkpoint(a.resume);
+    for (const auto& [key, mine] : std::map<std::string, std::string>{
+             {"batch", std::to_string(a.model.batch)}, {"seed", std::to_string(a.seed)}})
+      if (c.meta.count(key) && c.meta.at(key) != mine)
+        throw ModelError(a.resume + ": written with --" + key + " " + c.meta.at(key) +
+                         "; resume with the same --" + key + " (the data order depends on it)");
+    importer::restore_checkpoint(c, tg.graph, a.resume);
+    start_step = std::stoll(c.meta.at("step"));
+    fmt::print("resuming from {} at step {}\n", a.resume, start_step);
+  }
+
+  exec::PipelineOptions po;
+  po.schedule = kind;
+  po.microbatches = m;
+  po.vertical_sync = a.vertical_sync;
+  po.optimizer = a.trainer.optimizer;
+  po.lr_schedule = a.trainer.schedule;
+  po.seed = a.seed;
+  po.threads_per_worker = threads;
+  std::vector<exec::PipelineStage> stages;
+  for (const auto& st : plan.stages)
+    stages.push_back({st.first_layer, st.last_layer, st.replication});
+  if (static_cast<int>(tg.graph.layers.size()) != plan.num_layers)
+    throw PlanError("the plan has " + std::to_string(plan.num_layers) + " layers but " +
+                    a.model.path + " imports with " + std::to_string(tg.graph.layers.size()) +
+                    " (use the --layer-depth the plan was made with)");
+  if (po.lr_schedule.total_steps == 0) {
+    const int64_t per_epoch = split.train.size() / a.model.batch;
+    po.lr_schedule.total_steps = a.max_steps > 0 ? a.max_steps : a.epochs * per_epoch;
+  }
+  exec::Pipeline pipe(tg, stages, po);
+
+  fmt::print(
+      "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
+      "pipeline: {} stages on {} workers ({}), schedule {}{}, minibatch {} = {} x {}, "
+      "{} thread{} per worker{}\n",
+      a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
+      workers, plan.config(), a.schedule, a.vertical_sync ? " with vertical sync" : "",
+      a.model.batch, m, a.model.batch / m, threads, threads > 1 ? "s" : "", stage_list(plan));
+
+  std::filesystem::create_directories(a.run_dir);
+  TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  exec::PipelineFitOptions fo;
+  fo.epochs = a.epochs;
+  fo.seed = a.seed;
+  fo.max_steps = a.max_steps;
+  fo.minibatch = a.model.batch;
+  fo.round_limit = a.round_limit;
+  fo.checkpoint_every = a.checkpoint_every;
+  fo.start_step = start_step;
+  fo.stop = &g_stop;
+  auto backend = exec::make_cpu_backend();
+  std::vector<double> busy(static_cast<size_t>(workers), 0.0);
+  exec::RoundResult shown;
+  int64_t last_checkpoint = -1;
+  auto previous = std::signal(SIGINT, request_stop);
+  exec::PipelineFitResult result;
+  try {
+    result = exec::fit_pipeline(
+        pipe, tg, model, *backend, input, split, fo,
+        {[&](const exec::StepReport& s) { report.step(s); },
+         [&](const exec::EpochReport& e) { report.epoch(e); },
+         [&](const exec::RoundResult& r) {
+           for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
+           if (r.losses.size() >= shown.losses.size()) shown = r;
+         },
+         [&](int64_t step) {
+           importer::save_checkpoint(checkpoint, tg.graph,
+                                     {{"step", std::to_string(step)},
+                                      {"batch", std::to_string(a.model.batch)},
+                                      {"seed", std::to_string(a.seed)},
+                                      {"schedule", a.schedule},
+                                      {"model", a.model.path}});
+           last_checkpoint = step;
+         }});
+  } catch (const RuntimeFault& e) {
+    std::signal(SIGINT, previous);
+    throw RuntimeFault(std::string(e.what()) +
+                       (last_checkpoint >= 0
+                            ? fmt::format("; the last good checkpoint is {} (step {})", checkpoint,
+                                          last_checkpoint)
+                            : std::string("; no checkpoint was written")));
+  }
+  std::signal(SIGINT, previous);
+  report.write_loss_svg(a.run_dir + "/loss.svg");
+  if (result.stopped) {
+    fmt::print("\ninterrupted at step {}: checkpoint {} (continue with --resume {})\n",
+               result.steps, checkpoint, checkpoint);
+    throw ExitRequest{130};
+  }
+
+  // Utilisation, throughput against the simulator, timelines.
+  fmt::print("utilisation (compute / training time), stashes per worker:\n");
+  const auto stats = pipe.stats();
+  for (size_t w = 0; w < stats.size(); ++w)
+    fmt::print("  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "
+               "weight version{}, {:.1f} MiB stashed at most\n",
+               w, stats[w].stage,
+               stats[w].replica > 0 || plan.stages[static_cast<size_t>(stats[w].stage)].replication > 1
+                   ? fmt::format(" replica {}", stats[w].replica)
+                   : "",
+               result.train_seconds > 0 ? 100 * busy[w] / result.train_seconds : 0.0,
+               stats[w].peak_in_flight, stats[w].peak_weight_versions,
+               stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
+  partitioner::SimOptions so;
+  so.microbatches = flush || kind == ScheduleKind::kTwoBW
+                        ? m
+                        : std::max<int>(1, static_cast<int>(shown.losses.size()));
+  partitioner::SimResult sim = partitioner::simulate(plan, profile, kind, so);
+  const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
+  fmt::print(
+      "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "
+      "and schedule (measured / predicted = {:.2f})\n",
+      measured, sim.samples_per_s, sim.samples_per_s > 0 ? measured / sim.samples_per_s : 0);
+  if (!shown.ops.empty()) {
+    sim.schedule = "simulated " + a.schedule;
+    auto real = as_sim_result(shown, "measured " + a.schedule, workers);
+    write_text(a.run_dir + "/timeline.json", partitioner::chrome_trace({sim, real}));
+    write_text(a.run_dir + "/timeline.svg", partitioner::svg_timeline({sim, real}));
+    fmt::print("timelines (simulated and measured, one round): {}/timeline.svg, {}/timeline.json\n",
+               a.run_dir, a.run_dir);
+  }
+  fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg\n", a.run_dir, a.run_dir);
+  if (!a.output.empty()) {
+    importer::save_trained_weights(a.model.path, model, a.output);
+    fmt::print("trained model: {}\n", a.output);
+  }
+}
+
+}  // namespace pipetrain::cli

@@ -1,0 +1,157 @@
+#include "executor/pipeline/pipeline_fit.h"
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "data/batch_loader.h"
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows) {
+  ir::Shape shape = t.shape();
+  const size_t row_bytes = t.nbytes() / static_cast<size_t>(shape.at(0));
+  shape[0] = rows;
+  ir::Tensor out(t.dtype(), shape);
+  std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + static_cast<size_t>(first) * row_bytes,
+              static_cast<size_t>(rows) * row_bytes);
+  return out;
+}
+
+PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg,
+                               const ir::Graph& model, Backend& backend, const std::string& input,
+                               const data::DataSplit& data, const PipelineFitOptions& options,
+                               const PipelineFitCallbacks& callbacks) {
+  check_dataset(tg, input, data.train);
+  const std::string labels = label_input(tg, input);
+  const ir::TensorDesc& in_desc = tg.graph.tensor(input);
+  const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
+  const int64_t micro = in_desc.shape.at(0);
+  const int64_t mini = options.minibatch;
+  if (mini <= 0 || mini % micro != 0)
+    throw ModelError("the minibatch (" + std::to_string(mini) +
+                     ") must be a positive multiple of the microbatch (" + std::to_string(micro) +
+                     ")");
+  const int64_t parts = mini / micro;  // microbatches per step
+  const bool async = pipe.options().schedule == partitioner::ScheduleKind::kPipeDream ||
+                     pipe.options().schedule == partitioner::ScheduleKind::kTwoBW;
+  // Steps per round must split evenly over replicas (pipedream) and be whole steps.
+  int64_t granule = 1;
+  if (pipe.options().schedule == partitioner::ScheduleKind::kPipeDream)
+    for (const auto& st : pipe.stages()) granule = std::lcm(granule, int64_t{st.replicas});
+
+  data::LoaderOptions lo;
+  lo.batch_size = mini;
+  lo.shuffle = true;
+  lo.seed = options.seed;
+  lo.drop_last = true;
+  data::BatchLoader probe(data.train, lo);
+  const int64_t per_epoch = probe.batches_per_epoch();
+  lo.first_epoch = options.start_step / per_epoch;
+  lo.first_batch = options.start_step % per_epoch;
+  data::BatchLoader loader(data.train, lo);
+
+  PipelineFitResult result;
+  result.steps = options.start_step;
+  const int64_t last_step = options.max_steps > 0
+                                ? std::min(options.max_steps, options.epochs * per_epoch)
+                                : options.epochs * per_epoch;
+  const auto start = Clock::now();
+  auto next_boundary = [&](int64_t step) {
+    auto up = [&](int64_t every) { return every > 0 ? (step / every + 1) * every : INT64_MAX; };
+    int64_t end = std::min({last_step, (step / per_epoch + 1) * per_epoch,
+                            up(options.checkpoint_every), async ? up(options.round_limit) : step + 1});
+    return end;
+  };
+
+  for (int64_t epoch = lo.first_epoch; epoch < options.epochs && result.steps < last_step;
+       ++epoch) {
+    EpochReport rep;
+    rep.epoch = epoch;
+    const auto epoch_start = Clock::now();
+    int64_t steps_in_epoch = 0;
+    double epoch_train_s = 0;
+    while (result.steps < last_step && result.steps / per_epoch == epoch) {
+      // Gather the round's minibatches; a tail that does not split over the
+      // replicas is skipped (like a partial batch).
+      int64_t round_steps = next_boundary(result.steps) - result.steps;
+      round_steps -= round_steps % granule;
+      std::vector<data::Batch> batches;
+      for (int64_t k = 0; k < round_steps; ++k) {
+        auto b = loader.next();
+        if (!b) throw RuntimeFault("the data loader ended an epoch early");
+        batches.push_back(std::move(*b));
+      }
+      if (batches.empty()) {  // the epoch's tail: skip to the next epoch
+        while (loader.next()) {
+        }
+        result.steps = (epoch + 1) * per_epoch;
+        break;
+      }
+      std::vector<TensorMap> microbatches;
+      for (const auto& b : batches)
+        for (int64_t j = 0; j < parts; ++j)
+          microbatches.push_back(
+              {{input, slice_rows(b.features, j * micro, micro)},
+               {labels, slice_rows(b.labels, j * micro, micro).reshaped(label_desc.shape)}});
+      RoundResult r = pipe.run(microbatches);
+      epoch_train_s += r.seconds;
+      result.train_seconds += r.seconds;
+      result.samples += static_cast<int64_t>(batches.size()) * mini;
+      if (callbacks.on_round) callbacks.on_round(r);
+      for (size_t k = 0; k < batches.size(); ++k) {
+        StepReport sr;
+        sr.step = result.steps++;
+        sr.epoch = epoch;
+        sr.batch = batches[k].index;
+        sr.batches_per_epoch = per_epoch;
+        sr.batch_size = mini;
+        sr.result.loss = k < r.losses.size() ? r.losses[k] : 0;
+        sr.result.lr = pipe.options().lr_schedule.lr_at(sr.step, pipe.options().optimizer.lr);
+        sr.seconds = since(start);
+        rep.train_loss += sr.result.loss;
+        ++steps_in_epoch;
+        if (callbacks.on_step) callbacks.on_step(sr);
+      }
+      const bool at_checkpoint =
+          options.checkpoint_every > 0 && result.steps % options.checkpoint_every == 0;
+      const bool stop = options.stop && options.stop->load();
+      if ((at_checkpoint || stop) && callbacks.on_checkpoint) {
+        pipe.write_back(tg.graph);
+        callbacks.on_checkpoint(result.steps);
+      }
+      if (stop) {
+        result.stopped = true;
+        return result;
+      }
+      if (result.steps % per_epoch == 0) {
+        // The loader's end-of-epoch marker.
+        if (loader.next()) throw RuntimeFault("the data loader did not end the epoch");
+      }
+    }
+    (void)epoch_start;
+    rep.seconds = epoch_train_s;
+    if (steps_in_epoch > 0) rep.train_loss /= static_cast<double>(steps_in_epoch);
+    rep.samples_per_s = rep.seconds > 0 ? double(steps_in_epoch * mini) / rep.seconds : 0;
+    pipe.write_back(tg.graph);
+    if (options.evaluate && data.test.size() > 0 && tg.labels == labels && !tg.prediction.empty())
+      rep.test = evaluate(model, backend, input, tg.prediction, data.test);
+    result.epochs.push_back(rep);
+    if (callbacks.on_epoch) callbacks.on_epoch(rep);
+  }
+  pipe.write_back(tg.graph);
+  return result;
+}
+
+}  // namespace pipetrain::exec
