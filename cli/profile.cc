@@ -11,11 +11,11 @@
 
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
-#include "cli/measured_profile.h"
 #include "cli/model_options.h"
 #include "cli/random_inputs.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "executor/measured_profile.h"
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "partitioner/graph_txt.h"
@@ -56,7 +56,8 @@ void run_profile(const ProfileArgs& a) {
   if (a.device == "measured") {
     exec::set_cpu_threads(a.threads);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(g, loss_spec(g, a));
-    p = measure_training_profile(tg, a.warmup, a.runs, "profile --device measured");
+    p = exec::measure_training_profile(
+        tg, random_feeds(tg.graph, "profile --device measured"), a.warmup, a.runs);
   } else {
     partitioner::AnalyticOptions o;
     o.tf32 = a.tf32;

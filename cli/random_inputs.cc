@@ -19,3 +19,14 @@ ir::Tensor random_input(const ir::TensorDesc& d, std::mt19937_64& rng, const std
 }
 
 }  // namespace pipetrain::cli
+
+namespace pipetrain::cli {
+
+std::map<std::string, ir::Tensor> random_feeds(const ir::Graph& g, const std::string& command) {
+  std::mt19937_64 rng(0);
+  std::map<std::string, ir::Tensor> feeds;
+  for (const auto& in : g.inputs) feeds[in] = random_input(g.tensor(in), rng, command);
+  return feeds;
+}
+
+}  // namespace pipetrain::cli

@@ -14,3 +14,10 @@ namespace pipetrain::cli {
 ir::Tensor random_input(const ir::TensorDesc& d, std::mt19937_64& rng, const std::string& command);
 
 }  // namespace pipetrain::cli
+
+namespace pipetrain::cli {
+
+/// Seeded random feeds for every input of `g` (seed 0).
+std::map<std::string, ir::Tensor> random_feeds(const ir::Graph& g, const std::string& command);
+
+}  // namespace pipetrain::cli

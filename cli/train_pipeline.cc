@@ -12,11 +12,12 @@
 
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
-#include "cli/measured_profile.h"
+#include "cli/random_inputs.h"
 #include "cli/train_args.h"
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
+#include "executor/measured_profile.h"
 #include "executor/pipeline/pipeline_fit.h"
 #include "importer/checkpoint.h"
 #include "importer/importer.h"
@@ -152,9 +153,15 @@ void train_pipelined(TrainArgs& a) {
   if (full.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
   const autodiff::LossSpec loss{a.loss, a.loss_output};
   autodiff::TrainingGraph full_tg = autodiff::build_training_graph(full, loss);
+  data::DataOptions dopt;
+  dopt.seed = a.seed;
+  dopt.test_fraction = a.test_fraction;
+  dopt.max_samples = a.max_samples;
+  data::DataSplit split = data::load_data(a.data, dopt);
+  exec::check_dataset(full_tg, full.inputs[0], split.train);
   const int threads_guess = a.threads > 0 ? a.threads : 1;
   exec::set_cpu_threads(threads_guess);
-  partitioner::Profile profile = measure_training_profile(full_tg, 1, 3, "train");
+  partitioner::Profile profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
   profile.model = a.model.path;
   partitioner::Plan plan = choose_plan(a, profile);
   const int workers = plan.workers_used();
@@ -178,11 +185,6 @@ void train_pipelined(TrainArgs& a) {
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, loss);
   const std::string input = model.inputs[0];
 
-  data::DataOptions dopt;
-  dopt.seed = a.seed;
-  dopt.test_fraction = a.test_fraction;
-  dopt.max_samples = a.max_samples;
-  data::DataSplit split = data::load_data(a.data, dopt);
 
   const std::string checkpoint =
       a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;

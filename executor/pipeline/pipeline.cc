@@ -322,8 +322,7 @@ void Pipeline::run_program(Worker& w) {
         break;
       case OpKind::kStep: {
         sw.seal_gradients(op.microbatch);
-        const double sq = sw.gradient_sum_squares(op.microbatch);
-        if (!std::isfinite(sq))
+        if (!sw.gradients_finite(op.microbatch, /*recheck=*/replicas > 1))
           throw RuntimeFault("step " + std::to_string(sw.version()) + ", stage " +
                              std::to_string(w.stage) + ": a gradient is not finite");
         const bool keep_old =

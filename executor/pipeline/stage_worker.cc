@@ -20,10 +20,31 @@ TensorMap select_inputs(const ir::Graph& g, const TensorMap& from) {
   return out;
 }
 
-void add_into(ir::Tensor& acc, const ir::Tensor& g) {
+/// acc = g (first) or acc += g; returns false when g holds a NaN or an Inf
+/// (all exponent bits set), found in the same pass.
+bool accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
   float* a = acc.data<float>();
   const float* x = g.data<float>();
-  for (int64_t i = 0; i < acc.numel(); ++i) a[i] += x[i];
+  const uint32_t* bits = static_cast<const uint32_t*>(g.raw());
+  const int64_t n = acc.numel();
+  uint32_t bad = 0;
+  if (first) {
+    std::memcpy(a, x, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < n; ++i) a[i] += x[i];
+  }
+  for (int64_t i = 0; i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
+/// A copy of `src` in `reuse`'s buffer when it has one of the right size
+/// (no allocation, no page faults), else a fresh one.
+ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
+  if (reuse && reuse->defined() && reuse->nbytes() == src.nbytes()) {
+    std::memcpy(reuse->raw(), src.raw(), src.nbytes());
+    return *reuse;
+  }
+  return src.clone();
 }
 
 }  // namespace
@@ -143,7 +164,10 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
   TensorMap outs = backward_runner_->run(in, run);
   stash_.erase(it);
 
-  for (auto& [param, acc] : grad_acc_) add_into(acc, outs.at(program_.grads.at(param)));
+  for (auto& [param, acc] : grad_acc_)
+    if (!accumulate(acc, outs.at(program_.grads.at(param)), acc_empty_))
+      acc_finite_ = false;
+  acc_empty_ = false;
   TensorMap send;
   for (const auto& tr : program_.send_bwd)
     if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
@@ -152,30 +176,52 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
 
 void StageWorker::seal_gradients(int64_t round) {
   auto [it, fresh] = sealed_.try_emplace(round);
-  for (auto& [param, acc] : grad_acc_) {
-    if (fresh) {
-      it->second[param] = acc;
-      acc = ir::Tensor(acc.dtype(), acc.shape());
-    } else {
-      add_into(it->second.at(param), acc);
-      std::memset(acc.raw(), 0, acc.nbytes());
+  GradientSet& set = it->second;
+  if (fresh) {
+    set.finite = acc_finite_;
+    set.empty = acc_empty_;
+    // The set takes the accumulators; the next microbatch copies into
+    // recycled buffers (or fresh ones), so nothing is zeroed.
+    std::map<std::string, ir::Tensor> spare;
+    if (!spare_grads_.empty()) {
+      spare = std::move(spare_grads_.back());
+      spare_grads_.pop_back();
     }
+    for (auto& [param, acc] : grad_acc_) {
+      set.grads[param] = acc;
+      auto sp = spare.find(param);
+      acc = sp != spare.end() ? sp->second : ir::Tensor(acc.dtype(), acc.shape());
+    }
+  } else if (!acc_empty_) {
+    for (auto& [param, acc] : grad_acc_)
+      if (!accumulate(set.grads.at(param), acc, set.empty)) set.finite = false;
+    set.finite = set.finite && acc_finite_;
+    set.empty = false;
   }
+  if (set.empty)  // no microbatch of this round ran here (a replica with none): zeros
+    for (auto& [param, g] : set.grads) std::memset(g.raw(), 0, g.nbytes());
+  set.empty = false;
+  acc_empty_ = true;
+  acc_finite_ = true;
 }
 
 std::vector<ir::Tensor*> StageWorker::gradient_set(int64_t round) {
   std::vector<ir::Tensor*> out;
-  for (auto& [param, g] : sealed_.at(round)) out.push_back(&g);
+  for (auto& [param, g] : sealed_.at(round).grads) out.push_back(&g);
   return out;
 }
 
-double StageWorker::gradient_sum_squares(int64_t round) const {
-  double sum = 0;
-  for (const auto& [param, t] : sealed_.at(round)) {
-    const float* g = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) sum += double(g[i]) * g[i];
+bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
+  const GradientSet& set = sealed_.at(round);
+  if (!set.finite) return false;
+  if (!recheck) return true;
+  for (const auto& [param, t] : set.grads) {
+    const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+    if (bad) return false;
   }
-  return sum;
+  return true;
 }
 
 bool StageWorker::version_in_use(int64_t version) const {
@@ -190,16 +236,25 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
     throw RuntimeFault("stage " + std::to_string(program_.stage) + ": update " +
                        std::to_string(round) + " has no gradients");
   if (keep_old) {
+    std::map<std::string, ir::Tensor> spare;
+    if (!spare_versions_.empty()) {
+      spare = std::move(spare_versions_.back());
+      spare_versions_.pop_back();
+    }
     auto& old = old_versions_[version_];
-    for (const auto& [name, t] : params_) old[name] = t.clone();
+    for (const auto& [name, t] : params_) {
+      auto sp = spare.find(name);
+      old[name] = copy_into(t, sp != spare.end() ? &sp->second : nullptr);
+    }
   }
   if (scale != 1.0)
-    for (auto& [param, t] : set->second) {
+    for (auto& [param, t] : set->second.grads) {
       float* g = t.data<float>();
       for (int64_t i = 0; i < t.numel(); ++i) g[i] = static_cast<float>(g[i] * scale);
     }
   // The optimizer updates the newest buffers in place (state_ shares them).
-  optimizer_->step(state_, set->second, lr);
+  optimizer_->step(state_, set->second.grads, lr);
+  spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
   ++values_version_;
@@ -210,7 +265,13 @@ void StageWorker::release_versions(int64_t min_future) {
     const int64_t v = it->first;
     bool needed = v >= min_future;
     for (const auto& [mb, st] : stash_) needed = needed || st.version == v;
-    it = needed ? std::next(it) : old_versions_.erase(it);
+    if (needed) {
+      ++it;
+      continue;
+    }
+    if (active_ == v) active_ = kStale;  // its buffers are about to hold another version
+    spare_versions_.push_back(std::move(it->second));
+    it = old_versions_.erase(it);
   }
 }
 

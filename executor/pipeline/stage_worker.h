@@ -53,8 +53,10 @@ class StageWorker {
   void seal_gradients(int64_t round);
   /// The sealed set of `round`, in param order (allreduce sums it in place).
   std::vector<ir::Tensor*> gradient_set(int64_t round);
-  /// Sum of squares of a sealed set (a NaN or Inf makes it non-finite).
-  double gradient_sum_squares(int64_t round) const;
+  /// False when a gradient of the sealed set holds a NaN or an Inf: known
+  /// from the accumulation pass, or read again with `recheck` (after an
+  /// allreduce brought in other replicas' gradients).
+  bool gradients_finite(int64_t round, bool recheck) const;
   /// Updates the newest weights with scale x the sealed set of `round` at
   /// learning rate `lr` and drops the set. With `keep_old`, the version
   /// before the update stays available to forward() and backward().
@@ -88,13 +90,24 @@ class StageWorker {
   std::map<std::string, ir::Tensor> params_, buffers_;  // newest weights, BatchNorm buffers
   std::map<std::string, std::string> buffer_of_;        // fresh statistic -> buffer
   std::map<std::string, ir::Tensor> grad_acc_;          // param -> sum of its gradients
-  std::map<int64_t, std::map<std::string, ir::Tensor>> sealed_;  // round -> gradient set
+  struct GradientSet {
+    std::map<std::string, ir::Tensor> grads;
+    bool finite = true;
+    bool empty = true;  // no microbatch added yet
+  };
+  std::map<int64_t, GradientSet> sealed_;  // round -> its gradients
+  bool acc_empty_ = true;                  // grad_acc_ holds no microbatch yet
+  bool acc_finite_ = true;
+  // Buffers of dropped gradient sets and weight versions, reused (big
+  // allocations are page faults and zero fills every step otherwise).
+  std::vector<std::map<std::string, ir::Tensor>> spare_grads_, spare_versions_;
   std::map<int64_t, std::map<std::string, ir::Tensor>> old_versions_;
   std::map<int64_t, Stash> stash_;  // microbatch -> what its backward reads
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<ForwardRunner> forward_runner_, backward_runner_;
   int64_t version_ = 0;
   static constexpr int64_t kNewest = -1;
+  static constexpr int64_t kStale = -2;  // the subgraphs point at recycled buffers
   int64_t active_ = kNewest;     // the version the subgraphs point at (kNewest: params_)
   uint64_t values_version_ = 0;  // bumped whenever the params the kernels see change
 };

@@ -1,0 +1,199 @@
+// Pipelined training against one worker and against the simulator, side by
+// side in one run: the same model and minibatch trained by a plain Trainer on
+// one thread, then by a time-balanced pipeline (one thread per worker) under
+// each schedule the executor runs, with the simulator's prediction for the
+// same plan and measured profile, and each schedule's stashes.
+//
+//   build/benchmarks/pipeline_bench                      # the balanced MLP
+//   build/benchmarks/pipeline_bench --model lenet --batch 64
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <random>
+
+#include "autodiff/training_graph.h"
+#include "executor/backend.h"
+#include "executor/measured_profile.h"
+#include "executor/pipeline/pipeline.h"
+#include "executor/trainer.h"
+#include "importer/importer.h"
+#include "models/zoo.h"
+#include "partitioner/baselines.h"
+#include "partitioner/simulator.h"
+
+namespace pt = pipetrain;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using pt::partitioner::ScheduleKind;
+
+struct Args {
+  std::string model = "mlp";
+  int64_t batch = 128;
+  int stages = 2;
+  int microbatches = 8;
+  int steps = 48;
+  int threads = 1;
+  int64_t width = 1024;
+  int depth = 8;
+};
+
+pt::ir::Graph load(const Args& a, int64_t batch) {
+  pt::models::ZooOptions o;
+  o.batch = batch;
+  o.seed = 1;
+  if (a.model == "mlp") {
+    o.in_features = a.width;
+    o.hidden.assign(static_cast<size_t>(a.depth), a.width);
+  }
+  if (a.model.size() > 5 && a.model.substr(a.model.size() - 5) == ".onnx") {
+    pt::importer::ImportOptions io;
+    io.batch = batch;
+    return pt::importer::import_model(a.model, io);
+  }
+  auto proto = pt::models::build_zoo_model(a.model, o);
+  return pt::importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+}
+
+// Random features and labels in [0, classes) for a training graph.
+pt::exec::TensorMap random_batch(const pt::autodiff::TrainingGraph& tg, int64_t classes,
+                                 uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  pt::exec::TensorMap m;
+  for (const auto& in : tg.graph.inputs) {
+    const auto& d = tg.graph.tensor(in);
+    pt::ir::Tensor t(d.dtype, d.shape);
+    if (d.dtype == pt::ir::DType::kF32) {
+      std::normal_distribution<float> n;
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = n(rng);
+    } else {
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<int64_t>()[i] = static_cast<int64_t>(rng() % static_cast<uint64_t>(classes));
+    }
+    m[in] = t;
+  }
+  return m;
+}
+
+int64_t classes_of(const pt::autodiff::TrainingGraph& tg) {
+  return tg.graph.tensor(tg.prediction).shape.back();
+}
+
+double single_worker(const Args& a) {
+  pt::ir::Graph model = load(a, a.batch);
+  auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+  auto backend = pt::exec::make_cpu_backend();
+  pt::exec::TrainerOptions to;
+  to.optimizer.lr = 0.01;
+  pt::exec::Trainer trainer(tg, *backend, to);
+  auto feeds = random_batch(tg, classes_of(tg), 0);
+  for (int i = 0; i < 3; ++i) trainer.step(feeds);
+  auto t0 = Clock::now();
+  for (int i = 0; i < a.steps; ++i) trainer.step(feeds);
+  double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  return a.batch * a.steps / s;
+}
+
+struct Measured {
+  double samples_per_s = 0;
+  std::vector<pt::exec::WorkerStats> stats;
+};
+
+Measured pipelined(const Args& a, ScheduleKind kind, const pt::partitioner::Plan& plan) {
+  const bool whole = kind == ScheduleKind::kPipeDream;
+  const int m = whole ? 1 : a.microbatches;
+  pt::ir::Graph model = load(a, a.batch / m);
+  auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+  std::vector<pt::exec::PipelineStage> stages;
+  for (const auto& st : plan.stages) stages.push_back({st.first_layer, st.last_layer, st.replication});
+  pt::exec::PipelineOptions po;
+  po.schedule = kind;
+  po.microbatches = m;
+  po.optimizer.lr = 0.01;
+  po.threads_per_worker = a.threads;
+  pt::exec::Pipeline pipe(tg, stages, po);
+  const int64_t classes = classes_of(tg);
+  // One round: a step (flush), `steps` minibatches (pipedream), or
+  // `steps` / 4 steps of m microbatches (2bw), repeated to `steps` steps.
+  const int steps_per_round = kind == ScheduleKind::kPipeDream ? a.steps
+                              : kind == ScheduleKind::kTwoBW ? std::max(1, a.steps / 4)
+                                                             : 1;
+  std::vector<pt::exec::TensorMap> round;
+  for (int i = 0; i < steps_per_round * m; ++i) round.push_back(random_batch(tg, classes, i));
+  std::vector<pt::exec::TensorMap> warm(round.begin(),
+                                        round.begin() + std::min<size_t>(round.size(), whole ? 2 * plan.stages.size() : round.size()));
+  pipe.run(warm);
+  double seconds = 0;
+  int done = 0;
+  while (done < a.steps) {
+    auto r = pipe.run(round);
+    seconds += r.seconds;
+    done += steps_per_round;
+  }
+  return {a.batch * done / seconds, pipe.stats()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Pipelined training throughput against one worker and the simulator"};
+  Args a;
+  app.add_option("--model", a.model, "Zoo model name or an .onnx file")->capture_default_str();
+  app.add_option("--batch", a.batch, "Minibatch")->capture_default_str();
+  app.add_option("--stages", a.stages, "Pipeline stages (one worker each)")->capture_default_str();
+  app.add_option("--microbatches", a.microbatches, "Per step: gpipe, 1f1b-flush, 2bw")
+      ->capture_default_str();
+  app.add_option("--steps", a.steps, "Timed optimizer steps per schedule")->capture_default_str();
+  app.add_option("--threads", a.threads, "Threads per worker (and of the single worker)")
+      ->capture_default_str();
+  app.add_option("--width", a.width, "mlp: width of every layer")->capture_default_str();
+  app.add_option("--depth", a.depth, "mlp: hidden layers")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    pt::exec::set_cpu_threads(a.threads);
+    pt::ir::Graph model = load(a, a.batch);
+    auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+    auto profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes_of(tg), 0), 2, 7);
+    auto topo = pt::partitioner::parse_topology(std::to_string(a.stages), "10e9", "");
+    auto plan = pt::partitioner::time_balanced_plan(profile, topo);
+    std::string cuts;
+    for (const auto& st : plan.stages)
+      cuts += fmt::format("{}layers {}-{}", cuts.empty() ? "" : " | ", st.first_layer, st.last_layer);
+    fmt::print("pipeline benchmark: {}, minibatch {}, {} stages by measured time ({}), {} thread{} "
+               "per worker\n",
+               a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
+               plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
+    const double one = single_worker(a);
+    fmt::print("one worker ({} thread{}): {:.0f} samples/s\n\n", a.threads,
+               a.threads > 1 ? "s" : "", one);
+    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9}  {}\n", "schedule", "samples/s", "x 1 worker",
+               "predicted", "meas/pred", "per stage: microbatches in flight, weight versions, "
+               "peak stash MiB");
+    for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kPipeDream,
+                           ScheduleKind::kTwoBW}) {
+      pt::partitioner::SimOptions so;
+      so.microbatches = k == ScheduleKind::kPipeDream ? a.steps : a.microbatches;
+      auto sim = pt::partitioner::simulate(plan, profile, k, so);
+      Measured r = pipelined(a, k, plan);
+      std::string per;
+      for (const auto& st : r.stats)
+        per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
+                           st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
+      const char* name = k == ScheduleKind::kPipeDream ? "1f1b"
+                         : k == ScheduleKind::kOneFOneB ? "1f1b-flush"
+                                                         : pt::partitioner::schedule_name(k);
+      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {}\n", name, r.samples_per_s,
+                 r.samples_per_s / one, sim.samples_per_s, r.samples_per_s / sim.samples_per_s,
+                 per);
+    }
+    fmt::print("\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
+               "2bw cut the minibatch into {} microbatches\n",
+               a.microbatches);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
