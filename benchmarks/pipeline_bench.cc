@@ -87,6 +87,7 @@ double single_worker(const Args& a) {
   auto backend = pt::exec::make_cpu_backend();
   pt::exec::TrainerOptions to;
   to.optimizer.lr = 0.01;
+  to.optimizer.momentum = 0.9;
   pt::exec::Trainer trainer(tg, *backend, to);
   auto feeds = random_batch(tg, classes_of(tg), 0);
   for (int i = 0; i < 3; ++i) trainer.step(feeds);
@@ -96,8 +97,12 @@ double single_worker(const Args& a) {
   return a.batch * a.steps / s;
 }
 
+using OpKindInt = int;  // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
+
 struct Measured {
   double samples_per_s = 0;
+  double predicted = 0;  // the simulator's samples/s
+  std::string breakdown;  // per stage, ms per minibatch: measured (profile)
   std::vector<pt::exec::WorkerStats> stats;
 };
 
@@ -112,9 +117,18 @@ Measured pipelined(const Args& a, ScheduleKind kind, const pt::partitioner::Plan
   po.schedule = kind;
   po.microbatches = m;
   po.optimizer.lr = 0.01;
+  po.optimizer.momentum = 0.9;
   po.threads_per_worker = a.threads;
-  pt::exec::Pipeline pipe(tg, stages, po);
   const int64_t classes = classes_of(tg);
+  // The prediction: the simulator on a profile of the graph the workers run
+  // (one microbatch, optimizer update included), stated per minibatch.
+  auto profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7,
+                                                    &po.optimizer);
+  pt::exec::scale_profile(profile, m);
+  pt::partitioner::SimOptions so;
+  so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
+  const double predicted = pt::partitioner::simulate(plan, profile, kind, so).samples_per_s;
+  pt::exec::Pipeline pipe(tg, stages, po);
   // One round: a step (flush), `steps` minibatches (pipedream), or
   // `steps` / 4 steps of m microbatches (2bw), repeated to `steps` steps.
   const int steps_per_round = kind == ScheduleKind::kPipeDream ? a.steps
@@ -127,12 +141,27 @@ Measured pipelined(const Args& a, ScheduleKind kind, const pt::partitioner::Plan
   pipe.run(warm);
   double seconds = 0;
   int done = 0;
+  std::map<std::pair<int, int>, double> op_s;  // (stage, kind) -> seconds
   while (done < a.steps) {
     auto r = pipe.run(round);
     seconds += r.seconds;
     done += steps_per_round;
+    for (const auto& t : r.ops) op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
   }
-  return {a.batch * done / seconds, pipe.stats()};
+  // Where a stage's time goes, per minibatch: measured (profile's figure).
+  std::string breakdown;
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    double f = 0, b = 0, u = 0;
+    for (int l = plan.stages[s].first_layer; l <= plan.stages[s].last_layer; ++l) {
+      f += profile.layers[static_cast<size_t>(l)].forward_s;
+      b += profile.layers[static_cast<size_t>(l)].backward_s;
+      u += profile.layers[static_cast<size_t>(l)].update_s;
+    }
+    auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / done * 1e3; };
+    breakdown += fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
+                             s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3 * (kind == ScheduleKind::kPipeDream ? 1 : 1), per(5));
+  }
+  return {a.batch * done / seconds, predicted, breakdown, pipe.stats()};
 }
 
 }  // namespace
@@ -173,9 +202,6 @@ int main(int argc, char** argv) {
                "peak stash MiB");
     for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kPipeDream,
                            ScheduleKind::kTwoBW}) {
-      pt::partitioner::SimOptions so;
-      so.microbatches = k == ScheduleKind::kPipeDream ? a.steps : a.microbatches;
-      auto sim = pt::partitioner::simulate(plan, profile, k, so);
       Measured r = pipelined(a, k, plan);
       std::string per;
       for (const auto& st : r.stats)
@@ -185,8 +211,9 @@ int main(int argc, char** argv) {
                          : k == ScheduleKind::kOneFOneB ? "1f1b-flush"
                                                          : pt::partitioner::schedule_name(k);
       fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {}\n", name, r.samples_per_s,
-                 r.samples_per_s / one, sim.samples_per_s, r.samples_per_s / sim.samples_per_s,
+                 r.samples_per_s / one, r.predicted, r.samples_per_s / r.predicted,
                  per);
+      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown);
     }
     fmt::print("\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
                "2bw cut the minibatch into {} microbatches\n",

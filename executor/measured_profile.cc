@@ -1,18 +1,51 @@
 #include "executor/measured_profile.h"
 
+#include <algorithm>
+#include <chrono>
+#include <set>
+
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "partitioner/profile_ir.h"
 
 namespace pipetrain::exec {
 
+namespace {
+
+// Median seconds of one optimizer step over `params` (copies; zero-free grads).
+double time_update(const ir::Graph& g, const std::vector<std::string>& params,
+                   const OptimizerConfig& config, int warmup, int runs) {
+  ir::Graph scratch;
+  std::map<std::string, ir::Tensor> grads;
+  for (const auto& p : params) {
+    const ir::Tensor& v = *g.value(p);
+    scratch.set_value(p, v.clone(), ir::Role::kParam);
+    ir::Tensor grad = v.clone();
+    for (int64_t i = 0, n = grad.numel(); i < n; ++i) grad.data<float>()[i] *= 1e-3f;
+    grads[p] = grad;
+  }
+  auto opt = Optimizer::create(config, scratch, params);
+  std::vector<double> t;
+  for (int r = 0; r < warmup + runs; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    opt->step(scratch, grads, config.lr);
+    if (r >= warmup)
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
 partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
                                               const std::map<std::string, ir::Tensor>& feeds,
-                                              int warmup, int runs) {
+                                              int warmup, int runs,
+                                              const OptimizerConfig* optimizer) {
   auto backend = make_cpu_backend();
   // One training step per run: backward nodes sit in their forward node's layer.
   ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
-  return partitioner::measured_profile(
+  partitioner::Profile p = partitioner::measured_profile(
       tg.graph,
       [&](std::vector<double>& node_seconds) {
         RunOptions o;
@@ -21,6 +54,30 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
         runner.run(feeds, o);
       },
       warmup, runs, backend->name());
+  if (!optimizer) return p;
+  // Each trained param belongs to the layer of the first forward node reading it.
+  std::vector<std::vector<std::string>> layer_params(p.layers.size());
+  std::set<std::string> seen;
+  for (const auto& n : tg.graph.nodes) {
+    if (n.backward) continue;
+    for (const auto& in : n.inputs)
+      if (tg.grads.count(in) && seen.insert(in).second)
+        layer_params[static_cast<size_t>(n.layer)].push_back(in);
+  }
+  for (size_t l = 0; l < p.layers.size(); ++l)
+    if (!layer_params[l].empty())
+      p.layers[l].update_s = time_update(tg.graph, layer_params[l], *optimizer, warmup, runs);
+  return p;
+}
+
+void scale_profile(partitioner::Profile& p, int factor) {
+  p.batch *= factor;
+  for (auto& l : p.layers) {
+    l.forward_s *= factor;
+    l.backward_s *= factor;
+    l.output_bytes *= factor;
+    l.cut_bytes *= factor;
+  }
 }
 
 }  // namespace pipetrain::exec

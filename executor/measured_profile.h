@@ -1,5 +1,6 @@
 // A measured profile of a training graph on the CPU backend: every node of a
-// training step (forward, loss, backward) timed over a few steps. Shared by
+// training step (forward, loss, backward) timed over a few steps, and, given
+// an optimizer, one update of each layer's params. Shared by
 // `pipetrain profile --device measured`, the pipelined `pipetrain train`
 // (which partitions and predicts from it) and the pipeline benchmark.
 #pragma once
@@ -8,13 +9,23 @@
 #include <string>
 
 #include "autodiff/training_graph.h"
+#include "executor/optim/optimizer.h"
 #include "partitioner/profile.h"
 
 namespace pipetrain::exec {
 
-/// `feeds` covers the training graph's inputs (data and labels).
+/// `feeds` covers the training graph's inputs (data and labels). With
+/// `optimizer`, each layer's update_s is the median time of one update of
+/// the params its nodes read.
 partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
                                               const std::map<std::string, ir::Tensor>& feeds,
-                                              int warmup, int runs);
+                                              int warmup, int runs,
+                                              const OptimizerConfig* optimizer = nullptr);
+
+/// Multiplies times and bytes by `factor` and sets the batch accordingly: a
+/// profile measured on one microbatch, stated for a minibatch of `factor`
+/// microbatches (the simulator divides it again), so that the prediction
+/// keeps the microbatch's own efficiency. update_s is per step: unchanged.
+void scale_profile(partitioner::Profile& p, int factor);
 
 }  // namespace pipetrain::exec

@@ -10,7 +10,8 @@ namespace pipetrain::partitioner {
 namespace {
 
 struct StageData {
-  double forward_s = 0, backward_s = 0, param_bytes = 0, stash_bytes = 0, cut_out = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0, param_bytes = 0, stash_bytes = 0,
+         cut_out = 0;
 };
 
 std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
@@ -21,6 +22,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
       const LayerProfile& lp = profile.layers[l];
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
+      d.update_s += lp.update_s;
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
     }
@@ -88,6 +90,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       case OpKind::kBackward: return d.backward_s * scale / v;
       case OpKind::kBackwardInput:
       case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
+      case OpKind::kStep: return d.update_s / v;  // once per step, whatever the microbatches
       default: return 0.0;
     }
   };

@@ -186,8 +186,16 @@ double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm)
     if (g.dtype() != ir::DType::kF32)
       throw ModelError("clip_grad_norm: gradient '" + name + "' is " + ir::dtype_name(g.dtype()) +
                        ", expected f32");
+    // Eight running sums (element i goes to sum i mod 8), added in a fixed
+    // order at the end: deterministic, and no single dependency chain.
     const float* d = g.data<float>();
-    for (int64_t i = 0; i < g.numel(); ++i) sum_sq += static_cast<double>(d[i]) * d[i];
+    const int64_t n = g.numel();
+    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(d[i + k]) * d[i + k];
+    for (; i < n; ++i) part[i % 8] += static_cast<double>(d[i]) * d[i];
+    for (double x : part) sum_sq += x;
   }
   const double total = std::sqrt(sum_sq);
   if (!std::isfinite(total)) return total;
@@ -197,7 +205,7 @@ double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm)
     for (auto& [name, g] : grads) {
       // Gradients may share buffers with other tensors; scaling in place is the contract.
       float* d = g.data<float>();
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] *= c;
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= c;
     }
   }
   return total;

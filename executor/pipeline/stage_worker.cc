@@ -218,7 +218,7 @@ bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
   for (const auto& [param, t] : set.grads) {
     const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
     uint32_t bad = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
     if (bad) return false;
   }
   return true;
@@ -247,11 +247,13 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
       old[name] = copy_into(t, sp != spare.end() ? &sp->second : nullptr);
     }
   }
-  if (scale != 1.0)
+  if (scale != 1.0) {
+    const float f = static_cast<float>(scale);  // float math: this loop vectorises
     for (auto& [param, t] : set->second.grads) {
       float* g = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) g[i] = static_cast<float>(g[i] * scale);
+      for (int64_t i = 0, n = t.numel(); i < n; ++i) g[i] *= f;
     }
+  }
   // The optimizer updates the newest buffers in place (state_ shares them).
   optimizer_->step(state_, set->second.grads, lr);
   spare_grads_.push_back(std::move(set->second.grads));

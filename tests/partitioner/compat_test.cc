@@ -11,8 +11,8 @@ namespace {
 
 Profile two_layers(double c0, double p0, double c1, double p1) {
   Profile p;
-  p.layers = {{"a", c0, 0, 0, 0, static_cast<int64_t>(p0), {}},
-              {"b", c1, 0, 0, 0, static_cast<int64_t>(p1), {}}};
+  p.layers = {{"a", c0, 0, 0, 0, static_cast<int64_t>(p0), {}, 0},
+              {"b", c1, 0, 0, 0, static_cast<int64_t>(p1), {}, 0}};
   return p;
 }
 
@@ -66,7 +66,7 @@ TEST(PipeDreamCompat, TransfersCountOnlyWithACompressionRatio) {
   //   transfer 2*1e9/(1e9*1)/ratio: ratio 1 -> 2 (ties, data parallel
   //   stays), ratio 4 -> 0.5 (split at 1).
   Profile p;
-  p.layers = {{"a", 1, 0, 0, 1'000'000'000, 1'000'000'000, {}}, {"b", 1, 0, 0, 0, 0, {}}};
+  p.layers = {{"a", 1, 0, 0, 1'000'000'000, 1'000'000'000, {}, 0}, {"b", 1, 0, 0, 0, 0, {}, 0}};
   Topology t;
   t.levels = {{2, 1e9}};
   Plan free = partition_pipedream(p, t);
@@ -87,10 +87,10 @@ TEST(PipeDreamCompat, UsesEveryWorker) {
   // One heavy layer and three free ones on 4 machines: data parallel at
   // 8/4 = 2 beats any split (layer a on 3 machines alone takes 8/3).
   Profile p;
-  p.layers = {{"a", 8, 0, 0, 0, 0, {}},
-              {"b", 0, 0, 0, 0, 0, {}},
-              {"c", 0, 0, 0, 0, 0, {}},
-              {"d", 0, 0, 0, 0, 0, {}}};
+  p.layers = {{"a", 8, 0, 0, 0, 0, {}, 0},
+              {"b", 0, 0, 0, 0, 0, {}, 0},
+              {"c", 0, 0, 0, 0, 0, {}, 0},
+              {"d", 0, 0, 0, 0, 0, {}, 0}};
   Topology t;
   t.levels = {{4, 1e9}};
   Plan ref = partition_pipedream(p, t);

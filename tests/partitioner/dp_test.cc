@@ -176,7 +176,7 @@ TEST(Dp, MemoryLimitForcesAPipeline) {
   // Two layers of 1 GB weights each: data parallel on 2 workers needs
   // 2 GB of weights + 2 GB of gradients per worker; two stages need ~half.
   Profile p;
-  p.layers = {{"a", 1, 1, 0, 0, 1'000'000'000, {}}, {"b", 1, 1, 0, 0, 1'000'000'000, {}}};
+  p.layers = {{"a", 1, 1, 0, 0, 1'000'000'000, {}, 0}, {"b", 1, 1, 0, 0, 1'000'000'000, {}, 0}};
   Topology t;
   t.levels = {{2, 100e9}};
   EXPECT_EQ(partition(p, t).config(), "2");
@@ -193,8 +193,8 @@ TEST(Dp, MemoryLimitForcesAPipeline) {
 TEST(Dp, FewerWorkersWhenFaster) {
   // Huge weights, tiny compute, slow links: one worker beats any split.
   Profile p;
-  p.layers = {{"a", 1e-3, 1e-3, 1000000, 1000000000, 1000000000, {}},
-              {"b", 1e-3, 1e-3, 1000000, 0, 1000000000, {}}};
+  p.layers = {{"a", 1e-3, 1e-3, 1000000, 1000000000, 1000000000, {}, 0},
+              {"b", 1e-3, 1e-3, 1000000, 0, 1000000000, {}, 0}};
   Topology t;
   t.levels = {{4, 1e9}};
   PartitionOptions o;
@@ -207,7 +207,7 @@ TEST(Dp, FewerWorkersWhenFaster) {
 
 TEST(Dp, StraightNeedsEnoughLayers) {
   Profile p;
-  p.layers = {{"a", 1, 1, 0, 0, 0, {}}, {"b", 1, 1, 0, 0, 0, {}}};
+  p.layers = {{"a", 1, 1, 0, 0, 0, {}, 0}, {"b", 1, 1, 0, 0, 0, {}, 0}};
   Topology t;
   t.levels = {{4, 1e9}};
   PartitionOptions o;

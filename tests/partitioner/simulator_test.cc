@@ -86,7 +86,7 @@ TEST(Simulator, PipeDreamSteadyStateRunsAtTheSlowestStage) {
   // other minibatch. The replicas' allreduce runs beside compute and no
   // longer holds them in lockstep, so the pipe runs at the cost model's 3 s.
   Profile prof;
-  prof.layers = {{"a", 1, 2, 0, 0, 0, {}}, {"b", 2, 4, 0, 0, 0, {}}};
+  prof.layers = {{"a", 1, 2, 0, 0, 0, {}, 0}, {"b", 2, 4, 0, 0, 0, {}, 0}};
   Topology t;
   t.levels = {{3, 1e9}};
   Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 2}, "test");
@@ -133,7 +133,7 @@ TEST(Simulator, FlushAllreduceOncePerStep) {
   // schedule computes its m microbatches (one minibatch per replica), then
   // allreduces once: (3 + 6) / 4 per minibatch.
   Profile prof;
-  prof.layers = {{"a", 1.0, 2.0, 0, 0, 2'000'000'000, {}}};
+  prof.layers = {{"a", 1.0, 2.0, 0, 0, 2'000'000'000, {}, 0}};
   Topology t;
   t.levels = {{4, 1e9}};
   Plan plan = evaluate_plan(prof, t, {0}, {4}, "test");
@@ -166,7 +166,7 @@ TEST(Simulator, TransfersAndAllreduceTakeTime) {
   // 1e9 bytes cross the cut at 1e9 B/s: 2 s each way per minibatch, which
   // overlaps compute but is longer than it.
   Profile prof;
-  prof.layers = {{"a", 0.5, 0.5, 0, 1'000'000'000, 0, {}}, {"b", 0.5, 0.5, 0, 0, 0, {}}};
+  prof.layers = {{"a", 0.5, 0.5, 0, 1'000'000'000, 0, {}, 0}, {"b", 0.5, 0.5, 0, 0, 0, {}, 0}};
   Topology t;
   t.levels = {{2, 1e9}};
   Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 1}, "test");
