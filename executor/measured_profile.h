@@ -14,7 +14,9 @@
 
 namespace pipetrain::exec {
 
-/// `feeds` covers the training graph's inputs (data and labels). With
+/// `feeds` covers the training graph's inputs (data and labels). Layer times
+/// are per-node medians, scaled so that they sum to the median wall time of
+/// a whole run (the runner's own costs spread over the layers). With
 /// `optimizer`, each layer's update_s is the median time of one update of
 /// the params its nodes read.
 partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,

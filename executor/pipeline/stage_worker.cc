@@ -20,20 +20,31 @@ TensorMap select_inputs(const ir::Graph& g, const TensorMap& from) {
   return out;
 }
 
-/// acc = g (first) or acc += g; returns false when g holds a NaN or an Inf
-/// (all exponent bits set), found in the same pass.
+/// False when t holds a NaN or an Inf (all exponent bits set).
+bool all_finite(const ir::Tensor& t) {
+  const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
+  uint32_t bad = 0;
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
+/// acc = g (first) or acc += g; returns all_finite(g), found in the same pass.
 bool accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
   float* a = acc.data<float>();
   const float* x = g.data<float>();
   const uint32_t* bits = static_cast<const uint32_t*>(g.raw());
-  const int64_t n = acc.numel();
   uint32_t bad = 0;
   if (first) {
-    std::memcpy(a, x, static_cast<size_t>(n) * sizeof(float));
+    for (int64_t i = 0, n = acc.numel(); i < n; ++i) {
+      a[i] = x[i];
+      bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+    }
   } else {
-    for (int64_t i = 0; i < n; ++i) a[i] += x[i];
+    for (int64_t i = 0, n = acc.numel(); i < n; ++i) {
+      a[i] += x[i];
+      bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+    }
   }
-  for (int64_t i = 0; i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
   return bad == 0;
 }
 
@@ -158,15 +169,21 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
     if (std::find(program_.backward.inputs.begin(), program_.backward.inputs.end(), name) !=
         program_.backward.inputs.end())
       in[name] = t;
+  own_borrowed();  // the run below overwrites the arena the views point into
   RunOptions run;
   run.training = true;
   run.values_version = values_version_;
   TensorMap outs = backward_runner_->run(in, run);
   stash_.erase(it);
 
-  for (auto& [param, acc] : grad_acc_)
-    if (!accumulate(acc, outs.at(program_.grads.at(param)), acc_empty_))
-      acc_finite_ = false;
+  if (acc_empty_) {
+    // Borrow the arena's gradients: a step before the next backward (the
+    // usual case with one microbatch per update) then needs no copy.
+    for (const auto& [param, acc] : grad_acc_) borrowed_[param] = outs.at(program_.grads.at(param));
+  } else {
+    for (auto& [param, acc] : grad_acc_)
+      if (!accumulate(acc, outs.at(program_.grads.at(param)), false)) acc_finite_ = false;
+  }
   acc_empty_ = false;
   TensorMap send;
   for (const auto& tr : program_.send_bwd)
@@ -174,10 +191,38 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
   return send;
 }
 
+void StageWorker::own_borrowed() {
+  if (!borrowed_.empty()) {
+    for (auto& [param, acc] : grad_acc_)
+      if (!accumulate(acc, borrowed_.at(param), true)) acc_finite_ = false;
+    borrowed_.clear();
+  }
+  for (auto& [round, set] : sealed_) {
+    if (!set.borrowed) continue;
+    std::map<std::string, ir::Tensor> spare;
+    if (!spare_grads_.empty()) {
+      spare = std::move(spare_grads_.back());
+      spare_grads_.pop_back();
+    }
+    for (auto& [param, g] : set.grads) {
+      auto sp = spare.find(param);
+      g = copy_into(g, sp != spare.end() ? &sp->second : nullptr);
+    }
+    set.borrowed = false;
+  }
+}
+
 void StageWorker::seal_gradients(int64_t round) {
   auto [it, fresh] = sealed_.try_emplace(round);
   GradientSet& set = it->second;
-  if (fresh) {
+  if (fresh && !borrowed_.empty()) {
+    set.grads = std::move(borrowed_);
+    borrowed_.clear();
+    set.borrowed = true;
+    set.empty = false;
+    set.finite = true;
+    for (const auto& [param, g] : set.grads) set.finite = set.finite && all_finite(g);
+  } else if (fresh) {
     set.finite = acc_finite_;
     set.empty = acc_empty_;
     // The set takes the accumulators; the next microbatch copies into
@@ -193,6 +238,7 @@ void StageWorker::seal_gradients(int64_t round) {
       acc = sp != spare.end() ? sp->second : ir::Tensor(acc.dtype(), acc.shape());
     }
   } else if (!acc_empty_) {
+    own_borrowed();
     for (auto& [param, acc] : grad_acc_)
       if (!accumulate(set.grads.at(param), acc, set.empty)) set.finite = false;
     set.finite = set.finite && acc_finite_;
@@ -215,12 +261,8 @@ bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
   const GradientSet& set = sealed_.at(round);
   if (!set.finite) return false;
   if (!recheck) return true;
-  for (const auto& [param, t] : set.grads) {
-    const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
-    uint32_t bad = 0;
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
-    if (bad) return false;
-  }
+  for (const auto& [param, t] : set.grads)
+    if (!all_finite(t)) return false;
   return true;
 }
 
@@ -256,7 +298,7 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
   }
   // The optimizer updates the newest buffers in place (state_ shares them).
   optimizer_->step(state_, set->second.grads, lr);
-  spare_grads_.push_back(std::move(set->second.grads));
+  if (!set->second.borrowed) spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
   ++values_version_;

@@ -93,8 +93,13 @@ class StageWorker {
   struct GradientSet {
     std::map<std::string, ir::Tensor> grads;
     bool finite = true;
-    bool empty = true;  // no microbatch added yet
+    bool empty = true;      // no microbatch added yet
+    bool borrowed = false;  // views into the backward runner's arena (see own_borrowed)
   };
+  /// Copies borrowed gradients (pending or sealed) into buffers of our own:
+  /// called before anything runs the backward subgraph again.
+  void own_borrowed();
+  std::map<std::string, ir::Tensor> borrowed_;  // the last backward's gradients, not yet copied
   std::map<int64_t, GradientSet> sealed_;  // round -> its gradients
   bool acc_empty_ = true;                  // grad_acc_ holds no microbatch yet
   bool acc_finite_ = true;
