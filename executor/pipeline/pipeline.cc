@@ -280,7 +280,8 @@ void Pipeline::run_program(Worker& w) {
           const double loss = it->second.at(0);
           if (!std::isfinite(loss))
             throw RuntimeFault("step " + std::to_string(sw.version()) + ", microbatch " +
-                               std::to_string(gmb) + ": the loss is " + std::to_string(loss));
+                               std::to_string(gmb) + ": the loss is " +
+                               (std::isnan(loss) ? "NaN" : loss > 0 ? "Inf" : "-Inf"));
           w.losses.emplace_back(op.microbatch, loss);
         }
         w.outbox_fwd[op.microbatch] = std::move(r.send);

@@ -95,7 +95,8 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
     if (tg.graph.tensor(name).role == ir::Role::kOptimizerState)
       for (const auto& p : trained)
         if (name.rfind(p + ".", 0) == 0) state_.set_value(name, value.clone(), ir::Role::kOptimizerState);
-  optimizer_ = Optimizer::create(optimizer, state_, trained);
+  // A stage of parameter-free layers (a lone Relu) has nothing to update.
+  if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 
   forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
   backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true);
@@ -297,7 +298,7 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
     }
   }
   // The optimizer updates the newest buffers in place (state_ shares them).
-  optimizer_->step(state_, set->second.grads, lr);
+  if (optimizer_) optimizer_->step(state_, set->second.grads, lr);
   if (!set->second.borrowed) spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;

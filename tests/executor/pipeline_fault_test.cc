@@ -105,7 +105,7 @@ TEST(PipelineFaults, NanLossStopsNamingTheStepAndStage) {
   auto [msg, seconds] = run_expecting_failure(pipe, mbs);
   EXPECT_LT(seconds, 1.0) << msg;
   EXPECT_NE(msg.find("worker 2 (stage 2)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("microbatch 5: the loss is nan"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("microbatch 5: the loss is NaN"), std::string::npos) << msg;
   // Minibatch 5 runs on stage 2 after the updates of minibatches 0..4.
   EXPECT_NE(msg.find("step 5,"), std::string::npos) << msg;
 }

@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Pipelined `pipetrain train` end to end: checkpoints resume bitwise (also under
+another plan for flush schedules, and after Ctrl-C), a NaN loss stops the run
+naming the step and keeping the last good checkpoint, the run ends with
+utilisation, measured against predicted throughput and both timelines, and bad
+pipeline options get one clear error.
+
+Usage: pipeline_train_test.py PATH/TO/pipetrain
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import onnx
+from onnx import numpy_helper
+
+PIPETRAIN = None
+
+
+def run(*args, timeout=300):
+    return subprocess.run([PIPETRAIN, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def weights(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+class PipelineTrainTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.mlp = self.path("mlp.onnx")
+        self.ok(run("zoo", "export", "mlp", "-o", self.mlp))
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def ok(self, r):
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r
+
+    def args(self, run_dir, *extra, lr=0.05):
+        return ["train", self.mlp, "--data", "digits", "--batch", 32, "--loss", "cross-entropy",
+                "--optimizer", "sgd", "--lr", lr, "--momentum", 0.9, "--seed", 3, "--quiet",
+                "--run-dir", self.path(run_dir), *extra]
+
+    def train(self, run_dir, *extra, lr=0.05):
+        return run(*self.args(run_dir, *extra, lr=lr))
+
+    def assert_same_weights(self, a, b):
+        wa, wb = weights(a), weights(b)
+        self.assertEqual(wa.keys(), wb.keys())
+        for k in wa:
+            self.assertTrue((wa[k] == wb[k]).all(), f"{k} differs between {a} and {b}")
+
+    def test_run_reports_utilisation_throughput_and_timelines(self):
+        r = self.ok(self.train("a", "--stages", 2, "--schedule", "1f1b", "--max-steps", 30,
+                               "-o", self.path("a.onnx")))
+        self.assertIn("pipeline: 2 stages on 2 workers (straight), schedule 1f1b", r.stdout)
+        self.assertRegex(r.stdout, r"worker 0 \(stage 0\): +[0-9.]+% busy, 2 microbatches in "
+                                   r"flight at most, 2 weight versions")
+        self.assertRegex(r.stdout, r"worker 1 \(stage 1\): +[0-9.]+% busy, 1 microbatches in "
+                                   r"flight at most, 1 weight version,")
+        self.assertRegex(r.stdout, r"throughput: measured \d+ samples/s, simulator predicts \d+ "
+                                   r"samples/s .*measured / predicted = [0-9.]+")
+        with open(self.path("a/timeline.json")) as f:
+            trace = json.load(f)
+        names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+        self.assertEqual(names, {"simulated 1f1b", "measured 1f1b"})
+        measured = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["pid"] == 1]
+        self.assertTrue(any(e["name"].startswith("F1.") for e in measured))
+        with open(self.path("a/timeline.svg")) as f:
+            self.assertIn("<svg", f.read())
+        with open(self.path("a/metrics.jsonl")) as f:
+            metrics = [json.loads(l) for l in f]
+        self.assertEqual([m["step"] for m in metrics if "loss" in m and "step" in m], [0, 10, 20])
+        # The trained model has every weight changed.
+        before, after = weights(self.mlp), weights(self.path("a.onnx"))
+        for k in before:
+            self.assertFalse((before[k] == after[k]).all(), k)
+
+    def test_resume_is_bitwise_identical(self):
+        cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
+                 ("1f1b", [2], [2]), ("2bw", [2], [2])]
+        for schedule, first, second in cases:
+            with self.subTest(schedule=schedule, stages=(first, second)):
+                tag = f"{schedule}-{first[0]}-{second[0]}"
+                full = self.path(f"{tag}-full.onnx")
+                common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
+                if schedule in ("1f1b-flush", "gpipe", "2bw"):
+                    common += ["--microbatches", 4]
+                self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
+                                   "-o", full, *common))
+                ck = self.path(f"{tag}.ck.onnx")
+                self.ok(self.train(f"{tag}-part", "--stages", first[0], "--max-steps", 20,
+                                   "--checkpoint", ck, *common))
+                r = self.ok(self.train(f"{tag}-resumed", "--stages", second[0], "--max-steps", 30,
+                                       "--resume", ck, "-o", self.path(f"{tag}-resumed.onnx"),
+                                       *common))
+                self.assertIn("resuming from", r.stdout)
+                self.assert_same_weights(full, self.path(f"{tag}-resumed.onnx"))
+
+    def test_ctrl_c_writes_a_checkpoint_that_resumes_bitwise(self):
+        ck = self.path("int.ck.onnx")
+        args = [PIPETRAIN, *self.args("int", "--stages", 2, "--schedule", "1f1b-flush",
+                                      "--microbatches", 2, "--epochs", 400, "--checkpoint", ck)]
+        p = subprocess.Popen(list(map(str, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, out + err)
+        self.assertIn("interrupted at step", out)
+        step = int({m.key: m.value for m in onnx.load(ck).metadata_props}["step"])
+        self.assertGreater(step, 0)
+        # An uninterrupted run to step + 7 and the resumed one agree bitwise.
+        target = step + 7
+        common = ["--stages", 2, "--schedule", "1f1b-flush", "--microbatches", 2, "--epochs", 400,
+                  "--max-steps", target]
+        self.ok(self.train("straight", *common, "-o", self.path("straight.onnx")))
+        self.ok(self.train("resumed", *common, "--resume", ck, "-o", self.path("resumed.onnx")))
+        self.assert_same_weights(self.path("straight.onnx"), self.path("resumed.onnx"))
+
+    def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(self):
+        ck = self.path("nan.ck.onnx")
+        r = self.train("nan", "--stages", 2, "--schedule", "1f1b", "--checkpoint-every", 1,
+                       "--round", 1, "--max-steps", 200, "--checkpoint", ck,
+                       "-o", self.path("never.onnx"), lr=1e12)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"worker \d \(stage \d\): step \d+")
+        self.assertRegex(lines[0], r"(loss is (NaN|Inf|-Inf)|gradient is not finite)")
+        self.assertIn("the last good checkpoint is " + ck, lines[0])
+        self.assertFalse(os.path.exists(self.path("never.onnx")))
+        good = weights(ck)
+        for k, v in good.items():
+            self.assertTrue((abs(v.astype("float64")) < float("inf")).all(), k)
+
+    def test_bad_pipeline_options_get_one_clear_error(self):
+        cases = [
+            (["--stages", 40], "but the model has only"),
+            (["--stages", 2, "--schedule", "zigzag"], "unknown --schedule 'zigzag'"),
+            (["--stages", 2, "--schedule", "gpipe", "--microbatches", 5], "does not split into 5"),
+            (["--stages", 2, "--schedule", "gpipe", "--vertical-sync"], "--vertical-sync applies"),
+            (["--stages", 2, "--plan", self.path("missing.json")], "missing.json"),
+            (["--stages", 2, "--resume", self.mlp], "not a pipetrain checkpoint"),
+            (["--stages", 4, "--schedule", "2bw", "--microbatches", 2], "2bw needs at least"),
+        ]
+        for extra, message in cases:
+            with self.subTest(extra=extra):
+                r = self.train("bad", "--max-steps", 5, *extra)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(message, lines[0])
+
+
+if __name__ == "__main__":
+    PIPETRAIN = sys.argv.pop(1)
+    unittest.main()
