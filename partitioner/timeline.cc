@@ -22,6 +22,22 @@ const char* color_of(OpKind k) {
   }
 }
 
+// Text for an SVG element: op names hold "<-" and "->".
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string chrome_trace(const std::vector<SimResult>& results) {
@@ -75,7 +91,7 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
     double scale = width / span;
     s += fmt::format(
         "<text x=\"4\" y=\"{}\" font-weight=\"bold\">{}: {:.3f} ms, bubble {:.1f}%</text>\n",
-        y + 14, res.schedule, res.makespan_s * 1e3, res.bubble_fraction * 100);
+        y + 14, xml_escape(res.schedule), res.makespan_s * 1e3, res.bubble_fraction * 100);
     y += gap;
     for (size_t w = 0; w < res.run.busy_s.size(); ++w)
       s += fmt::format("<text x=\"4\" y=\"{}\">worker {}</text>\n", y + row * w + 13,
@@ -89,7 +105,7 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
       s += fmt::format(
           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
           "stroke=\"white\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
-          x, top, wdt, h, color_of(t.op.kind), to_string(t.op));
+          x, top, wdt, h, color_of(t.op.kind), xml_escape(to_string(t.op)));
     }
     y += row * res.run.busy_s.size();
   }
