@@ -58,7 +58,12 @@ partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& pr
   if (!a.plan_path.empty()) {
     plan = partitioner::load_plan(a.plan_path);
     partitioner::validate(plan, plan.topology);
-    partitioner::check_against_profile(plan, profile);
+    try {
+      partitioner::check_against_profile(plan, profile);
+    } catch (const PlanError& e) {
+      throw PlanError(a.plan_path + ": " + e.what() +
+                      " (import the model with the --layer-depth the plan was made with)");
+    }
   } else if (a.stages > 0) {
     if (a.workers > 0 && a.workers != a.stages)
       throw PlanError("--stages " + std::to_string(a.stages) +
@@ -182,14 +187,19 @@ void train_pipelined(TrainArgs& a) {
   dopt.max_samples = a.max_samples;
   data::DataSplit split = data::load_data(a.data, dopt);
   exec::check_dataset(full_tg, full.inputs[0], split.train);
-  const int threads_guess = a.threads > 0 ? a.threads : 1;
-  exec::set_cpu_threads(threads_guess);
-  partitioner::Profile profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
+  // The workers share the cores. The profile is measured with the thread
+  // count the workers will use (oneDNN tunes its kernels to it).
+  const int planned_workers = a.workers > 0  ? a.workers
+                              : a.stages > 0 ? a.stages
+                                             : partitioner::load_plan(a.plan_path).workers_used();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / planned_workers);
+  exec::set_cpu_threads(threads);
+  partitioner::Profile profile =
+      exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
   profile.model = a.model.path;
   partitioner::Plan plan = choose_plan(a, profile);
   const int workers = plan.workers_used();
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / workers);
   const int p = static_cast<int>(plan.stages.size());
 
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
@@ -247,10 +257,10 @@ void train_pipelined(TrainArgs& a) {
 
   fmt::print(
       "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
-      "pipeline: {} stages on {} workers ({}), schedule {}{}, minibatch {} = {} x {}, "
+      "pipeline: {} stage{} on {} workers ({}), schedule {}{}, minibatch {} = {} x {}, "
       "{} thread{} per worker{}\n",
       a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
-      workers, plan.config(), a.schedule, a.vertical_sync ? " with vertical sync" : "",
+      p > 1 ? "s" : "", workers, plan.config(), a.schedule, a.vertical_sync ? " with vertical sync" : "",
       a.model.batch, m, a.model.batch / m, threads, threads > 1 ? "s" : "", stage_list(plan));
 
   std::filesystem::create_directories(a.run_dir);
