@@ -262,7 +262,6 @@ void Pipeline::run_program(Worker& w) {
   w.inbox_bwd.clear();
   w.outbox_fwd.clear();
   w.outbox_bwd.clear();
-  int64_t backward_count = 0;
 
   for (size_t i = 0; i < prog.size(); ++i) {
     if (failed_) throw RuntimeFault("communicator aborted: another worker failed");
@@ -294,7 +293,6 @@ void Pipeline::run_program(Worker& w) {
         for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
         w.inbox_bwd.erase(op.microbatch);
         w.outbox_bwd[op.microbatch] = sw.backward(gmb, feeds);
-        ++backward_count;
         break;
       }
       case OpKind::kSend: {
@@ -342,7 +340,6 @@ void Pipeline::run_program(Worker& w) {
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) w.busy_s += end - start;
     if (op.kind != OpKind::kSend) w.ops.push_back({w.index, op, start, end});
   }
-  (void)backward_count;
 }
 
 void Pipeline::write_back(ir::Graph& g) const {

@@ -22,6 +22,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
+#include "tests/executor/skip_mlp.h"
 
 namespace pipetrain {
 namespace {
@@ -299,6 +300,55 @@ TEST(Pipeline, TwoBWAppliesEachUpdateOneStepLate) {
         EXPECT_EQ(st.peak_in_flight, p - st.stage) << what << ", stage " << st.stage;
       }
     }
+}
+
+// Three stages, one layer each: h1 goes from stage 0 straight to stage 2
+// (and its gradient straight back), under a flush and the async schedule.
+TEST(Pipeline, SkipConnectionsTravelStraightToTheirStage) {
+  auto labelled = [](autodiff::TrainingGraph& tg, int i, int64_t rows) {
+    TensorMap m;
+    m["x"] = testing_models::wave({rows, 6}, 0.3 * i + 0.1);
+    std::vector<int64_t> y(static_cast<size_t>(rows));
+    for (size_t k = 0; k < y.size(); ++k) y[k] = static_cast<int64_t>((k * 7 + i) % 3);
+    m[tg.labels] = ir::Tensor::from_i64(y, {rows});
+    return m;
+  };
+  const std::vector<exec::PipelineStage> stages = {{0, 0, 1}, {1, 1, 1}, {2, 2, 1}};
+  {
+    auto full = autodiff::build_training_graph(testing_models::skip_mlp(4), {"cross-entropy", ""});
+    auto backend = exec::make_cpu_backend();
+    exec::TrainerOptions to;
+    to.optimizer = sgd_momentum();
+    exec::Trainer trainer(full, *backend, to);
+    auto micro = autodiff::build_training_graph(testing_models::skip_mlp(2), {"cross-entropy", ""});
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kOneFOneB;
+    po.microbatches = 2;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(micro, stages, po);
+    for (int k = 0; k < 3; ++k) {
+      TensorMap mini = labelled(full, k, 4);
+      trainer.step(mini);
+      pipe.run(microbatches_of(mini, 2, 4));
+    }
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), params_of(full.graph), 1e-5, "1f1b-flush, skip");
+  }
+  {
+    auto tg = autodiff::build_training_graph(testing_models::skip_mlp(2), {"cross-entropy", ""});
+    std::vector<TensorMap> mbs;
+    for (int b = 0; b < 7; ++b) mbs.push_back(labelled(tg, b, 2));
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kPipeDream;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(tg, stages, po);
+    pipe.run(mbs);
+    auto got = autodiff::build_training_graph(testing_models::skip_mlp(2), {"cross-entropy", ""});
+    pipe.write_back(got.graph);
+    auto want = delayed_reference(
+        tg, stages, mbs, [](int s, int b) { return std::max(0, b - (3 - s) + 1); }, 1);
+    expect_close(params_of(got.graph), want, 1e-5, "pipedream, skip");
+  }
 }
 
 TEST(Pipeline, TwoBWRefusesFewerMicrobatchesThanStages) {

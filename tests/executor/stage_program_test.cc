@@ -17,54 +17,17 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
+#include "tests/executor/skip_mlp.h"
 
 namespace pipetrain {
 namespace {
 
+using testing_models::node;
+using testing_models::skip_mlp;
+using testing_models::wave;
+
 using Layers = std::vector<std::pair<int, int>>;
 using TensorMap = std::map<std::string, ir::Tensor>;
-
-ir::Tensor wave(ir::Shape shape, double phase, double scale = 1.0) {
-  ir::Tensor t(ir::DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    t.data<float>()[i] =
-        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + phase) * scale);
-  return t;
-}
-
-ir::Node node(std::string name, std::string op, std::vector<std::string> in,
-              std::vector<std::string> out) {
-  return {std::move(name), std::move(op), std::move(in), std::move(out), {}};
-}
-
-// x (4, 6) -> [L0] h1 = Relu(Gemm(x, w0, b0)) (4, 8)
-//          -> [L1] h2 = Relu(Gemm(h1, w1, b1)) (4, 8)
-//          -> [L2] logits = Gemm((h2 + h1) * h1, w2, b2) (4, 3)
-// h1 skips layer 1; the Mul makes layer 2's backward read h1 too.
-ir::Graph skip_mlp() {
-  ir::Graph g;
-  g.name = "skip_mlp";
-  g.set_tensor({"x", ir::DType::kF32, {4, 6}, ir::Role::kInput});
-  g.inputs = {"x"};
-  g.set_value("w0", wave({6, 8}, 0.1, 0.5), ir::Role::kParam);
-  g.set_value("b0", wave({8}, 0.2, 0.1), ir::Role::kParam);
-  g.set_value("w1", wave({8, 8}, 0.3, 0.5), ir::Role::kParam);
-  g.set_value("b1", wave({8}, 0.4, 0.1), ir::Role::kParam);
-  g.set_value("w2", wave({8, 3}, 0.5, 0.5), ir::Role::kParam);
-  g.set_value("b2", wave({3}, 0.6, 0.1), ir::Role::kParam);
-  g.nodes = {node("gemm0", "Gemm", {"x", "w0", "b0"}, {"a0"}),
-             node("relu0", "Relu", {"a0"}, {"h1"}),
-             node("gemm1", "Gemm", {"h1", "w1", "b1"}, {"a1"}),
-             node("relu1", "Relu", {"a1"}, {"h2"}),
-             node("add", "Add", {"h2", "h1"}, {"s"}),
-             node("mul", "Mul", {"s", "h1"}, {"m"}),
-             node("gemm2", "Gemm", {"m", "w2", "b2"}, {"logits"})};
-  g.outputs = {"logits"};
-  g.set_layers({{"l0", {0, 1}}, {"l1", {2, 3}}, {"l2", {4, 5, 6}}});
-  g.infer_shapes();
-  g.verify();
-  return g;
-}
 
 TensorMap feeds_for(const autodiff::TrainingGraph& tg) {
   TensorMap feeds;
