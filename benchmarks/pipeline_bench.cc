@@ -10,6 +10,9 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "autodiff/training_graph.h"
@@ -38,6 +41,7 @@ struct Args {
   int threads = 1;
   int64_t width = 1024;
   int depth = 8;
+  int trials = 3;
 };
 
 pt::ir::Graph load(const Args& a, int64_t batch) {
@@ -81,87 +85,111 @@ int64_t classes_of(const pt::autodiff::TrainingGraph& tg) {
   return tg.graph.tensor(tg.prediction).shape.back();
 }
 
-double single_worker(const Args& a) {
-  pt::ir::Graph model = load(a, a.batch);
-  auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
-  auto backend = pt::exec::make_cpu_backend();
-  pt::exec::TrainerOptions to;
-  to.optimizer.lr = 0.01;
-  to.optimizer.momentum = 0.9;
-  pt::exec::Trainer trainer(tg, *backend, to);
-  auto feeds = random_batch(tg, classes_of(tg), 0);
-  for (int i = 0; i < 3; ++i) trainer.step(feeds);
-  auto t0 = Clock::now();
-  for (int i = 0; i < a.steps; ++i) trainer.step(feeds);
-  double s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return a.batch * a.steps / s;
-}
+// The single worker: a plain Trainer on the whole minibatch.
+struct SingleWorker {
+  pt::ir::Graph model;
+  pt::autodiff::TrainingGraph tg;
+  std::unique_ptr<pt::exec::Backend> backend = pt::exec::make_cpu_backend();
+  std::unique_ptr<pt::exec::Trainer> trainer;
+  pt::exec::TensorMap feeds;
+
+  explicit SingleWorker(const Args& a) : model(load(a, a.batch)) {
+    tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+    pt::exec::TrainerOptions to;
+    to.optimizer.lr = 0.01;
+    to.optimizer.momentum = 0.9;
+    trainer = std::make_unique<pt::exec::Trainer>(tg, *backend, to);
+    feeds = random_batch(tg, classes_of(tg), 0);
+    for (int i = 0; i < 3; ++i) trainer->step(feeds);
+  }
+  double samples_per_s(const Args& a) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < a.steps; ++i) trainer->step(feeds);
+    return a.batch * a.steps / std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+};
 
 using OpKindInt = int;  // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
 
-struct Measured {
-  double samples_per_s = 0;
-  double predicted = 0;  // the simulator's samples/s
-  std::string breakdown;  // per stage, ms per minibatch: measured (profile)
-  std::vector<pt::exec::WorkerStats> stats;
+// One schedule's pipeline, its prediction and what its timed rounds measured.
+struct Pipelined {
+  ScheduleKind kind;
+  int m = 1;  // microbatches per step
+  pt::ir::Graph model;
+  pt::autodiff::TrainingGraph tg;
+  pt::partitioner::Profile profile;  // of the graph the workers run, per minibatch
+  double predicted = 0;              // the simulator's samples/s
+  std::unique_ptr<pt::exec::Pipeline> pipe;
+  std::vector<pt::exec::TensorMap> round;
+  int steps_per_round = 1;
+  std::map<std::pair<int, int>, double> op_s;  // (stage, kind) -> seconds, over all trials
+  int steps_timed = 0;
+
+  Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& plan)
+      : kind(k), m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches), model(load(a, a.batch / m)) {
+    tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+    std::vector<pt::exec::PipelineStage> stages;
+    for (const auto& st : plan.stages)
+      stages.push_back({st.first_layer, st.last_layer, st.replication});
+    pt::exec::PipelineOptions po;
+    po.schedule = kind;
+    po.microbatches = m;
+    po.optimizer.lr = 0.01;
+    po.optimizer.momentum = 0.9;
+    po.threads_per_worker = a.threads;
+    const int64_t classes = classes_of(tg);
+    // The simulator on a profile of the graph the workers run (one
+    // microbatch, optimizer update included), stated per minibatch.
+    profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7,
+                                                 &po.optimizer);
+    pt::exec::scale_profile(profile, m);
+    pt::partitioner::SimOptions so;
+    so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
+    predicted = pt::partitioner::simulate(plan, profile, kind, so).samples_per_s;
+    pipe = std::make_unique<pt::exec::Pipeline>(tg, stages, po);
+    // A round: one step (flush), `steps` minibatches (pipedream), or a
+    // quarter of `steps` steps of m microbatches (2bw).
+    steps_per_round = kind == ScheduleKind::kPipeDream ? a.steps
+                      : kind == ScheduleKind::kTwoBW   ? std::max(1, a.steps / 4)
+                                                       : 1;
+    for (int i = 0; i < steps_per_round * m; ++i) round.push_back(random_batch(tg, classes, i));
+    pipe->run(round);  // warm-up
+  }
+
+  double samples_per_s(const Args& a) {
+    double seconds = 0;
+    int done = 0;
+    while (done < a.steps) {
+      auto r = pipe->run(round);
+      seconds += r.seconds;
+      done += steps_per_round;
+      for (const auto& t : r.ops) op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
+    }
+    steps_timed += done;
+    return a.batch * done / seconds;
+  }
+
+  // Per stage, ms per minibatch: measured (the profile's figure).
+  std::string breakdown(const pt::partitioner::Plan& plan) {
+    std::string out;
+    for (size_t s = 0; s < plan.stages.size(); ++s) {
+      double f = 0, b = 0, u = 0;
+      for (int l = plan.stages[s].first_layer; l <= plan.stages[s].last_layer; ++l) {
+        f += profile.layers[static_cast<size_t>(l)].forward_s;
+        b += profile.layers[static_cast<size_t>(l)].backward_s;
+        u += profile.layers[static_cast<size_t>(l)].update_s;
+      }
+      auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / steps_timed * 1e3; };
+      out += fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
+                         s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3, per(5));
+    }
+    return out;
+  }
 };
 
-Measured pipelined(const Args& a, ScheduleKind kind, const pt::partitioner::Plan& plan) {
-  const bool whole = kind == ScheduleKind::kPipeDream;
-  const int m = whole ? 1 : a.microbatches;
-  pt::ir::Graph model = load(a, a.batch / m);
-  auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
-  std::vector<pt::exec::PipelineStage> stages;
-  for (const auto& st : plan.stages) stages.push_back({st.first_layer, st.last_layer, st.replication});
-  pt::exec::PipelineOptions po;
-  po.schedule = kind;
-  po.microbatches = m;
-  po.optimizer.lr = 0.01;
-  po.optimizer.momentum = 0.9;
-  po.threads_per_worker = a.threads;
-  const int64_t classes = classes_of(tg);
-  // The prediction: the simulator on a profile of the graph the workers run
-  // (one microbatch, optimizer update included), stated per minibatch.
-  auto profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7,
-                                                    &po.optimizer);
-  pt::exec::scale_profile(profile, m);
-  pt::partitioner::SimOptions so;
-  so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
-  const double predicted = pt::partitioner::simulate(plan, profile, kind, so).samples_per_s;
-  pt::exec::Pipeline pipe(tg, stages, po);
-  // One round: a step (flush), `steps` minibatches (pipedream), or
-  // `steps` / 4 steps of m microbatches (2bw), repeated to `steps` steps.
-  const int steps_per_round = kind == ScheduleKind::kPipeDream ? a.steps
-                              : kind == ScheduleKind::kTwoBW ? std::max(1, a.steps / 4)
-                                                             : 1;
-  std::vector<pt::exec::TensorMap> round;
-  for (int i = 0; i < steps_per_round * m; ++i) round.push_back(random_batch(tg, classes, i));
-  std::vector<pt::exec::TensorMap> warm(round.begin(),
-                                        round.begin() + std::min<size_t>(round.size(), whole ? 2 * plan.stages.size() : round.size()));
-  pipe.run(warm);
-  double seconds = 0;
-  int done = 0;
-  std::map<std::pair<int, int>, double> op_s;  // (stage, kind) -> seconds
-  while (done < a.steps) {
-    auto r = pipe.run(round);
-    seconds += r.seconds;
-    done += steps_per_round;
-    for (const auto& t : r.ops) op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
-  }
-  // Where a stage's time goes, per minibatch: measured (profile's figure).
-  std::string breakdown;
-  for (size_t s = 0; s < plan.stages.size(); ++s) {
-    double f = 0, b = 0, u = 0;
-    for (int l = plan.stages[s].first_layer; l <= plan.stages[s].last_layer; ++l) {
-      f += profile.layers[static_cast<size_t>(l)].forward_s;
-      b += profile.layers[static_cast<size_t>(l)].backward_s;
-      u += profile.layers[static_cast<size_t>(l)].update_s;
-    }
-    auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / done * 1e3; };
-    breakdown += fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
-                             s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3 * (kind == ScheduleKind::kPipeDream ? 1 : 1), per(5));
-  }
-  return {a.batch * done / seconds, predicted, breakdown, pipe.stats()};
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -179,6 +207,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--width", a.width, "mlp: width of every layer")->capture_default_str();
   app.add_option("--depth", a.depth, "mlp: hidden layers")->capture_default_str();
+  app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     pt::exec::set_cpu_threads(a.threads);
@@ -194,26 +224,41 @@ int main(int argc, char** argv) {
                "per worker\n",
                a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
                plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
-    const double one = single_worker(a);
-    fmt::print("one worker ({} thread{}): {:.0f} samples/s\n\n", a.threads,
-               a.threads > 1 ? "s" : "", one);
+    SingleWorker single(a);
+    const std::vector<ScheduleKind> kinds = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
+                                             ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
+    std::vector<std::unique_ptr<Pipelined>> runs;
+    for (ScheduleKind k : kinds) runs.push_back(std::make_unique<Pipelined>(a, k, plan));
+    // Trials interleave the single worker and every schedule, so drift on a
+    // shared machine hits all of them alike; each ratio is taken within a
+    // trial and the median over trials is printed.
+    std::vector<double> one;
+    std::vector<std::vector<double>> rate(runs.size()), ratio(runs.size());
+    for (int t = 0; t < a.trials; ++t) {
+      one.push_back(single.samples_per_s(a));
+      for (size_t i = 0; i < runs.size(); ++i) {
+        rate[i].push_back(runs[i]->samples_per_s(a));
+        ratio[i].push_back(rate[i].back() / one.back());
+      }
+    }
+    fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
+               a.threads > 1 ? "s" : "", median(one), a.trials);
     fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9}  {}\n", "schedule", "samples/s", "x 1 worker",
                "predicted", "meas/pred", "per stage: microbatches in flight, weight versions, "
                "peak stash MiB");
-    for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kPipeDream,
-                           ScheduleKind::kTwoBW}) {
-      Measured r = pipelined(a, k, plan);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      auto& r = *runs[i];
       std::string per;
-      for (const auto& st : r.stats)
+      for (const auto& st : r.pipe->stats())
         per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
                            st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
-      const char* name = k == ScheduleKind::kPipeDream ? "1f1b"
-                         : k == ScheduleKind::kOneFOneB ? "1f1b-flush"
-                                                         : pt::partitioner::schedule_name(k);
-      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {}\n", name, r.samples_per_s,
-                 r.samples_per_s / one, r.predicted, r.samples_per_s / r.predicted,
-                 per);
-      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown);
+      const char* name = r.kind == ScheduleKind::kPipeDream  ? "1f1b"
+                         : r.kind == ScheduleKind::kOneFOneB ? "1f1b-flush"
+                                                             : pt::partitioner::schedule_name(r.kind);
+      const double measured = median(rate[i]);
+      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {}\n", name, measured,
+                 median(ratio[i]), r.predicted, measured / r.predicted, per);
+      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
     }
     fmt::print("\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
                "2bw cut the minibatch into {} microbatches\n",
