@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
 
 #include "executor/backend.h"
@@ -12,7 +13,8 @@ namespace pipetrain::exec {
 
 namespace {
 
-// Median seconds of one optimizer step over `params` (copies; zero-free grads).
+// Median seconds of one update over `params` (copies; small non-zero grads)
+// as the pipeline makes it: the finiteness check, then the optimizer step.
 double time_update(const ir::Graph& g, const std::vector<std::string>& params,
                    const OptimizerConfig& config, int warmup, int runs) {
   ir::Graph scratch;
@@ -28,7 +30,29 @@ double time_update(const ir::Graph& g, const std::vector<std::string>& params,
   std::vector<double> t;
   for (int r = 0; r < warmup + runs; ++r) {
     auto start = std::chrono::steady_clock::now();
-    opt->step(scratch, grads, config.lr);
+    bool finite = true;
+    for (const auto& [name, grad] : grads) finite = finite && all_finite(grad);
+    if (finite) opt->step(scratch, grads, config.lr);
+    if (r >= warmup)
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Median seconds of copying `params` into buffers of the same size (what a
+// stage keeping an old weight version does per update).
+double time_version_copy(const ir::Graph& g, const std::vector<std::string>& params, int warmup,
+                         int runs) {
+  std::vector<ir::Tensor> src, dst;
+  for (const auto& p : params) {
+    src.push_back(*g.value(p));
+    dst.push_back(g.value(p)->clone());
+  }
+  std::vector<double> t;
+  for (int r = 0; r < warmup + runs; ++r) {
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < src.size(); ++i) std::memcpy(dst[i].raw(), src[i].raw(), src[i].nbytes());
     if (r >= warmup)
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
@@ -82,8 +106,10 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
         layer_params[static_cast<size_t>(n.layer)].push_back(in);
   }
   for (size_t l = 0; l < p.layers.size(); ++l)
-    if (!layer_params[l].empty())
+    if (!layer_params[l].empty()) {
       p.layers[l].update_s = time_update(tg.graph, layer_params[l], *optimizer, warmup, runs);
+      p.layers[l].version_copy_s = time_version_copy(tg.graph, layer_params[l], warmup, runs);
+    }
   return p;
 }
 

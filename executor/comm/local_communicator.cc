@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "ir/error.h"
 
@@ -55,6 +56,7 @@ struct SharedState {
 
   const int size;
   const size_t bound;
+  std::chrono::microseconds spin{0};  // recv polls this long before sleeping
   std::mutex mu;
   std::vector<Mailbox> mailboxes;                // (src, dst) at src * size + dst
   std::vector<std::condition_variable> recv_cv;  // per receiving rank
@@ -167,6 +169,16 @@ class LocalCommunicator final : public Communicator {
     s.throw_if_aborted();
     Mailbox& box = s.mailbox(src, rank_);
     auto it = box.messages.end();
+    if (s.spin.count() > 0) {
+      // Poll first: a thread that sleeps on a VM's idle vCPU wakes up slowly.
+      const auto until = Clock::now() + s.spin;
+      while (box.messages.find(tag) == box.messages.end() && !s.aborted && !s.closed[src] &&
+             Clock::now() < until) {
+        lock.unlock();
+        for (int k = 0; k < 64; ++k) std::this_thread::yield();
+        lock.lock();
+      }
+    }
     bool ok = s.wait(lock, s.recv_cv[rank_], timeout, [&] {
       it = box.messages.find(tag);
       return it != box.messages.end() || s.closed[src];
@@ -331,12 +343,13 @@ class LocalCommunicator final : public Communicator {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_local_communicators(int size,
-                                                                    size_t queue_bytes_bound) {
+std::vector<std::unique_ptr<Communicator>> make_local_communicators(
+    int size, size_t queue_bytes_bound, std::chrono::microseconds spin) {
   if (size < 1) {
     throw PlanError("local communicator needs at least 1 rank, got " + std::to_string(size));
   }
   auto state = std::make_shared<SharedState>(size, queue_bytes_bound);
+  state->spin = spin;
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<LocalCommunicator>(state, r));
   return comms;

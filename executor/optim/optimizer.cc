@@ -211,4 +211,11 @@ double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm)
   return total;
 }
 
+bool all_finite(const ir::Tensor& t) {
+  const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
+  uint32_t bad = 0;
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
+  return bad == 0;
+}
+
 }  // namespace pipetrain::exec

@@ -85,4 +85,8 @@ class Optimizer {
 /// (torch would scale by NaN) so the caller can report it.
 double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm);
 
+/// False when an f32 tensor holds a NaN or an Inf (all exponent bits set): the
+/// check before an update.
+bool all_finite(const ir::Tensor& t);
+
 }  // namespace pipetrain::exec

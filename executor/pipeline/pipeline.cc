@@ -80,7 +80,12 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
 
   int total = 0;
   for (const auto& st : stages_) total += st.replicas;
-  comms_ = make_local_communicators(total, options_.queue_bytes);
+  // Workers that each have cores of their own poll before they sleep.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool own_cores = total * options_.threads_per_worker <= cores;
+  comms_ = make_local_communicators(total, options_.queue_bytes,
+                                    own_cores ? std::chrono::milliseconds(50)
+                                              : std::chrono::milliseconds(0));
   set_cpu_threads(options_.threads_per_worker);
   for (int s = 0, w = 0; s < num_stages(); ++s)
     for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {

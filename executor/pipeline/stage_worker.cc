@@ -20,14 +20,6 @@ TensorMap select_inputs(const ir::Graph& g, const TensorMap& from) {
   return out;
 }
 
-/// False when t holds a NaN or an Inf (all exponent bits set).
-bool all_finite(const ir::Tensor& t) {
-  const uint32_t* bits = static_cast<const uint32_t*>(t.raw());
-  uint32_t bad = 0;
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
-  return bad == 0;
-}
-
 /// acc = g (first) or acc += g; returns all_finite(g), found in the same pass.
 bool accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
   float* a = acc.data<float>();

@@ -228,6 +228,30 @@ TEST(LocalCommunicator, AbortWakesEveryBlockedRankQuickly) {
   EXPECT_THROW(comms[2]->recv(0, fwd("z", 0)), RuntimeFault);
 }
 
+TEST(LocalCommunicator, SpinningReceiveGetsLateMessagesAndAborts) {
+  // Polling for 200 ms before sleeping: a message sent during the poll and one
+  // sent after it both arrive; an abort during the poll wakes the receiver.
+  auto comms = make_local_communicators(2, 1 << 20, 200ms);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(20ms);
+    comms[0]->send(1, fwd("early", 0), Tensor::scalar_f32(1));
+    std::this_thread::sleep_for(300ms);
+    comms[0]->send(1, fwd("late", 0), Tensor::scalar_f32(2));
+  });
+  EXPECT_EQ(comms[1]->recv(0, fwd("early", 0)).at(0), 1.0);
+  EXPECT_EQ(comms[1]->recv(0, fwd("late", 0)).at(0), 2.0);
+  sender.join();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(20ms);
+    comms[0]->abort("stop");
+  });
+  const auto start = Clock::now();
+  EXPECT_THROW(comms[1]->recv(0, fwd("never", 0)), RuntimeFault);
+  const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  EXPECT_LT(waited_ms, 150);
+  aborter.join();
+}
+
 TEST(LocalCommunicator, TimeoutsNamePeerAndTag) {
   auto comms = make_local_communicators(3, 16);
   try {
