@@ -40,10 +40,11 @@ double time_update(const ir::Graph& g, const std::vector<std::string>& params,
   return t[t.size() / 2];
 }
 
-// Median seconds of copying `params` into buffers of the same size (what a
-// stage keeping an old weight version does per update).
-double time_version_copy(const ir::Graph& g, const std::vector<std::string>& params, int warmup,
-                         int runs) {
+// Median seconds of one pass over `params` into buffers of the same size: a
+// copy (a stage keeping an old weight version, per update) or an add (a
+// microbatch's gradients into the step's sum).
+double time_params_pass(const ir::Graph& g, const std::vector<std::string>& params, bool add,
+                        int warmup, int runs) {
   std::vector<ir::Tensor> src, dst;
   for (const auto& p : params) {
     src.push_back(*g.value(p));
@@ -52,7 +53,15 @@ double time_version_copy(const ir::Graph& g, const std::vector<std::string>& par
   std::vector<double> t;
   for (int r = 0; r < warmup + runs; ++r) {
     auto start = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < src.size(); ++i) std::memcpy(dst[i].raw(), src[i].raw(), src[i].nbytes());
+    for (size_t i = 0; i < src.size(); ++i) {
+      if (!add) {
+        std::memcpy(dst[i].raw(), src[i].raw(), src[i].nbytes());
+        continue;
+      }
+      float* a = dst[i].data<float>();
+      const float* x = src[i].data<float>();
+      for (int64_t k = 0, n = src[i].numel(); k < n; ++k) a[k] += x[k];
+    }
     if (r >= warmup)
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
@@ -108,7 +117,8 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
   for (size_t l = 0; l < p.layers.size(); ++l)
     if (!layer_params[l].empty()) {
       p.layers[l].update_s = time_update(tg.graph, layer_params[l], *optimizer, warmup, runs);
-      p.layers[l].version_copy_s = time_version_copy(tg.graph, layer_params[l], warmup, runs);
+      p.layers[l].version_copy_s = time_params_pass(tg.graph, layer_params[l], false, warmup, runs);
+      p.layers[l].accumulate_s = time_params_pass(tg.graph, layer_params[l], true, warmup, runs);
     }
   return p;
 }

@@ -7,12 +7,12 @@
 namespace pipetrain::ir {
 
 namespace {
-std::shared_ptr<std::byte[]> alloc_aligned(size_t bytes) {
+std::shared_ptr<std::byte[]> alloc_aligned(size_t bytes, bool zero = true) {
   size_t rounded = ((bytes + 63) / 64) * 64;
   if (rounded == 0) rounded = 64;
   auto* p = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   return std::shared_ptr<std::byte[]>(p, [](std::byte* q) { std::free(q); });
 }
 }  // namespace
@@ -34,7 +34,10 @@ std::shared_ptr<std::byte[]> Tensor::allocate(size_t bytes) {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t(dtype_, shape_);
+  Tensor t;
+  t.dtype_ = dtype_;
+  t.shape_ = shape_;
+  t.data_ = alloc_aligned(nbytes(), /*zero=*/false);  // every byte is copied next
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
 }

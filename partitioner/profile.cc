@@ -47,6 +47,7 @@ void validate(const Profile& p) {
     check(l.backward_s, "backward_s");
     check(l.update_s, "update_s");
     check(l.version_copy_s, "version_copy_s");
+    check(l.accumulate_s, "accumulate_s");
     check(static_cast<double>(l.output_bytes), "output_bytes");
     check(static_cast<double>(l.cut_bytes), "cut_bytes");
     check(static_cast<double>(l.param_bytes), "param_bytes");
@@ -66,6 +67,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"backward_s", l.backward_s},
                       {"update_s", l.update_s},
                       {"version_copy_s", l.version_copy_s},
+                      {"accumulate_s", l.accumulate_s},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
                       {"param_bytes", l.param_bytes},
@@ -108,6 +110,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     l.backward_s = ju::number(lj, "backward_s", w);
     if (lj.contains("update_s")) l.update_s = ju::number(lj, "update_s", w);
     if (lj.contains("version_copy_s")) l.version_copy_s = ju::number(lj, "version_copy_s", w);
+    if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);
     l.param_bytes = ju::integer(lj, "param_bytes", w);

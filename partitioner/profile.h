@@ -27,6 +27,10 @@ struct LayerProfile {
   /// Copying the layer's params: what keeping an old weight version costs per
   /// update under weight stashing (0: not measured).
   double version_copy_s = 0;
+  /// Adding one microbatch's gradients of the layer's params into the step's
+  /// sum (what every backward but the first of a step costs with
+  /// microbatches; 0: not measured).
+  double accumulate_s = 0;
 };
 
 struct Profile {

@@ -10,8 +10,8 @@ namespace pipetrain::partitioner {
 namespace {
 
 struct StageData {
-  double forward_s = 0, backward_s = 0, update_s = 0, version_copy_s = 0, param_bytes = 0,
-         stash_bytes = 0, cut_out = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0, version_copy_s = 0, accumulate_s = 0,
+         param_bytes = 0, stash_bytes = 0, cut_out = 0;
 };
 
 std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
@@ -24,6 +24,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
       d.version_copy_s += lp.version_copy_s;
+      d.accumulate_s += lp.accumulate_s;
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
     }
@@ -88,7 +89,11 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     const StageData& d = data[plan_stage(op.stage)];
     switch (op.kind) {
       case OpKind::kForward: return d.forward_s * scale / v;
-      case OpKind::kBackward: return d.backward_s * scale / v;
+      case OpKind::kBackward:
+        // With m microbatches per step, m - 1 of every m backwards add their
+        // gradients into the step's sum.
+        return d.backward_s * scale / v +
+               (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m / v);
       case OpKind::kBackwardInput:
       case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
       case OpKind::kStep: {
