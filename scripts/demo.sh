@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: train two zoo models on real datasets on the CPU, one worker.
+# The main job: train two zoo models on real datasets on the CPU.
 #  1. A LeNet-style CNN on Fashion-MNIST (60,000 28x28 images, Debian's
-#     dataset-fashion-mnist), 3 epochs: about 90% test accuracy.
-#  2. An MLP on scikit-learn's digits (1,797 8x8 images), 30 epochs: about 97%.
+#     dataset-fashion-mnist), pipelined over 2 stages (one worker thread each)
+#     with PipeDream's asynchronous 1F1B and weight stashing, 4 epochs: at
+#     least 89% test accuracy. It ends with each worker's utilisation, the
+#     measured against the simulated throughput, and both timelines.
+#  2. An MLP on scikit-learn's digits (1,797 8x8 images), one worker, 30
+#     epochs: about 97%.
 # Each run shows a progress bar, the test accuracy after every epoch, and
 # writes metrics.jsonl, a loss curve (loss.svg) and the trained model (ONNX)
 # under build/demo/. Ends non-zero if an accuracy target is missed.
@@ -13,7 +17,6 @@ pipetrain=$root/build/cli/pipetrain
 out=$root/build/demo
 mkdir -p "$out"
 export OMP_WAIT_POLICY=passive  # OpenMP threads sleep instead of spinning between kernels
-threads=$(nproc)
 
 check_accuracy() {  # run-dir minimum
   /usr/bin/python3 - "$1/metrics.jsonl" "$2" <<'PY'
@@ -26,11 +29,11 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-echo "== LeNet on Fashion-MNIST =="
+echo "== LeNet on Fashion-MNIST, 2 pipeline stages, 1F1B with weight stashing =="
 "$pipetrain" zoo export lenet -o "$out/lenet.onnx"
-"$pipetrain" train "$out/lenet.onnx" --data fashion-mnist --batch 64 --epochs 3 \
-  --loss cross-entropy --optimizer adam --lr 0.002 --seed 0 --threads "$threads" \
-  --run-dir "$out/lenet-run" -o "$out/lenet-trained.onnx"
+"$pipetrain" train "$out/lenet.onnx" --data fashion-mnist --batch 64 --epochs 4 \
+  --loss cross-entropy --optimizer adam --lr 0.002 --lr-schedule cosine --seed 0 \
+  --stages 2 --schedule 1f1b --run-dir "$out/lenet-run" -o "$out/lenet-trained.onnx"
 check_accuracy "$out/lenet-run" 0.89
 
 echo "== MLP on digits =="

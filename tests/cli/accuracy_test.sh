@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's accuracy claims, checked: the zoo LeNet reaches 89% test accuracy
-# on Fashion-MNIST in 3 epochs and the MLP 95% on digits (the demo's commands).
+# The README's accuracy claims, checked: the zoo LeNet, pipelined over 2 stages
+# with asynchronous 1F1B and weight stashing, reaches 89% test accuracy on
+# Fashion-MNIST in 4 epochs and the MLP 95% on digits (the demo's commands).
 set -euo pipefail
 pipetrain=$1
 out=$(mktemp -d)
@@ -13,8 +14,9 @@ last_accuracy() {
 "$pipetrain" train "$out/mlp.onnx" --data digits --batch 32 --epochs 30 --loss cross-entropy \
   --optimizer adam --lr 0.003 --seed 0 --quiet --run-dir "$out/mlp"
 "$pipetrain" zoo export lenet -o "$out/lenet.onnx"
-"$pipetrain" train "$out/lenet.onnx" --data fashion-mnist --batch 64 --epochs 3 --loss cross-entropy \
-  --optimizer adam --lr 0.002 --seed 0 --threads "$(nproc)" --quiet --run-dir "$out/lenet"
+"$pipetrain" train "$out/lenet.onnx" --data fashion-mnist --batch 64 --epochs 4 --loss cross-entropy \
+  --optimizer adam --lr 0.002 --lr-schedule cosine --seed 0 --stages 2 --schedule 1f1b --quiet \
+  --run-dir "$out/lenet"
 mlp=$(last_accuracy "$out/mlp/metrics.jsonl")
 lenet=$(last_accuracy "$out/lenet/metrics.jsonl")
 echo "digits MLP: $mlp (target 0.95), Fashion-MNIST LeNet: $lenet (target 0.89)"
