@@ -243,21 +243,32 @@ int main(int argc, char** argv) {
     }
     fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
                a.threads > 1 ? "s" : "", median(one), a.trials);
-    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9}  {}\n", "schedule", "samples/s", "x 1 worker",
-               "predicted", "meas/pred", "per stage: microbatches in flight, weight versions, "
-               "peak stash MiB");
+    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9} {:>9}  {}\n", "schedule", "samples/s",
+               "x 1 worker", "predicted", "meas/pred", "peak MiB",
+               "per stage: microbatches in flight, weight versions, peak stash MiB");
     for (size_t i = 0; i < runs.size(); ++i) {
       auto& r = *runs[i];
+      // Peak memory of the busiest worker: its stashed activations and its
+      // weight versions (optimizer state and gradients come on top, alike
+      // for every schedule).
       std::string per;
-      for (const auto& st : r.pipe->stats())
+      double peak = 0;
+      for (const auto& st : r.pipe->stats()) {
         per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
                            st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
+        double params = 0;
+        for (int l = plan.stages[static_cast<size_t>(st.stage)].first_layer;
+             l <= plan.stages[static_cast<size_t>(st.stage)].last_layer; ++l)
+          params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
+        peak = std::max(peak, (static_cast<double>(st.peak_stash_bytes) +
+                               st.peak_weight_versions * params) / 1048576.0);
+      }
       const char* name = r.kind == ScheduleKind::kPipeDream  ? "1f1b"
                          : r.kind == ScheduleKind::kOneFOneB ? "1f1b-flush"
                                                              : pt::partitioner::schedule_name(r.kind);
       const double measured = median(rate[i]);
-      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {}\n", name, measured,
-                 median(ratio[i]), r.predicted, measured / r.predicted, per);
+      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>9.1f} {}\n", name, measured,
+                 median(ratio[i]), r.predicted, measured / r.predicted, peak, per);
       fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
     }
     fmt::print("\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "

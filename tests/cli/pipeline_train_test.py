@@ -88,6 +88,19 @@ class PipelineTrainTest(unittest.TestCase):
         for k in before:
             self.assertFalse((before[k] == after[k]).all(), k)
 
+    def test_plans_from_partition_and_from_the_dp(self):
+        plan = self.path("plan.json")
+        self.ok(run("partition", self.mlp, "--topology", 3, "--bandwidth", 10e9, "--batch", 32,
+                    "--straight", "-o", plan))
+        r = self.ok(self.train("p", "--plan", plan, "--schedule", "gpipe", "--microbatches", 4,
+                               "--max-steps", 12))
+        self.assertIn("pipeline: 3 stages on 3 workers (straight), schedule gpipe", r.stdout)
+        # The DP on 3 workers; whatever it picks (replicas or stages), it runs.
+        r = self.ok(self.train("w", "--workers", 3, "--schedule", "1f1b-flush",
+                               "--microbatches", 4, "--max-steps", 12))
+        self.assertRegex(r.stdout, r"pipeline: \d stages? on 3 workers")
+        self.assertRegex(r.stdout, r"worker 2 \(stage \d")
+
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
                  ("1f1b", [2], [2]), ("2bw", [2], [2])]
