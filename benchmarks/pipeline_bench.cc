@@ -9,8 +9,8 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
@@ -126,7 +126,9 @@ struct Pipelined {
   int steps_timed = 0;
 
   Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& plan)
-      : kind(k), m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches), model(load(a, a.batch / m)) {
+      : kind(k),
+        m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches),
+        model(load(a, a.batch / m)) {
     tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
     std::vector<pt::exec::PipelineStage> stages;
     for (const auto& st : plan.stages)
@@ -140,8 +142,8 @@ struct Pipelined {
     const int64_t classes = classes_of(tg);
     // The simulator on a profile of the graph the workers run (one
     // microbatch, optimizer update included), stated per minibatch.
-    profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7,
-                                                 &po.optimizer);
+    profile =
+        pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7, &po.optimizer);
     pt::exec::scale_profile(profile, m);
     pt::partitioner::SimOptions so;
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
@@ -163,7 +165,8 @@ struct Pipelined {
       auto r = pipe->run(round);
       seconds += r.seconds;
       done += steps_per_round;
-      for (const auto& t : r.ops) op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
+      for (const auto& t : r.ops)
+        op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
     }
     steps_timed += done;
     return a.batch * done / seconds;
@@ -180,8 +183,9 @@ struct Pipelined {
         u += profile.layers[static_cast<size_t>(l)].update_s;
       }
       auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / steps_timed * 1e3; };
-      out += fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
-                         s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3, per(5));
+      out +=
+          fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
+                      s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3, per(5));
     }
     return out;
   }
@@ -214,16 +218,19 @@ int main(int argc, char** argv) {
     pt::exec::set_cpu_threads(a.threads);
     pt::ir::Graph model = load(a, a.batch);
     auto tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
-    auto profile = pt::exec::measure_training_profile(tg, random_batch(tg, classes_of(tg), 0), 2, 7);
+    auto profile =
+        pt::exec::measure_training_profile(tg, random_batch(tg, classes_of(tg), 0), 2, 7);
     auto topo = pt::partitioner::parse_topology(std::to_string(a.stages), "10e9", "");
     auto plan = pt::partitioner::time_balanced_plan(profile, topo);
     std::string cuts;
     for (const auto& st : plan.stages)
-      cuts += fmt::format("{}layers {}-{}", cuts.empty() ? "" : " | ", st.first_layer, st.last_layer);
-    fmt::print("pipeline benchmark: {}, minibatch {}, {} stages by measured time ({}), {} thread{} "
-               "per worker\n",
-               a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
-               plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
+      cuts +=
+          fmt::format("{}layers {}-{}", cuts.empty() ? "" : " | ", st.first_layer, st.last_layer);
+    fmt::print(
+        "pipeline benchmark: {}, minibatch {}, {} stages by measured time ({}), {} thread{} "
+        "per worker\n",
+        a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
+        plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
     SingleWorker single(a);
     const std::vector<ScheduleKind> kinds = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
                                              ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
@@ -260,20 +267,23 @@ int main(int argc, char** argv) {
         for (int l = plan.stages[static_cast<size_t>(st.stage)].first_layer;
              l <= plan.stages[static_cast<size_t>(st.stage)].last_layer; ++l)
           params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
-        peak = std::max(peak, (static_cast<double>(st.peak_stash_bytes) +
-                               st.peak_weight_versions * params) / 1048576.0);
+        peak = std::max(
+            peak, (static_cast<double>(st.peak_stash_bytes) + st.peak_weight_versions * params) /
+                      1048576.0);
       }
-      const char* name = r.kind == ScheduleKind::kPipeDream  ? "1f1b"
-                         : r.kind == ScheduleKind::kOneFOneB ? "1f1b-flush"
-                                                             : pt::partitioner::schedule_name(r.kind);
+      const char* name = r.kind == ScheduleKind::kPipeDream ? "1f1b"
+                         : r.kind == ScheduleKind::kOneFOneB
+                             ? "1f1b-flush"
+                             : pt::partitioner::schedule_name(r.kind);
       const double measured = median(rate[i]);
       fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>9.1f} {}\n", name, measured,
                  median(ratio[i]), r.predicted, measured / r.predicted, peak, per);
       fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
     }
-    fmt::print("\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
-               "2bw cut the minibatch into {} microbatches\n",
-               a.microbatches);
+    fmt::print(
+        "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
+        "2bw cut the minibatch into {} microbatches\n",
+        a.microbatches);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

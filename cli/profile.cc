@@ -56,8 +56,8 @@ void run_profile(const ProfileArgs& a) {
   if (a.device == "measured") {
     exec::set_cpu_threads(a.threads);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(g, loss_spec(g, a));
-    p = exec::measure_training_profile(
-        tg, random_feeds(tg.graph, "profile --device measured"), a.warmup, a.runs);
+    p = exec::measure_training_profile(tg, random_feeds(tg.graph, "profile --device measured"),
+                                       a.warmup, a.runs);
   } else {
     partitioner::AnalyticOptions o;
     o.tf32 = a.tf32;

@@ -73,8 +73,8 @@ void train(TrainArgs& a) {
 
 void add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "train", "Train a model on one worker, or pipelined over worker threads");
+  CLI::App* cmd =
+      app.add_subcommand("train", "Train a model on one worker, or pipelined over worker threads");
   a->model.add_to(*cmd);
   cmd->add_option("--data", a->data,
                   "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, or files "

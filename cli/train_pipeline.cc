@@ -33,7 +33,9 @@ namespace pipetrain::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void request_stop(int) { g_stop = true; }
+extern "C" void request_stop(int) {
+  g_stop = true;
+}
 
 using partitioner::ScheduleKind;
 
@@ -171,8 +173,9 @@ void train_pipelined(TrainArgs& a) {
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
   if (a.trainer.clip_norm > 0)
-    throw PlanError("--clip-norm needs the global gradient norm, which a pipeline does not "
-                    "gather yet; train without it or on one worker");
+    throw PlanError(
+        "--clip-norm needs the global gradient norm, which a pipeline does not "
+        "gather yet; train without it or on one worker");
   if (a.profile) throw PlanError("--profile times one worker; use `pipetrain profile` instead");
 
   // The plan: from the file, or measured here on the whole minibatch.
@@ -203,10 +206,12 @@ void train_pipelined(TrainArgs& a) {
   const int p = static_cast<int>(plan.stages.size());
 
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
-  const int m = kind == ScheduleKind::kPipeDream ? 1 : (a.microbatches > 0 ? a.microbatches : 2 * p);
+  const int m =
+      kind == ScheduleKind::kPipeDream ? 1 : (a.microbatches > 0 ? a.microbatches : 2 * p);
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
-    throw PlanError("--schedule 1f1b runs each --batch minibatch whole (one update each); "
-                    "--microbatches is for 1f1b-flush, gpipe and 2bw");
+    throw PlanError(
+        "--schedule 1f1b runs each --batch minibatch whole (one update each); "
+        "--microbatches is for 1f1b-flush, gpipe and 2bw");
   if (a.model.batch % m != 0)
     throw ModelError("--batch " + std::to_string(a.model.batch) + " does not split into " +
                      std::to_string(m) + " equal microbatches");
@@ -217,7 +222,6 @@ void train_pipelined(TrainArgs& a) {
   ir::Graph model = importer::import_model(a.model.path, micro_opts.import_options());
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, loss);
   const std::string input = model.inputs[0];
-
 
   const std::string checkpoint =
       a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
@@ -260,8 +264,9 @@ void train_pipelined(TrainArgs& a) {
       "pipeline: {} stage{} on {} workers ({}), schedule {}{}, minibatch {} = {} x {}, "
       "{} thread{} per worker{}\n",
       a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
-      p > 1 ? "s" : "", workers, plan.config(), a.schedule, a.vertical_sync ? " with vertical sync" : "",
-      a.model.batch, m, a.model.batch / m, threads, threads > 1 ? "s" : "", stage_list(plan));
+      p > 1 ? "s" : "", workers, plan.config(), a.schedule,
+      a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
+      threads > 1 ? "s" : "", stage_list(plan));
 
   std::filesystem::create_directories(a.run_dir);
   TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
@@ -281,23 +286,23 @@ void train_pipelined(TrainArgs& a) {
   auto previous = std::signal(SIGINT, request_stop);
   exec::PipelineFitResult result;
   try {
-    result = exec::fit_pipeline(
-        pipe, tg, model, *backend, input, split, fo,
-        {[&](const exec::StepReport& s) { report.step(s); },
-         [&](const exec::EpochReport& e) { report.epoch(e); },
-         [&](const exec::RoundResult& r) {
-           for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
-           if (r.losses.size() >= shown.losses.size()) shown = r;
-         },
-         [&](int64_t step) {
-           importer::save_checkpoint(checkpoint, tg.graph,
-                                     {{"step", std::to_string(step)},
-                                      {"batch", std::to_string(a.model.batch)},
-                                      {"seed", std::to_string(a.seed)},
-                                      {"schedule", a.schedule},
-                                      {"model", a.model.path}});
-           last_checkpoint = step;
-         }});
+    result =
+        exec::fit_pipeline(pipe, tg, model, *backend, input, split, fo,
+                           {[&](const exec::StepReport& s) { report.step(s); },
+                            [&](const exec::EpochReport& e) { report.epoch(e); },
+                            [&](const exec::RoundResult& r) {
+                              for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
+                              if (r.losses.size() >= shown.losses.size()) shown = r;
+                            },
+                            [&](int64_t step) {
+                              importer::save_checkpoint(checkpoint, tg.graph,
+                                                        {{"step", std::to_string(step)},
+                                                         {"batch", std::to_string(a.model.batch)},
+                                                         {"seed", std::to_string(a.seed)},
+                                                         {"schedule", a.schedule},
+                                                         {"model", a.model.path}});
+                              last_checkpoint = step;
+                            }});
   } catch (const RuntimeFault& e) {
     std::signal(SIGINT, previous);
     throw RuntimeFault(std::string(e.what()) +
@@ -318,15 +323,16 @@ void train_pipelined(TrainArgs& a) {
   fmt::print("utilisation (compute / training time), stashes per worker:\n");
   const auto stats = pipe.stats();
   for (size_t w = 0; w < stats.size(); ++w)
-    fmt::print("  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "
-               "weight version{}, {:.1f} MiB stashed at most\n",
-               w, stats[w].stage,
-               stats[w].replica > 0 || plan.stages[static_cast<size_t>(stats[w].stage)].replication > 1
-                   ? fmt::format(" replica {}", stats[w].replica)
-                   : "",
-               result.train_seconds > 0 ? 100 * busy[w] / result.train_seconds : 0.0,
-               stats[w].peak_in_flight, stats[w].peak_weight_versions,
-               stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
+    fmt::print(
+        "  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "
+        "weight version{}, {:.1f} MiB stashed at most\n",
+        w, stats[w].stage,
+        stats[w].replica > 0 || plan.stages[static_cast<size_t>(stats[w].stage)].replication > 1
+            ? fmt::format(" replica {}", stats[w].replica)
+            : "",
+        result.train_seconds > 0 ? 100 * busy[w] / result.train_seconds : 0.0,
+        stats[w].peak_in_flight, stats[w].peak_weight_versions,
+        stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
   partitioner::SimOptions so;
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m
@@ -343,8 +349,9 @@ void train_pipelined(TrainArgs& a) {
     // The whole round in the trace; its first microbatches in the picture.
     write_text(a.run_dir + "/timeline.json", partitioner::chrome_trace({sim, real}));
     const int k = flush ? m : 4 * workers;
-    write_text(a.run_dir + "/timeline.svg",
-               partitioner::svg_timeline({first_microbatches(sim, k), first_microbatches(real, k)}));
+    write_text(
+        a.run_dir + "/timeline.svg",
+        partitioner::svg_timeline({first_microbatches(sim, k), first_microbatches(real, k)}));
     fmt::print(
         "timelines, simulated and measured: {}/timeline.json (a whole round), {}/timeline.svg "
         "(its first {} microbatches)\n",

@@ -31,15 +31,15 @@ void check_dataset(const autodiff::TrainingGraph& tg, const std::string& input,
   const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
   ir::Shape sample(train.features.shape().begin() + 1, train.features.shape().end());
   if (ir::Shape(in.shape.begin() + 1, in.shape.end()) != sample)
-    throw ModelError("dataset '" + train.name + "' has samples of shape " +
-                     ir::shape_str(sample) + " but input '" + input + "' takes " +
+    throw ModelError("dataset '" + train.name + "' has samples of shape " + ir::shape_str(sample) +
+                     " but input '" + input + "' takes " +
                      ir::shape_str(ir::Shape(in.shape.begin() + 1, in.shape.end())));
   if (train.labels.dtype() != label_desc.dtype)
-    throw ModelError(
-        "dataset '" + train.name + "' has " + ir::dtype_name(train.labels.dtype()) +
-        " labels but '" + labels + "' takes " + ir::dtype_name(label_desc.dtype) +
-        (label_desc.dtype == ir::DType::kI64 ? " class ids (use --loss mse for regression)"
-                                             : " targets"));
+    throw ModelError("dataset '" + train.name + "' has " + ir::dtype_name(train.labels.dtype()) +
+                     " labels but '" + labels + "' takes " + ir::dtype_name(label_desc.dtype) +
+                     (label_desc.dtype == ir::DType::kI64
+                          ? " class ids (use --loss mse for regression)"
+                          : " targets"));
 }
 
 std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg,

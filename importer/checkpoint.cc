@@ -42,8 +42,7 @@ void save_checkpoint(const std::string& path, const ir::Graph& g,
   for (const auto& [k, v] : meta) put_meta(k, v);
   for (const auto& [name, value] : g.values()) {
     const ir::Role role = g.tensor(name).role;
-    if (role != ir::Role::kParam && role != ir::Role::kBuffer &&
-        role != ir::Role::kOptimizerState)
+    if (role != ir::Role::kParam && role != ir::Role::kBuffer && role != ir::Role::kOptimizerState)
       continue;
     detail::tensor_to_proto(value, name, graph->add_initializer());
     put_meta(kRoleKey + name, role_tag(role));
@@ -81,8 +80,7 @@ void restore_checkpoint(const Checkpoint& c, ir::Graph& g, const std::string& pa
     const ir::Role role = c.roles.at(name);
     ir::Tensor* dst = g.mutable_value(name);
     if (role != ir::Role::kOptimizerState) {
-      if (!dst)
-        throw ModelError(path + ": '" + name + "' is not a value of the model");
+      if (!dst) throw ModelError(path + ": '" + name + "' is not a value of the model");
       if (dst->shape() != value.shape() || dst->dtype() != value.dtype())
         throw ModelError(path + ": '" + name + "' is " + ir::dtype_name(value.dtype()) + " " +
                          ir::shape_str(value.shape()) + " but the model has " +

@@ -23,7 +23,7 @@ struct LayerProfile {
   int64_t cut_bytes = 0;
   int64_t param_bytes = 0;
   std::vector<std::string> nodes;  // IR node names (empty for graph.txt profiles)
-  double update_s = 0;  // one optimizer step over the layer's params (0: not measured)
+  double update_s = 0;             // one optimizer step over the layer's params (0: not measured)
   /// Copying the layer's params: what keeping an old weight version costs per
   /// update under weight stashing (0: not measured).
   double version_copy_s = 0;

@@ -48,7 +48,9 @@ VersionRule version_rule(const PipelineOptions& o) {
   return VersionRule::kLatest;
 }
 
-bool is_flush(ScheduleKind k) { return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB; }
+bool is_flush(ScheduleKind k) {
+  return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB;
+}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -83,9 +85,9 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
   // Workers that each have cores of their own poll before they sleep.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool own_cores = total * options_.threads_per_worker <= cores;
-  comms_ = make_local_communicators(total, options_.queue_bytes,
-                                    own_cores ? std::chrono::milliseconds(50)
-                                              : std::chrono::milliseconds(0));
+  comms_ = make_local_communicators(
+      total, options_.queue_bytes,
+      own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
   set_cpu_threads(options_.threads_per_worker);
   for (int s = 0, w = 0; s < num_stages(); ++s)
     for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
@@ -131,9 +133,10 @@ partitioner::Schedule Pipeline::build_round_schedule(int count) const {
   if (k == ScheduleKind::kPipeDream)
     for (const auto& st : stages_)
       if (count % st.replicas != 0)
-        throw PlanError("pipedream rounds must give every replica the same number of minibatches: " +
-                        std::to_string(count) + " minibatches over " +
-                        std::to_string(st.replicas) + " replicas");
+        throw PlanError(
+            "pipedream rounds must give every replica the same number of minibatches: " +
+            std::to_string(count) + " minibatches over " + std::to_string(st.replicas) +
+            " replicas");
   partitioner::Schedule s = partitioner::build_schedule(k, shape);
   partitioner::validate(s);
   return s;
@@ -188,8 +191,8 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
   }
   if (culprit) {
     failed_ = true;
-    const std::string where =
-        "worker " + std::to_string(culprit->index) + " (stage " + std::to_string(culprit->stage) + ")";
+    const std::string where = "worker " + std::to_string(culprit->index) + " (stage " +
+                              std::to_string(culprit->stage) + ")";
     try {
       std::rethrow_exception(culprit->error);
     } catch (const ModelError& e) {
@@ -262,7 +265,8 @@ void Pipeline::run_program(Worker& w) {
   };
   auto absolute = [&](int64_t v) { return v == kNoFutureVersion ? v : base_version + v; };
   const ScheduleKind kind = options_.schedule;
-  const double scale = kind == ScheduleKind::kPipeDream ? 1.0 / replicas : 1.0 / options_.microbatches;
+  const double scale =
+      kind == ScheduleKind::kPipeDream ? 1.0 / replicas : 1.0 / options_.microbatches;
   w.inbox_fwd.clear();
   w.inbox_bwd.clear();
   w.outbox_fwd.clear();
@@ -285,7 +289,9 @@ void Pipeline::run_program(Worker& w) {
           if (!std::isfinite(loss))
             throw RuntimeFault("step " + std::to_string(sw.version()) + ", microbatch " +
                                std::to_string(gmb) + ": the loss is " +
-                               (std::isnan(loss) ? "NaN" : loss > 0 ? "Inf" : "-Inf"));
+                               (std::isnan(loss) ? "NaN"
+                                : loss > 0       ? "Inf"
+                                                 : "-Inf"));
           w.losses.emplace_back(op.microbatch, loss);
         }
         w.outbox_fwd[op.microbatch] = std::move(r.send);
@@ -338,8 +344,7 @@ void Pipeline::run_program(Worker& w) {
         break;
       }
       case OpKind::kBackwardInput:
-      case OpKind::kBackwardWeight:
-        throw PlanError("the executor does not split backward passes");
+      case OpKind::kBackwardWeight: throw PlanError("the executor does not split backward passes");
     }
     const double end = seconds_since(round_start_);
     if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) w.busy_s += end - start;
@@ -358,6 +363,8 @@ std::vector<WorkerStats> Pipeline::stats() const {
   return out;
 }
 
-int64_t Pipeline::updates() const { return workers_.empty() ? 0 : workers_[0]->sw->version(); }
+int64_t Pipeline::updates() const {
+  return workers_.empty() ? 0 : workers_[0]->sw->version();
+}
 
 }  // namespace pipetrain::exec

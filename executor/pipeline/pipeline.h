@@ -39,8 +39,8 @@ struct PipelineOptions {
   bool vertical_sync = false;  // pipedream only
   OptimizerConfig optimizer;
   LrSchedule lr_schedule;
-  uint64_t seed = 0;           // dropout: microbatch i of the run uses seed + i
-  int threads_per_worker = 1;  // BLAS / oneDNN threads of each worker
+  uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
+  int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
 };
 
@@ -49,9 +49,9 @@ struct RoundResult {
   /// One loss per optimizer step (flush, 2bw: the mean over its microbatches)
   /// or per minibatch (pipedream), in order.
   std::vector<double> losses;
-  double seconds = 0;                          // wall time of the round
-  std::vector<partitioner::TimedOp> ops;       // every F, B, Recv wait, allreduce, step
-  std::vector<double> busy_s;                  // per worker: F and B time
+  double seconds = 0;                     // wall time of the round
+  std::vector<partitioner::TimedOp> ops;  // every F, B, Recv wait, allreduce, step
+  std::vector<double> busy_s;             // per worker: F and B time
 };
 
 /// Per worker, over the pipeline's life.

@@ -29,8 +29,8 @@ ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows) {
   return out;
 }
 
-PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg,
-                               const ir::Graph& model, Backend& backend, const std::string& input,
+PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, const ir::Graph& model,
+                               Backend& backend, const std::string& input,
                                const data::DataSplit& data, const PipelineFitOptions& options,
                                const PipelineFitCallbacks& callbacks) {
   check_dataset(tg, input, data.train);
@@ -70,8 +70,9 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg,
   const auto start = Clock::now();
   auto next_boundary = [&](int64_t step) {
     auto up = [&](int64_t every) { return every > 0 ? (step / every + 1) * every : INT64_MAX; };
-    int64_t end = std::min({last_step, (step / per_epoch + 1) * per_epoch,
-                            up(options.checkpoint_every), async ? up(options.round_limit) : step + 1});
+    int64_t end =
+        std::min({last_step, (step / per_epoch + 1) * per_epoch, up(options.checkpoint_every),
+                  async ? up(options.round_limit) : step + 1});
     return end;
   };
 

@@ -24,10 +24,10 @@ struct PipelineFitOptions {
   uint64_t seed = 0;      // shuffling: epoch e uses seed + e
   int64_t max_steps = 0;  // stop after this many steps in all (0: every epoch in full)
   bool evaluate = true;
-  int64_t minibatch = 0;          // samples per step
-  int64_t round_limit = 128;      // asynchronous schedules: steps per round at most
-  int64_t checkpoint_every = 0;   // steps; 0: none
-  int64_t start_step = 0;         // steps already done (resuming)
+  int64_t minibatch = 0;                    // samples per step
+  int64_t round_limit = 128;                // asynchronous schedules: steps per round at most
+  int64_t checkpoint_every = 0;             // steps; 0: none
+  int64_t start_step = 0;                   // steps already done (resuming)
   const std::atomic<bool>* stop = nullptr;  // set (Ctrl-C): stop at the next round boundary
 };
 
@@ -52,8 +52,8 @@ struct PipelineFitResult {
 /// `model` (whose values pipe.write_back() updates through tg) is evaluated on
 /// data.test. `input` takes the features, the labels go to the training
 /// graph's label input.
-PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg,
-                               const ir::Graph& model, Backend& backend, const std::string& input,
+PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, const ir::Graph& model,
+                               Backend& backend, const std::string& input,
                                const data::DataSplit& data, const PipelineFitOptions& options,
                                const PipelineFitCallbacks& callbacks = {});
 

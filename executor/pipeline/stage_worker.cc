@@ -63,8 +63,9 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   // Private copies of params and buffers, swapped into both subgraphs.
   auto own = [&](const std::string& name, ir::Role role, std::map<std::string, ir::Tensor>& into) {
     const ir::Tensor* v = tg.graph.value(name);
-    if (!v) throw ModelError("stage " + std::to_string(program_.stage) + ": '" + name +
-                             "' has no value in the training graph");
+    if (!v)
+      throw ModelError("stage " + std::to_string(program_.stage) + ": '" + name +
+                       "' has no value in the training graph");
     ir::Tensor copy = v->clone();
     into[name] = copy;
     for (ir::Graph* g : {&program_.forward, &program_.backward})
@@ -86,7 +87,8 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   for (const auto& [name, value] : tg.graph.values())
     if (tg.graph.tensor(name).role == ir::Role::kOptimizerState)
       for (const auto& p : trained)
-        if (name.rfind(p + ".", 0) == 0) state_.set_value(name, value.clone(), ir::Role::kOptimizerState);
+        if (name.rfind(p + ".", 0) == 0)
+          state_.set_value(name, value.clone(), ir::Role::kOptimizerState);
   // A stage of parameter-free layers (a lone Relu) has nothing to update.
   if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 

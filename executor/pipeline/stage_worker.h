@@ -85,8 +85,8 @@ class StageWorker {
   /// Points both subgraphs at the params of `version`.
   void use_version(int64_t version);
 
-  StageProgram program_;           // its subgraphs hold this worker's param handles
-  ir::Graph state_;                // params (same handles) + optimizer state
+  StageProgram program_;  // its subgraphs hold this worker's param handles
+  ir::Graph state_;       // params (same handles) + optimizer state
   std::map<std::string, ir::Tensor> params_, buffers_;  // newest weights, BatchNorm buffers
   std::map<std::string, std::string> buffer_of_;        // fresh statistic -> buffer
   std::map<std::string, ir::Tensor> grad_acc_;          // param -> sum of its gradients
@@ -100,8 +100,8 @@ class StageWorker {
   /// called before anything runs the backward subgraph again.
   void own_borrowed();
   std::map<std::string, ir::Tensor> borrowed_;  // the last backward's gradients, not yet copied
-  std::map<int64_t, GradientSet> sealed_;  // round -> its gradients
-  bool acc_empty_ = true;                  // grad_acc_ holds no microbatch yet
+  std::map<int64_t, GradientSet> sealed_;       // round -> its gradients
+  bool acc_empty_ = true;                       // grad_acc_ holds no microbatch yet
   bool acc_finite_ = true;
   // Buffers of dropped gradient sets and weight versions, reused (big
   // allocations are page faults and zero fills every step otherwise).
@@ -113,8 +113,8 @@ class StageWorker {
   int64_t version_ = 0;
   static constexpr int64_t kNewest = -1;
   static constexpr int64_t kStale = -2;  // the subgraphs point at recycled buffers
-  int64_t active_ = kNewest;     // the version the subgraphs point at (kNewest: params_)
-  uint64_t values_version_ = 0;  // bumped whenever the params the kernels see change
+  int64_t active_ = kNewest;             // the version the subgraphs point at (kNewest: params_)
+  uint64_t values_version_ = 0;          // bumped whenever the params the kernels see change
 };
 
 }  // namespace pipetrain::exec

@@ -44,8 +44,7 @@ std::vector<WorkerVersions> plan_versions(const partitioner::Schedule& s, Versio
       if (want > v.updates_before[i])
         throw PlanError(partitioner::to_string(op) + " on worker " + std::to_string(w) +
                         " needs weight version " + std::to_string(want) + " but only " +
-                        std::to_string(v.updates_before[i]) +
-                        " updates are applied by then" +
+                        std::to_string(v.updates_before[i]) + " updates are applied by then" +
                         (rule == VersionRule::kTwoBW
                              ? " (2bw needs at least as many microbatches per step as stages)"
                              : ""));

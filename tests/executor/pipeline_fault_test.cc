@@ -52,7 +52,9 @@ std::vector<TensorMap> microbatches(const autodiff::TrainingGraph& tg, int n) {
 }
 
 // Three stages over the MLP's 7 layers.
-std::vector<exec::PipelineStage> three_stages() { return {{0, 1, 1}, {2, 3, 1}, {4, 6, 1}}; }
+std::vector<exec::PipelineStage> three_stages() {
+  return {{0, 1, 1}, {2, 3, 1}, {4, 6, 1}};
+}
 
 // Runs and returns the message and the seconds until run() threw.
 std::pair<std::string, double> run_expecting_failure(exec::Pipeline& pipe,

@@ -143,7 +143,8 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
   std::vector<FlushCase> cases;
   for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
     for (int p : {2, 3, 4})
-      for (int m : {1, 3, 8}) cases.push_back({kind, std::vector<int>(static_cast<size_t>(p), 1), m});
+      for (int m : {1, 3, 8})
+        cases.push_back({kind, std::vector<int>(static_cast<size_t>(p), 1), m});
   for (int m : {3, 8}) {
     cases.push_back({ScheduleKind::kOneFOneB, {2, 1}, m});
     cases.push_back({ScheduleKind::kOneFOneB, {1, 2}, m});
@@ -158,8 +159,7 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
     po.schedule = c.kind;
     po.microbatches = c.m;
     po.optimizer = sgd_momentum();
-    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas),
-                        po);
+    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas), po);
     for (int k = 0; k < kSteps; ++k) {
       auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), c.m, kBatch));
       ASSERT_EQ(r.losses.size(), 1u) << what;
@@ -175,9 +175,8 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
       const int local = (c.m - st.replica + r - 1) / r;
       int downstream = 0;
       for (int s = st.stage; s < p; ++s) downstream += c.replicas[static_cast<size_t>(s)];
-      const int expect = c.kind == ScheduleKind::kGPipe
-                             ? local
-                             : std::min((downstream + r - 1) / r, local);
+      const int expect =
+          c.kind == ScheduleKind::kGPipe ? local : std::min((downstream + r - 1) / r, local);
       EXPECT_EQ(st.peak_in_flight, expect) << what << ", stage " << st.stage;
       EXPECT_EQ(st.peak_weight_versions, 1) << what << ", stage " << st.stage;
     }
@@ -187,10 +186,11 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
 // PipeDream's semantics on one thread: minibatch b runs the whole training
 // graph with stage s's params taken from version v(s, b) (the weights after
 // v updates) and the update goes to the newest weights.
-std::map<std::string, ir::Tensor> delayed_reference(
-    autodiff::TrainingGraph& tg, const std::vector<exec::PipelineStage>& stages,
-    const std::vector<TensorMap>& minibatches, const std::function<int(int s, int b)>& version,
-    int group) {
+std::map<std::string, ir::Tensor> delayed_reference(autodiff::TrainingGraph& tg,
+                                                    const std::vector<exec::PipelineStage>& stages,
+                                                    const std::vector<TensorMap>& minibatches,
+                                                    const std::function<int(int s, int b)>& version,
+                                                    int group) {
   auto backend = exec::make_cpu_backend();
   std::vector<std::pair<int, int>> ranges;
   for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
@@ -208,7 +208,8 @@ std::map<std::string, ir::Tensor> delayed_reference(
   for (int b = 0; b < static_cast<int>(minibatches.size()); ++b) {
     for (size_t s = 0; s < programs.size(); ++s)
       for (const auto& p : programs[s].params)
-        tg.graph.set_value(p, history.at(static_cast<size_t>(version(static_cast<int>(s), b))).at(p),
+        tg.graph.set_value(p,
+                           history.at(static_cast<size_t>(version(static_cast<int>(s), b))).at(p),
                            ir::Role::kParam);
     exec::RunOptions ro;
     ro.training = true;
@@ -255,9 +256,7 @@ TEST(Pipeline, AsyncOneFOneBMatchesPipeDreamDelays) {
 
       // After update b - (p - s), i.e. b - (p - s) + 1 updates; vertical
       // sync: stage 0's version everywhere.
-      auto version = [&](int s, int b) {
-        return std::max(0, b - (p - (vsync ? 0 : s)) + 1);
-      };
+      auto version = [&](int s, int b) { return std::max(0, b - (p - (vsync ? 0 : s)) + 1); };
       auto want = delayed_reference(tg, stages, mbs, version, 1);
       expect_close(params_of(got_graph.graph), want, 1e-5, what);
 
