@@ -9,16 +9,6 @@
 
 namespace pipetrain::exec {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
-
 ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows) {
   ir::Shape shape = t.shape();
   const size_t row_bytes = t.nbytes() / static_cast<size_t>(shape.at(0));
@@ -56,8 +46,10 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
   lo.shuffle = true;
   lo.seed = options.seed;
   lo.drop_last = true;
-  data::BatchLoader probe(data.train, lo);
-  const int64_t per_epoch = probe.batches_per_epoch();
+  const int64_t per_epoch = data.train.size() / mini;  // partial batches are dropped
+  if (per_epoch == 0)
+    throw ModelError("dataset '" + data.train.name + "' has " + std::to_string(data.train.size()) +
+                     " samples, fewer than one minibatch of " + std::to_string(mini));
   lo.first_epoch = options.start_step / per_epoch;
   lo.first_batch = options.start_step % per_epoch;
   data::BatchLoader loader(data.train, lo);
@@ -67,7 +59,7 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
   const int64_t last_step = options.max_steps > 0
                                 ? std::min(options.max_steps, options.epochs * per_epoch)
                                 : options.epochs * per_epoch;
-  const auto start = Clock::now();
+  const auto start = std::chrono::steady_clock::now();
   auto next_boundary = [&](int64_t step) {
     auto up = [&](int64_t every) { return every > 0 ? (step / every + 1) * every : INT64_MAX; };
     int64_t end =
@@ -80,7 +72,6 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
        ++epoch) {
     EpochReport rep;
     rep.epoch = epoch;
-    const auto epoch_start = Clock::now();
     int64_t steps_in_epoch = 0;
     double epoch_train_s = 0;
     while (result.steps < last_step && result.steps / per_epoch == epoch) {
@@ -120,7 +111,8 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
         sr.batch_size = mini;
         sr.result.loss = k < r.losses.size() ? r.losses[k] : 0;
         sr.result.lr = pipe.options().lr_schedule.lr_at(sr.step, pipe.options().optimizer.lr);
-        sr.seconds = since(start);
+        sr.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         rep.train_loss += sr.result.loss;
         ++steps_in_epoch;
         if (callbacks.on_step) callbacks.on_step(sr);
@@ -141,7 +133,6 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
         if (loader.next()) throw RuntimeFault("the data loader did not end the epoch");
       }
     }
-    (void)epoch_start;
     rep.seconds = epoch_train_s;
     if (steps_in_epoch > 0) rep.train_loss /= static_cast<double>(steps_in_epoch);
     rep.samples_per_s = rep.seconds > 0 ? double(steps_in_epoch * mini) / rep.seconds : 0;

@@ -15,6 +15,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
+#include "tests/executor/test_models.h"
 
 namespace pipetrain {
 namespace {
@@ -26,15 +27,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t kRows = 4, kFeatures = 8, kClasses = 3;
 
 autodiff::TrainingGraph mlp() {
-  models::ZooOptions opts;
-  opts.batch = kRows;
-  opts.seed = 5;
-  opts.in_features = kFeatures;
-  opts.hidden = {32, 32, 16};
-  opts.num_classes = kClasses;
-  onnx::ModelProto proto = models::build_zoo_model("mlp", opts);
-  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
-  return autodiff::build_training_graph(model, {"cross-entropy", ""});
+  return testing_models::zoo_mlp(kRows, kFeatures, {32, 32, 16}, kClasses, 5);
 }
 
 std::vector<TensorMap> microbatches(const autodiff::TrainingGraph& tg, int n) {

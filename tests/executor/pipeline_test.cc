@@ -22,7 +22,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
-#include "tests/executor/skip_mlp.h"
+#include "tests/executor/test_models.h"
 
 namespace pipetrain {
 namespace {
@@ -34,15 +34,7 @@ constexpr int64_t kFeatures = 12, kClasses = 5;
 
 // The zoo's MLP (Gemm+Relu x3, Gemm): 7 layers, one node each, and the loss.
 autodiff::TrainingGraph mlp_training_graph(int64_t batch) {
-  models::ZooOptions opts;
-  opts.batch = batch;
-  opts.seed = 11;
-  opts.in_features = kFeatures;
-  opts.hidden = {16, 16, 12};
-  opts.num_classes = kClasses;
-  onnx::ModelProto proto = models::build_zoo_model("mlp", opts);
-  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
-  return autodiff::build_training_graph(model, {"cross-entropy", ""});
+  return testing_models::zoo_mlp(batch, kFeatures, {16, 16, 12}, kClasses, 11);
 }
 
 // Minibatch `i` of `rows` samples: features and labels, deterministic.

@@ -17,7 +17,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
-#include "tests/executor/skip_mlp.h"
+#include "tests/executor/test_models.h"
 
 namespace pipetrain {
 namespace {

@@ -1,13 +1,18 @@
-// A three-layer MLP with a skip connection (h1 is read by layer 2, past layer
-// 1), built directly in the IR: the stage-program and pipeline tests cut it
-// so that a tensor goes from stage 0 straight to stage 2.
+// Small models the stage-program and pipeline tests cut into stages: a
+// three-layer MLP with a skip connection (h1 is read by layer 2, past layer
+// 1), built directly in the IR, so that a tensor goes from stage 0 straight
+// to stage 2; and the zoo's MLP (one node per layer) with a cross-entropy
+// loss.
 #pragma once
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "autodiff/training_graph.h"
+#include "importer/importer.h"
 #include "ir/graph.h"
+#include "models/zoo.h"
 
 namespace pipetrain::testing_models {
 
@@ -51,6 +56,21 @@ inline ir::Graph skip_mlp(int64_t batch = 4) {
   g.infer_shapes();
   g.verify();
   return g;
+}
+
+// The zoo's MLP (Gemm + Relu per hidden width, then a Gemm head) at a fixed
+// batch, one node per layer, with cross-entropy attached.
+inline autodiff::TrainingGraph zoo_mlp(int64_t batch, int64_t features, std::vector<int64_t> hidden,
+                                       int64_t classes, uint64_t seed) {
+  models::ZooOptions opts;
+  opts.batch = batch;
+  opts.seed = seed;
+  opts.in_features = features;
+  opts.hidden = std::move(hidden);
+  opts.num_classes = classes;
+  onnx::ModelProto proto = models::build_zoo_model("mlp", opts);
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+  return autodiff::build_training_graph(model, {"cross-entropy", ""});
 }
 
 }  // namespace pipetrain::testing_models
