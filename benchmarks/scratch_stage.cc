@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include "autodiff/training_graph.h"
 #include "executor/backend.h"
@@ -11,7 +12,7 @@ using Clock = std::chrono::steady_clock;
 int main(int, char** argv) {
   exec::set_cpu_threads(1);
   importer::ImportOptions io;
-  io.batch = 128;
+  io.batch = atoi(argv[2]);
   ir::Graph m = importer::import_model(argv[1], io);
   auto tg = autodiff::build_training_graph(m, {"cross-entropy", ""});
   auto be = exec::make_cpu_backend();
@@ -32,16 +33,16 @@ int main(int, char** argv) {
   for (int i = 0; i < 10; i++) whole.run(f, ro);
   double wall = std::chrono::duration<double>(Clock::now() - t0).count() / 10;
   double fw = 0, bw = 0;
-  int n = tg.graph.layers.size();
+  int n = tg.graph.layers.size(); int cut = atoi(argv[3]);
   for (size_t i = 0; i < ns.size(); i++) {
-    if (tg.graph.nodes[i].layer < n / 2) continue;
+    if (tg.graph.nodes[i].layer >= cut) continue;
     (tg.graph.nodes[i].backward ? bw : fw) += ns[i] / 10;
   }
-  printf("whole: wall %.1f ms; second half: F %.1f B %.1f ms\n", wall * 1e3, fw * 1e3, bw * 1e3);
-  auto progs = exec::build_stage_programs(tg, {{0, n / 2 - 1}, {n / 2, n - 1}});
-  exec::StageWorker sw(progs[1], tg, *be, {});
+  printf("whole: wall %.1f ms; first part: F %.1f B %.1f ms\n", wall * 1e3, fw * 1e3, bw * 1e3);
+  auto progs = exec::build_stage_programs(tg, {{0, cut - 1}, {cut, n - 1}});
+  exec::StageWorker sw(progs[0], tg, *be, {});
   exec::TensorMap feeds = f;
-  for (auto& tr : progs[1].recv_fwd) {
+  for (auto& tr : progs[0].recv_bwd) {
     auto& d = tg.graph.tensor(tr.tensor);
     feeds[tr.tensor] = ir::Tensor(d.dtype, d.shape);
   }
@@ -59,5 +60,17 @@ int main(int, char** argv) {
       tb += std::chrono::duration<double>(c - b).count() / 10;
     }
   }
-  printf("stage 1 worker: F %.1f B %.1f ms\n", tf * 1e3, tb * 1e3);
+  printf("stage 0 worker: F %.1f B %.1f ms\n", tf * 1e3, tb * 1e3);
+  exec::ForwardRunner fr(progs[0].forward, *be, true);
+  exec::TensorMap in; for (auto& i : progs[0].forward.inputs) in[i] = feeds.at(i);
+  for (int i = 0; i < 3; i++) fr.run(in, ro);
+  std::vector<double> ns2(progs[0].forward.nodes.size(), 0); exec::RunOptions r2; r2.training = true; r2.node_seconds = &ns2;
+  auto a = Clock::now();
+  exec::TensorMap outs;
+  for (int i = 0; i < 10; i++) outs = fr.run(in, r2);
+  printf("stage 0 forward runner alone: %.2f ms\n", std::chrono::duration<double>(Clock::now() - a).count() / 10 * 1e3);
+  for (size_t i = 0; i < ns2.size(); i++) printf("  %s %.2f ms\n", progs[0].forward.nodes[i].name.c_str(), ns2[i] / 10 * 1e3);
+  for (auto& [k, v] : outs) printf("  out %s %zu bytes\n", k.c_str(), v.nbytes());
+  auto c0 = Clock::now(); for (int i = 0; i < 10; i++) for (auto& [k, v] : outs) { auto t = v.clone(); } 
+  printf("clones: %.2f ms\n", std::chrono::duration<double>(Clock::now() - c0).count() / 10 * 1e3);
 }
