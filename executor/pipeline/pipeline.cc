@@ -95,7 +95,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->index = w;
       worker->stage = s;
       worker->replica = q;
-      worker->backend = make_cpu_backend();
+      worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
       worker->sw = std::make_unique<StageWorker>(programs_[static_cast<size_t>(s)], tg,
                                                  *worker->backend, options_.optimizer);
       worker->comm = comms_[static_cast<size_t>(w)].get();

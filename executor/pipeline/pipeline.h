@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct PipelineOptions {
   uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
+  /// Each worker's backend (default: the CPU backend); the executor only uses
+  /// the Backend interface.
+  std::function<std::unique_ptr<Backend>(int worker)> make_backend;
 };
 
 /// What one round measured.
