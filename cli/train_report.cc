@@ -32,7 +32,9 @@ TrainReport::TrainReport(bool quiet, int64_t epochs, const std::string& metrics_
 void TrainReport::step(const exec::StepReport& s) {
   losses_.push_back(s.result.loss);
   ema_loss_ = losses_.size() == 1 ? s.result.loss : 0.95 * ema_loss_ + 0.05 * s.result.loss;
-  const double rate = s.seconds > 0 ? double((s.step + 1) * s.batch_size) / s.seconds : 0;
+  if (first_step_ < 0) first_step_ = s.step;  // a resumed run starts past 0
+  const double rate =
+      s.seconds > 0 ? double((s.step - first_step_ + 1) * s.batch_size) / s.seconds : 0;
   if (metrics_ && (s.step % 10 == 0 || s.batch + 1 == s.batches_per_epoch))
     metrics_ << fmt::format(
         "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.6g}, \"lr\": {:.6g}, \"grad_norm\": {:.6g}, "

@@ -29,6 +29,7 @@ class TrainReport {
   std::vector<std::pair<int64_t, double>> test_loss_;  // (step, loss) per epoch
   double ema_loss_ = 0;
   double last_draw_ = -1;
+  int64_t first_step_ = -1;  // the first step this run reported
 };
 
 }  // namespace pipetrain::cli
