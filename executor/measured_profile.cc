@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <set>
 
 #include "executor/backend.h"
@@ -40,11 +39,10 @@ double time_update(const ir::Graph& g, const std::vector<std::string>& params,
   return t[t.size() / 2];
 }
 
-// Median seconds of one pass over `params` into buffers of the same size: a
-// copy (a stage keeping an old weight version, per update) or an add (a
-// microbatch's gradients into the step's sum).
-double time_params_pass(const ir::Graph& g, const std::vector<std::string>& params, bool add,
-                        int warmup, int runs) {
+// Median seconds of adding one microbatch's gradients of `params` into the
+// step's sum (buffers of the same sizes).
+double time_accumulate(const ir::Graph& g, const std::vector<std::string>& params, int warmup,
+                       int runs) {
   std::vector<ir::Tensor> src, dst;
   for (const auto& p : params) {
     src.push_back(*g.value(p));
@@ -54,10 +52,6 @@ double time_params_pass(const ir::Graph& g, const std::vector<std::string>& para
   for (int r = 0; r < warmup + runs; ++r) {
     auto start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < src.size(); ++i) {
-      if (!add) {
-        std::memcpy(dst[i].raw(), src[i].raw(), src[i].nbytes());
-        continue;
-      }
       float* a = dst[i].data<float>();
       const float* x = src[i].data<float>();
       for (int64_t k = 0, n = src[i].numel(); k < n; ++k) a[k] += x[k];
@@ -117,8 +111,7 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
   for (size_t l = 0; l < p.layers.size(); ++l)
     if (!layer_params[l].empty()) {
       p.layers[l].update_s = time_update(tg.graph, layer_params[l], *optimizer, warmup, runs);
-      p.layers[l].version_copy_s = time_params_pass(tg.graph, layer_params[l], false, warmup, runs);
-      p.layers[l].accumulate_s = time_params_pass(tg.graph, layer_params[l], true, warmup, runs);
+      p.layers[l].accumulate_s = time_accumulate(tg.graph, layer_params[l], warmup, runs);
     }
   return p;
 }

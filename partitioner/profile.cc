@@ -46,7 +46,6 @@ void validate(const Profile& p) {
     check(l.forward_s, "forward_s");
     check(l.backward_s, "backward_s");
     check(l.update_s, "update_s");
-    check(l.version_copy_s, "version_copy_s");
     check(l.accumulate_s, "accumulate_s");
     check(static_cast<double>(l.output_bytes), "output_bytes");
     check(static_cast<double>(l.cut_bytes), "cut_bytes");
@@ -66,7 +65,6 @@ nlohmann::json to_json(const Profile& p) {
                       {"forward_s", l.forward_s},
                       {"backward_s", l.backward_s},
                       {"update_s", l.update_s},
-                      {"version_copy_s", l.version_copy_s},
                       {"accumulate_s", l.accumulate_s},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
@@ -109,7 +107,6 @@ Profile profile_from_json(const nlohmann::json& j) {
     l.forward_s = ju::number(lj, "forward_s", w);
     l.backward_s = ju::number(lj, "backward_s", w);
     if (lj.contains("update_s")) l.update_s = ju::number(lj, "update_s", w);
-    if (lj.contains("version_copy_s")) l.version_copy_s = ju::number(lj, "version_copy_s", w);
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);

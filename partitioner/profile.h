@@ -24,9 +24,6 @@ struct LayerProfile {
   int64_t param_bytes = 0;
   std::vector<std::string> nodes;  // IR node names (empty for graph.txt profiles)
   double update_s = 0;             // one optimizer step over the layer's params (0: not measured)
-  /// Copying the layer's params: what keeping an old weight version costs per
-  /// update under weight stashing (0: not measured).
-  double version_copy_s = 0;
   /// Adding one microbatch's gradients of the layer's params into the step's
   /// sum (what every backward but the first of a step costs with
   /// microbatches; 0: not measured).

@@ -10,8 +10,8 @@ namespace pipetrain::partitioner {
 namespace {
 
 struct StageData {
-  double forward_s = 0, backward_s = 0, update_s = 0, version_copy_s = 0, accumulate_s = 0,
-         param_bytes = 0, stash_bytes = 0, cut_out = 0;
+  double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
+         stash_bytes = 0, cut_out = 0;
 };
 
 std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
@@ -23,7 +23,6 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
-      d.version_copy_s += lp.version_copy_s;
       d.accumulate_s += lp.accumulate_s;
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
@@ -96,16 +95,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m / v);
       case OpKind::kBackwardInput:
       case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
-      case OpKind::kStep: {
-        // Once per step, whatever the microbatches; a stage that keeps the
-        // version it replaces (PipeDream before the last stage, 2BW) copies it.
-        const auto& st = plan.stages[plan_stage(op.stage)];
-        int downstream = 0;
-        for (int t = plan_stage(op.stage); t < p; ++t) downstream += plan.stages[t].replication;
-        const bool keeps = kind == ScheduleKind::kTwoBW ||
-                           (kind == ScheduleKind::kPipeDream && downstream > st.replication);
-        return (d.update_s + (keeps ? d.version_copy_s : 0.0)) / v;
-      }
+      case OpKind::kStep: return d.update_s / v;  // once per step, whatever the microbatches
       default: return 0.0;
     }
   };

@@ -44,8 +44,8 @@ float* state_data(ir::Graph& g, const std::string& name) {
 class Sgd final : public Optimizer {
  public:
   using Optimizer::Optimizer;
-  void update(ir::Graph& g, const std::string& param, float* p, const float* grad, int64_t n,
-              int64_t t, double lr) override {
+  void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
+              const float* grad, int64_t n, int64_t t, double lr) override {
     optim::SgdScalars s{};
     s.neg_lr = static_cast<float>(-lr);
     s.weight_decay = static_cast<float>(config_.weight_decay);
@@ -55,7 +55,11 @@ class Sgd final : public Optimizer {
     s.first_step = t == 1;
     float unused = 0;
     float* buf = config_.momentum != 0 ? state_data(g, param + ".momentum") : nullptr;  // (n)
-    for (int64_t i = 0; i < n; ++i) optim::sgd_update(p[i], grad[i], buf ? buf[i] : unused, s);
+    for (int64_t i = 0; i < n; ++i) {
+      float w = p_in[i];
+      optim::sgd_update(w, grad[i], buf ? buf[i] : unused, s);
+      p_out[i] = w;
+    }
   }
 };
 
@@ -63,8 +67,8 @@ class Adam final : public Optimizer {
  public:
   Adam(OptimizerConfig c, std::vector<std::string> p, bool decoupled)
       : Optimizer(std::move(c), std::move(p)), decoupled_(decoupled) {}
-  void update(ir::Graph& g, const std::string& param, float* p, const float* grad, int64_t n,
-              int64_t t, double lr) override {
+  void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
+              const float* grad, int64_t n, int64_t t, double lr) override {
     // Bias corrections in double, as torch computes them from Python floats.
     const double bias1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t));
     const double bias2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t));
@@ -83,8 +87,11 @@ class Adam final : public Optimizer {
     float* v = state_data(g, param + ".exp_avg_sq");  // (n)
     float unused = 0;
     float* vmax = config_.amsgrad ? state_data(g, param + ".max_exp_avg_sq") : nullptr;  // (n)
-    for (int64_t i = 0; i < n; ++i)
-      optim::adam_update(p[i], grad[i], m[i], v[i], vmax ? vmax[i] : unused, s);
+    for (int64_t i = 0; i < n; ++i) {
+      float w = p_in[i];
+      optim::adam_update(w, grad[i], m[i], v[i], vmax ? vmax[i] : unused, s);
+      p_out[i] = w;
+    }
   }
 
  private:
@@ -157,7 +164,8 @@ std::vector<std::string> Optimizer::state_names(const std::string& param) const 
   return names;
 }
 
-void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr) {
+void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr,
+                     const std::map<std::string, ir::Tensor>* into) {
   for (const std::string& name : params_) {
     auto it = grads.find(name);
     if (it == grads.end()) continue;
@@ -174,7 +182,15 @@ void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grad
       throw ModelError(what(config_.kind) + ": state '" + name +
                        ".step' is missing from the graph");
     const int64_t t = ++steps->data<int64_t>()[0];
-    update(g, name, p->data<float>(), grad.data<float>(), p->numel(), t, lr);
+    auto out = into ? into->find(name) : std::map<std::string, ir::Tensor>::const_iterator{};
+    if (into && out != into->end() && out->second.dtype() == ir::DType::kF32 &&
+        out->second.shape() == p->shape()) {
+      ir::Tensor dst = out->second;  // a handle on the caller's buffer
+      update(g, name, p->data<float>(), dst.data<float>(), grad.data<float>(), p->numel(), t, lr);
+      g.set_value(name, dst, ir::Role::kParam);
+    } else {
+      update(g, name, p->data<float>(), p->data<float>(), grad.data<float>(), p->numel(), t, lr);
+    }
   }
 }
 

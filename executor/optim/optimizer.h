@@ -61,7 +61,12 @@ class Optimizer {
   /// One step with learning rate lr. A param with no entry in grads is skipped (its step
   /// count too), as torch skips a param whose .grad is None. Throws ModelError on a grad of
   /// the wrong shape or dtype, or a param or its state missing from g.
-  void step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr);
+  /// With `into`, a param that has an entry there of its shape and dtype is
+  /// written to that buffer instead of in place, and g's value becomes that
+  /// buffer: the old one keeps the weights before the step (weight stashing
+  /// without a copy).
+  void step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr,
+            const std::map<std::string, ir::Tensor>* into = nullptr);
 
   const OptimizerConfig& config() const { return config_; }
   const std::vector<std::string>& params() const { return params_; }
@@ -71,9 +76,10 @@ class Optimizer {
  protected:
   Optimizer(OptimizerConfig config, std::vector<std::string> params)
       : config_(std::move(config)), params_(std::move(params)) {}
-  /// Updates one param (n elements) at 1-based step t.
-  virtual void update(ir::Graph& g, const std::string& param, float* p, const float* grad,
-                      int64_t n, int64_t t, double lr) = 0;
+  /// Updates one param (n elements) at 1-based step t: reads p_in, writes
+  /// p_out (the same buffer for an in-place update).
+  virtual void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
+                      const float* grad, int64_t n, int64_t t, double lr) = 0;
 
   OptimizerConfig config_;
   std::vector<std::string> params_;

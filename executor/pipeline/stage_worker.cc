@@ -272,16 +272,22 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
   if (set == sealed_.end())
     throw RuntimeFault("stage " + std::to_string(program_.stage) + ": update " +
                        std::to_string(round) + " has no gradients");
+  // Keeping the version this step replaces: the optimizer writes the new
+  // weights into other buffers (recycled ones when there are) and the
+  // current buffers become the old version, so nothing is copied.
+  std::map<std::string, ir::Tensor> fresh;
   if (keep_old) {
-    std::map<std::string, ir::Tensor> spare;
     if (!spare_versions_.empty()) {
-      spare = std::move(spare_versions_.back());
+      fresh = std::move(spare_versions_.back());
       spare_versions_.pop_back();
     }
-    auto& old = old_versions_[version_];
     for (const auto& [name, t] : params_) {
-      auto sp = spare.find(name);
-      old[name] = copy_into(t, sp != spare.end() ? &sp->second : nullptr);
+      auto sp = fresh.find(name);
+      const bool fits = sp != fresh.end() && sp->second.nbytes() == t.nbytes();
+      if (!set->second.grads.count(name) || !optimizer_)
+        fresh[name] = copy_into(t, fits ? &sp->second : nullptr);  // not updated: a copy
+      else if (!fits)
+        fresh[name] = ir::Tensor(t.dtype(), t.shape());
     }
   }
   if (scale != 1.0) {
@@ -291,8 +297,14 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
       for (int64_t i = 0, n = t.numel(); i < n; ++i) g[i] *= f;
     }
   }
-  // The optimizer updates the newest buffers in place (state_ shares them).
-  if (optimizer_) optimizer_->step(state_, set->second.grads, lr);
+  // Without a version to keep, the optimizer updates the newest buffers in
+  // place (state_ and the subgraphs share them).
+  if (optimizer_) optimizer_->step(state_, set->second.grads, lr, keep_old ? &fresh : nullptr);
+  if (keep_old) {
+    old_versions_[version_] = params_;
+    params_ = std::move(fresh);
+    if (active_ == kNewest) active_ = version_;  // the subgraphs hold what is now the old version
+  }
   if (!set->second.borrowed) spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
