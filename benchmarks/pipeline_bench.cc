@@ -122,7 +122,7 @@ struct Pipelined {
   std::unique_ptr<pt::exec::Pipeline> pipe;
   std::vector<pt::exec::TensorMap> round;
   int steps_per_round = 1;
-  std::map<std::pair<int, int>, double> op_s;  // (stage, kind) -> seconds, over all trials
+  std::map<std::pair<int, int>, double> op_s;  // (worker's stage, kind) -> seconds, all trials
   int steps_timed = 0;
 
   Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& plan)
@@ -165,8 +165,11 @@ struct Pipelined {
       auto r = pipe->run(round);
       seconds += r.seconds;
       done += steps_per_round;
+      // Per stage of the worker that ran it: a Recv names the sending stage.
+      const auto stats = pipe->stats();
       for (const auto& t : r.ops)
-        op_s[{t.op.stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
+        op_s[{stats[static_cast<size_t>(t.worker)].stage, static_cast<int>(t.op.kind)}] +=
+            t.end - t.start;
     }
     steps_timed += done;
     return a.batch * done / seconds;
