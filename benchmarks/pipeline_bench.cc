@@ -146,6 +146,7 @@ struct Pipelined {
         pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7, &po.optimizer);
     pt::exec::scale_profile(profile, m);
     pt::partitioner::SimOptions so;
+    so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
     predicted = pt::partitioner::simulate(plan, profile, kind, so).samples_per_s;
     pipe = std::make_unique<pt::exec::Pipeline>(tg, stages, po);

@@ -334,6 +334,7 @@ void train_pipelined(TrainArgs& a) {
         stats[w].peak_in_flight, stats[w].peak_weight_versions,
         stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
   partitioner::SimOptions so;
+  so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));

@@ -141,6 +141,11 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
       // gradient buffers) and the allreduce overlaps that round's compute.
       int pending = -1;
       auto async_step = [&](int round, bool sync) {
+        if (sync && !shape.overlap_allreduce) {
+          b.add(w, OpKind::kAllreduce, st, round);
+          b.add(w, OpKind::kStep, st, round);
+          return;
+        }
         if (sync) b.add(w, OpKind::kAllreduce, st, round);
         if (pending >= 0) b.add(w, OpKind::kStep, st, pending);
         pending = -1;

@@ -33,6 +33,11 @@ struct ScheduleShape {
   int microbatches = 1;
   int chunks = 2;  // interleaved only
   int steps = 3;   // 2bw only
+  /// Asynchronous schedules (pipedream, 2bw) with replicated stages: apply
+  /// round k's update after the next round's backward, so its allreduce
+  /// overlaps compute (one more round of staleness). false: right after the
+  /// allreduce, which 2BW's one-step-late semantics needs.
+  bool overlap_allreduce = true;
 };
 
 /// Throws PlanError when the shape does not suit the schedule (interleaved

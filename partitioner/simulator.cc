@@ -58,6 +58,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     shape.microbatches = m * lanes;
   shape.chunks = options.chunks;
   shape.steps = options.steps;
+  shape.overlap_allreduce = options.overlap_allreduce;
   if (kind == ScheduleKind::kInterleaved && shape.microbatches % p != 0)
     throw PlanError("interleaved 1F1B needs microbatches divisible by the stages (" +
                     std::to_string(p) + ")");

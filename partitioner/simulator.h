@@ -23,9 +23,10 @@
 namespace pipetrain::partitioner {
 
 struct SimOptions {
-  int microbatches = 0;  // per minibatch; 0: 4 x stages
-  int chunks = 2;        // interleaved
-  int steps = 3;         // 2bw
+  int microbatches = 0;           // per minibatch; 0: 4 x stages
+  int chunks = 2;                 // interleaved
+  int steps = 3;                  // 2bw
+  bool overlap_allreduce = true;  // see ScheduleShape (the executor runs 2bw without)
 };
 
 struct StageSimStats {

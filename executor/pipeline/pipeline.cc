@@ -127,6 +127,7 @@ partitioner::Schedule Pipeline::build_round_schedule(int count) const {
                       std::to_string(options_.microbatches));
     shape.microbatches = options_.microbatches;
     shape.steps = count / options_.microbatches;
+    shape.overlap_allreduce = false;  // W(t+1) = W(t) - lr grad f(W(t-1)) with replicas too
   } else {
     shape.microbatches = count;
   }

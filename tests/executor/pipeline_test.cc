@@ -293,6 +293,34 @@ TEST(Pipeline, TwoBWAppliesEachUpdateOneStepLate) {
     }
 }
 
+// Replicated stages under 2BW: the replicas split each step's microbatches
+// round-robin and allreduce before the (one step late) update, so the
+// weights are those of the unreplicated reference.
+TEST(Pipeline, TwoBWWithReplicasMatchesTheSameReference) {
+  constexpr int64_t kBatch = 3;
+  constexpr int kSteps = 3, kM = 4;
+  for (std::vector<int> replicas : {std::vector<int>{2, 1}, std::vector<int>{1, 2}}) {
+    const std::string what =
+        "replicas " + std::to_string(replicas[0]) + "-" + std::to_string(replicas[1]);
+    auto tg = mlp_training_graph(kBatch);
+    const auto stages = split(static_cast<int>(tg.graph.layers.size()), replicas);
+    std::vector<TensorMap> mbs;
+    for (int b = 0; b < kSteps * kM; ++b) mbs.push_back(minibatch(tg, b, kBatch));
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kTwoBW;
+    po.microbatches = kM;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(tg, stages, po);
+    auto r = pipe.run(mbs);
+    EXPECT_EQ(r.losses.size(), static_cast<size_t>(kSteps)) << what;
+    auto got_graph = mlp_training_graph(kBatch);
+    pipe.write_back(got_graph.graph);
+    auto version = [&](int, int b) { return std::max(0, b / kM - 1); };
+    auto want = delayed_reference(tg, stages, mbs, version, kM);
+    expect_close(params_of(got_graph.graph), want, 1e-5, what);
+  }
+}
+
 // Three stages, one layer each: h1 goes from stage 0 straight to stage 2
 // (and its gradient straight back), under a flush and the async schedule.
 TEST(Pipeline, SkipConnectionsTravelStraightToTheirStage) {
