@@ -353,9 +353,11 @@ void Pipeline::run_program(Worker& w) {
   }
 }
 
-void Pipeline::write_back(ir::Graph& g) const {
-  for (const auto& w : workers_)
-    if (w->replica == 0) w->sw->write_back(g);
+void Pipeline::write_back(ir::Graph& g, int replica) const {
+  for (const auto& w : workers_) {
+    const int replicas = stages_[static_cast<size_t>(w->stage)].replicas;
+    if (w->replica == (replica < replicas ? replica : 0)) w->sw->write_back(g);
+  }
 }
 
 std::vector<WorkerStats> Pipeline::stats() const {

@@ -82,9 +82,10 @@ class Pipeline {
   /// when a loss or gradient is not finite; the pipeline is unusable after.
   RoundResult run(const std::vector<TensorMap>& microbatches);
 
-  /// Copies replica 0's params, buffers and optimizer state of every stage
-  /// into g (the training graph, or a model sharing its names).
-  void write_back(ir::Graph& g) const;
+  /// Copies replica `replica`'s params, buffers and optimizer state of every
+  /// stage (replica 0 of stages with fewer) into g (the training graph, or a
+  /// model sharing its names).
+  void write_back(ir::Graph& g, int replica = 0) const;
 
   const PipelineOptions& options() const { return options_; }
   int num_workers() const { return static_cast<int>(workers_.size()); }

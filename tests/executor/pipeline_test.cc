@@ -321,6 +321,46 @@ TEST(Pipeline, TwoBWWithReplicasMatchesTheSameReference) {
   }
 }
 
+// Replicas apply the same allreduced gradients, so they stay bitwise equal
+// (also PipeDream's asynchronous schedule, whose replicated stage updates a
+// round late).
+TEST(Pipeline, ReplicasStayBitwiseEqual) {
+  struct Case {
+    ScheduleKind kind;
+    std::vector<int> replicas;
+    int m;
+  };
+  for (const Case& c :
+       {Case{ScheduleKind::kPipeDream, {2, 1}, 1}, Case{ScheduleKind::kPipeDream, {1, 2}, 1},
+        Case{ScheduleKind::kOneFOneB, {2, 2}, 4}}) {
+    const std::string what = std::string(partitioner::schedule_name(c.kind)) + " " +
+                             std::to_string(c.replicas[0]) + "-" + std::to_string(c.replicas[1]);
+    auto tg = mlp_training_graph(4);
+    exec::PipelineOptions po;
+    po.schedule = c.kind;
+    po.microbatches = c.m;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(tg, split(static_cast<int>(tg.graph.layers.size()), c.replicas), po);
+    std::vector<TensorMap> mbs;
+    for (int b = 0; b < 8; ++b) mbs.push_back(minibatch(tg, b, 4));
+    if (c.kind == ScheduleKind::kOneFOneB) {
+      for (int k = 0; k < 2; ++k)
+        pipe.run(std::vector<TensorMap>(mbs.begin() + 4 * k, mbs.begin() + 4 * k + 4));
+    } else {
+      pipe.run(mbs);
+    }
+    auto a = mlp_training_graph(4), b = mlp_training_graph(4);
+    pipe.write_back(a.graph, 0);
+    pipe.write_back(b.graph, 1);
+    const auto pa = params_of(a.graph), pb = params_of(b.graph), init = params_of(tg.graph);
+    for (const auto& [name, t] : pa) {
+      EXPECT_EQ(std::memcmp(t.raw(), pb.at(name).raw(), t.nbytes()), 0) << what << ": " << name;
+      EXPECT_NE(std::memcmp(t.raw(), init.at(name).raw(), t.nbytes()), 0)
+          << what << ": " << name << " untrained";
+    }
+  }
+}
+
 // Three stages, one layer each: h1 goes from stage 0 straight to stage 2
 // (and its gradient straight back), under a flush and the async schedule.
 TEST(Pipeline, SkipConnectionsTravelStraightToTheirStage) {
