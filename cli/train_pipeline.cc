@@ -37,6 +37,16 @@ extern "C" void request_stop(int) {
   g_stop = true;
 }
 
+// Ctrl-C from the start of the command on sets g_stop (the run stops at its
+// first round boundary); the previous handler comes back when the command ends.
+struct SigintGuard {
+  void (*previous)(int) = std::signal(SIGINT, request_stop);
+  SigintGuard() = default;
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+  ~SigintGuard() { std::signal(SIGINT, previous); }
+};
+
 using partitioner::ScheduleKind;
 
 // The train command's schedule names: PipeDream's asynchronous 1F1B is
@@ -169,6 +179,7 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
 }
 
 void train_pipelined(TrainArgs& a) {
+  SigintGuard sigint;
   const ScheduleKind kind = train_schedule(a.schedule);
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
@@ -283,7 +294,6 @@ void train_pipelined(TrainArgs& a) {
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
   exec::RoundResult shown;
   int64_t last_checkpoint = -1;
-  auto previous = std::signal(SIGINT, request_stop);
   exec::PipelineFitResult result;
   try {
     result =
@@ -304,14 +314,12 @@ void train_pipelined(TrainArgs& a) {
                               last_checkpoint = step;
                             }});
   } catch (const RuntimeFault& e) {
-    std::signal(SIGINT, previous);
     throw RuntimeFault(std::string(e.what()) +
                        (last_checkpoint >= 0
                             ? fmt::format("; the last good checkpoint is {} (step {})", checkpoint,
                                           last_checkpoint)
                             : std::string("; no checkpoint was written")));
   }
-  std::signal(SIGINT, previous);
   report.write_loss_svg(a.run_dir + "/loss.svg");
   if (result.stopped) {
     fmt::print("\ninterrupted at step {}: checkpoint {} (continue with --resume {})\n",

@@ -128,7 +128,14 @@ class PipelineTrainTest(unittest.TestCase):
                                       "--microbatches", 2, "--epochs", 400, "--checkpoint", ck)]
         p = subprocess.Popen(list(map(str, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
-        time.sleep(3)
+        # Interrupt once training is under way (metrics.jsonl has a step), or after 60 s.
+        metrics = self.path("int/metrics.jsonl")
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, out + err)
