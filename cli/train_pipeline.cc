@@ -227,11 +227,14 @@ void train_pipelined(TrainArgs& a) {
     throw ModelError("--batch " + std::to_string(a.model.batch) + " does not split into " +
                      std::to_string(m) + " equal microbatches");
 
-  // The graph the workers run, at the microbatch size.
+  // The graph the workers run, at the microbatch size (the one already built
+  // when a minibatch is one microbatch).
   ModelOptions micro_opts = a.model;
   micro_opts.batch = a.model.batch / m;
-  ir::Graph model = importer::import_model(a.model.path, micro_opts.import_options());
-  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, loss);
+  ir::Graph model =
+      m == 1 ? std::move(full) : importer::import_model(a.model.path, micro_opts.import_options());
+  autodiff::TrainingGraph tg =
+      m == 1 ? std::move(full_tg) : autodiff::build_training_graph(model, loss);
   const std::string input = model.inputs[0];
 
   const std::string checkpoint =

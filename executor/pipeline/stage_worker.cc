@@ -40,6 +40,15 @@ bool accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
   return bad == 0;
 }
 
+/// The last of `spares` (recycled buffers by name), or an empty map.
+std::map<std::string, ir::Tensor> take_spare(
+    std::vector<std::map<std::string, ir::Tensor>>& spares) {
+  if (spares.empty()) return {};
+  auto out = std::move(spares.back());
+  spares.pop_back();
+  return out;
+}
+
 /// A copy of `src` in `reuse`'s buffer when it has one of the right size
 /// (no allocation, no page faults), else a fresh one.
 ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
@@ -194,11 +203,7 @@ void StageWorker::own_borrowed() {
   }
   for (auto& [round, set] : sealed_) {
     if (!set.borrowed) continue;
-    std::map<std::string, ir::Tensor> spare;
-    if (!spare_grads_.empty()) {
-      spare = std::move(spare_grads_.back());
-      spare_grads_.pop_back();
-    }
+    std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
     for (auto& [param, g] : set.grads) {
       auto sp = spare.find(param);
       g = copy_into(g, sp != spare.end() ? &sp->second : nullptr);
@@ -222,11 +227,7 @@ void StageWorker::seal_gradients(int64_t round) {
     set.empty = acc_empty_;
     // The set takes the accumulators; the next microbatch copies into
     // recycled buffers (or fresh ones), so nothing is zeroed.
-    std::map<std::string, ir::Tensor> spare;
-    if (!spare_grads_.empty()) {
-      spare = std::move(spare_grads_.back());
-      spare_grads_.pop_back();
-    }
+    std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
     for (auto& [param, acc] : grad_acc_) {
       set.grads[param] = acc;
       auto sp = spare.find(param);
@@ -277,10 +278,7 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
   // current buffers become the old version, so nothing is copied.
   std::map<std::string, ir::Tensor> fresh;
   if (keep_old) {
-    if (!spare_versions_.empty()) {
-      fresh = std::move(spare_versions_.back());
-      spare_versions_.pop_back();
-    }
+    fresh = take_spare(spare_versions_);
     for (const auto& [name, t] : params_) {
       auto sp = fresh.find(name);
       const bool fits = sp != fresh.end() && sp->second.nbytes() == t.nbytes();
@@ -314,9 +312,7 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
 void StageWorker::release_versions(int64_t min_future) {
   for (auto it = old_versions_.begin(); it != old_versions_.end();) {
     const int64_t v = it->first;
-    bool needed = v >= min_future;
-    for (const auto& [mb, st] : stash_) needed = needed || st.version == v;
-    if (needed) {
+    if (v >= min_future || version_in_use(v)) {
       ++it;
       continue;
     }
