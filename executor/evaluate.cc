@@ -38,6 +38,8 @@ EvalResult evaluate(const ir::Graph& model, Backend& backend, const std::string&
   const size_t sample_bytes = static_cast<size_t>(ir::numel(sample)) * sizeof(float);
   const int64_t per_sample = ir::numel(pred.shape) / batch;  // prediction elements per sample
   ForwardRunner runner(model, backend);
+  RunOptions run;  // the params may have changed in place since any earlier run
+  run.values_version = fresh_values_version();
   EvalResult r;
   int64_t hits = 0;
   for (int64_t start = 0; start < n; start += batch) {
@@ -45,7 +47,7 @@ EvalResult evaluate(const ir::Graph& model, Backend& backend, const std::string&
     ir::Tensor x(ir::DType::kF32, in.shape);  // zero padding past `count`
     std::memcpy(x.raw(), test.features.data<float>() + start * ir::numel(sample),
                 static_cast<size_t>(count) * sample_bytes);
-    ir::Tensor y = runner.run({{input, x}}).at(prediction);
+    ir::Tensor y = runner.run({{input, x}}, run).at(prediction);
     const float* yp = y.data<float>();  // (batch, per_sample)
     for (int64_t i = 0; i < count; ++i) {
       const float* row = yp + i * per_sample;

@@ -1,6 +1,7 @@
 #include "executor/forward_runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -8,6 +9,11 @@
 #include "ir/error.h"
 
 namespace pipetrain::exec {
+
+uint64_t fresh_values_version() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
 ForwardRunner::~ForwardRunner() = default;
 

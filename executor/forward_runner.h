@@ -25,6 +25,13 @@ struct RunOptions {
   std::vector<double>* node_seconds = nullptr;
 };
 
+/// A values_version no run has used before (process-wide, never 0). Kernels
+/// cache what they derive from a value by its address and version, and
+/// several runners may read the same buffers (a trainer and an evaluation
+/// share the model's params), so whoever changed values in place takes a
+/// fresh one rather than counting on its own.
+uint64_t fresh_values_version();
+
 class ForwardRunner {
  public:
   /// Throws UnsupportedOp listing every node the backend cannot run. With

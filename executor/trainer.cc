@@ -18,7 +18,7 @@ StepResult Trainer::step(const std::map<std::string, ir::Tensor>& feeds) {
   RunOptions run;
   run.training = true;
   run.seed = options_.seed + static_cast<uint64_t>(steps_);
-  run.values_version = static_cast<uint64_t>(steps_);  // params changed since the last step
+  run.values_version = fresh_values_version();  // params changed since the last step
   run.node_seconds = options_.node_seconds;
   std::map<std::string, ir::Tensor> outs = runner_.run(feeds, run);
 

@@ -113,7 +113,7 @@ void StageWorker::use_version(int64_t version) {
     for (ir::Graph* g : {&program_.forward, &program_.backward})
       if (g->has_value(name)) g->set_value(name, t, ir::Role::kParam);
   active_ = target;
-  ++values_version_;  // other buffers now: kernels drop weights they cached
+  values_version_ = fresh_values_version();  // other buffers now: kernels drop cached weights
 }
 
 StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const TensorMap& feeds,
@@ -306,7 +306,7 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
   if (!set->second.borrowed) spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
-  ++values_version_;
+  values_version_ = fresh_values_version();
 }
 
 void StageWorker::release_versions(int64_t min_future) {

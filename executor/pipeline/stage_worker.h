@@ -114,7 +114,7 @@ class StageWorker {
   static constexpr int64_t kNewest = -1;
   static constexpr int64_t kStale = -2;  // the subgraphs point at recycled buffers
   int64_t active_ = kNewest;             // the version the subgraphs point at (kNewest: params_)
-  uint64_t values_version_ = 0;          // bumped whenever the params the kernels see change
+  uint64_t values_version_ = fresh_values_version();  // renewed whenever the params change
 };
 
 }  // namespace pipetrain::exec
