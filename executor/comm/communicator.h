@@ -20,10 +20,11 @@ namespace pipetrain::exec {
 struct MessageTag {
   std::string tensor;
   int64_t microbatch = 0;
-  int phase = 0;  // kForward or kBackward
+  int phase = 0;  // kForward, kBackward or kCollective
 
   static constexpr int kForward = 0;
   static constexpr int kBackward = 1;
+  static constexpr int kCollective = 2;  // a communicator's own traffic (allreduce over messages)
 
   auto operator<=>(const MessageTag&) const = default;
   bool operator==(const MessageTag&) const = default;

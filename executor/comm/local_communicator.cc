@@ -14,16 +14,10 @@
 #include <string>
 #include <thread>
 
+#include "executor/comm/comm_checks.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
-
-std::string MessageTag::to_string() const {
-  return std::string(phase == kForward    ? "fwd"
-                     : phase == kBackward ? "bwd"
-                                          : "phase?") +
-         " '" + tensor + "' mb " + std::to_string(microbatch);
-}
 
 namespace {
 
@@ -99,29 +93,6 @@ struct SharedState {
     return cv.wait_until(lock, Clock::now() + *timeout, ready);
   }
 };
-
-std::string describe_group(const std::vector<int>& group) {
-  std::string s = "{";
-  for (size_t i = 0; i < group.size(); ++i) s += (i ? ", " : "") + std::to_string(group[i]);
-  return s + "}";
-}
-
-// out += in, element-wise, for the dtypes gradients come in.
-template <typename T>
-void add_into(ir::Tensor& out, const ir::Tensor& in) {
-  T* o = out.data<T>();
-  const T* x = in.data<T>();
-  for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] += x[i];
-}
-
-void accumulate(ir::Tensor& out, const ir::Tensor& in) {
-  switch (out.dtype()) {
-    case ir::DType::kF32: add_into<float>(out, in); break;
-    case ir::DType::kI32: add_into<int32_t>(out, in); break;
-    case ir::DType::kI64: add_into<int64_t>(out, in); break;
-    default: break;  // rejected at the boundary
-  }
-}
 
 class LocalCommunicator final : public Communicator {
  public:
@@ -269,32 +240,11 @@ class LocalCommunicator final : public Communicator {
 
  private:
   void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= state_->size) {
-      throw RuntimeFault("rank " + std::to_string(rank_) + ": " + what + " rank " +
-                         std::to_string(peer) + ", but there are " + std::to_string(state_->size) +
-                         " ranks");
-    }
+    check_comm_peer(rank_, state_->size, peer, what);
   }
 
   void check_group(const std::vector<int>& group, const std::vector<ir::Tensor*>& tensors) const {
-    std::vector<int> sorted = group;
-    std::sort(sorted.begin(), sorted.end());
-    bool bad = sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
-               sorted.front() < 0 || sorted.back() >= state_->size ||
-               !std::binary_search(sorted.begin(), sorted.end(), rank_);
-    if (bad) {
-      throw RuntimeFault("rank " + std::to_string(rank_) + ": allreduce group " +
-                         describe_group(group) + " must be distinct ranks below " +
-                         std::to_string(state_->size) + " that include this rank");
-    }
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      ir::DType d = tensors[i]->dtype();
-      if (d != ir::DType::kF32 && d != ir::DType::kI32 && d != ir::DType::kI64) {
-        throw RuntimeFault("rank " + std::to_string(rank_) + ": allreduce tensor " +
-                           std::to_string(i) + " has dtype " + ir::dtype_name(d) +
-                           "; only f32, i32 and i64 are summed");
-      }
-    }
+    check_comm_group(rank_, state_->size, group, tensors);
   }
 
   // Another member's tensors must line up with ours; a mismatch is a bug in
@@ -314,9 +264,7 @@ class LocalCommunicator final : public Communicator {
 
   RuntimeFault timed_out(const char* what, int peer, const MessageTag& tag,
                          CommTimeout timeout) const {
-    return RuntimeFault("rank " + std::to_string(rank_) + ": " + what + " rank " +
-                        std::to_string(peer) + " timed out after " +
-                        std::to_string(timeout->count()) + " ms waiting for " + tag.to_string());
+    return comm_timed_out(rank_, what, peer, tag, timeout);
   }
 
   RuntimeFault gone(const char* what, int peer, const MessageTag& tag) const {

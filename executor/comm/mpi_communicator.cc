@@ -1,0 +1,492 @@
+// The MPI communicator. Every MPI call happens on one progress thread (the
+// thread that initialised MPI, so MPI_THREAD_FUNNELED suffices); worker
+// threads only queue sends and wait for their messages to be filed, like
+// the local communicator's mailboxes.
+#include "executor/comm/mpi_communicator.h"
+
+#include <cstdlib>
+#include <string>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "executor/comm/comm_checks.h"
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+namespace {
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : 0;
+}
+
+}  // namespace
+
+int mpi_launched_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
+    if (int n = env_int(name); n > 0) return n;
+  return 0;
+}
+
+int mpi_local_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (int n = env_int(name); n > 0) return n;
+  return 1;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTagHeader = 1;   // a message's tag, dtype and shape
+constexpr int kTagPayload = 2;  // its bytes, right behind the header (same source, in order)
+constexpr int kTagAbort = 3;    // the abort reason, to every rank
+
+// How long teardown waits for queued sends, then for MPI_Finalize.
+constexpr auto kDrainLimit = std::chrono::seconds(3);
+constexpr auto kFinalizeLimit = std::chrono::seconds(5);
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+// Header: phase, microbatch, dtype, rank, dims..., then the tensor name.
+std::vector<char> pack_header(const MessageTag& tag, const ir::Tensor& t) {
+  std::vector<int64_t> words = {tag.phase, tag.microbatch, static_cast<int64_t>(t.dtype()),
+                                static_cast<int64_t>(t.shape().size())};
+  for (int64_t d : t.shape()) words.push_back(d);
+  std::vector<char> bytes(words.size() * sizeof(int64_t) + tag.tensor.size());
+  std::memcpy(bytes.data(), words.data(), words.size() * sizeof(int64_t));
+  std::memcpy(bytes.data() + words.size() * sizeof(int64_t), tag.tensor.data(), tag.tensor.size());
+  return bytes;
+}
+
+// The inverse of pack_header; false for bytes it did not write.
+bool unpack_header(const std::vector<char>& bytes, MessageTag& tag, ir::DType& dtype,
+                   ir::Shape& shape) {
+  auto word = [&](size_t i) {
+    int64_t w = 0;
+    std::memcpy(&w, bytes.data() + i * sizeof(int64_t), sizeof(int64_t));
+    return w;
+  };
+  if (bytes.size() < 4 * sizeof(int64_t)) return false;
+  const int64_t rank = word(3);
+  if (rank < 0 || bytes.size() < static_cast<size_t>(4 + rank) * sizeof(int64_t)) return false;
+  tag.phase = static_cast<int>(word(0));
+  tag.microbatch = word(1);
+  dtype = static_cast<ir::DType>(word(2));
+  shape.clear();
+  for (int64_t i = 0; i < rank; ++i) shape.push_back(word(static_cast<size_t>(4 + i)));
+  const size_t name_at = static_cast<size_t>(4 + rank) * sizeof(int64_t);
+  tag.tensor.assign(bytes.data() + name_at, bytes.size() - name_at);
+  return ir::dtype_size(dtype) > 0;
+}
+
+// A send the worker queued; the progress thread posts it.
+struct Outgoing {
+  int dst = 0;
+  std::vector<char> header;  // or the abort text
+  ir::Tensor payload;        // kept alive until MPI is done with it
+  bool abort = false;
+};
+
+struct Posted {
+  Outgoing message;
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
+
+// A message whose header arrived and whose payload is being received.
+struct Arriving {
+  MessageTag tag;
+  ir::Tensor tensor;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+std::atomic<bool> g_mpi_used{false};  // MPI can be initialised once per process
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(size_t bound) : bound_(bound) {
+    if (g_mpi_used.exchange(true))
+      throw RuntimeFault("MPI was already initialised in this process (one mpi communicator each)");
+    progress_ = std::thread([this] { progress_main(); });
+    std::unique_lock<std::mutex> lock(mu_);
+    recv_cv_.wait(lock, [&] { return started_; });
+    if (!init_error_.empty()) {
+      lock.unlock();
+      progress_.join();
+      throw RuntimeFault(init_error_);
+    }
+  }
+
+  ~MpiCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      wake_.notify_all();
+    }
+    progress_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void abort(const std::string& why) noexcept override {
+    try {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) return;
+      set_aborted_locked("communicator aborted by rank " + std::to_string(rank_) + ": " + why);
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_)
+          outgoing_.push_back({r, {abort_message_.begin(), abort_message_.end()}, {}, true});
+      wake_.notify_all();
+    } catch (...) {  // out of memory: the local flag is what matters
+    }
+  }
+
+ protected:
+  void do_send(int dst, const MessageTag& tag, const ir::Tensor& t, CommTimeout timeout) override {
+    check_comm_peer(rank_, size_, dst, "send to");
+    std::unique_lock<std::mutex> lock(mu_);
+    throw_if_aborted();
+    if (dst == rank_) {  // to ourselves: straight into the mailbox
+      mailbox_[{dst, tag}].push_back(t);
+      recv_cv_.notify_all();
+      return;
+    }
+    const size_t bytes = t.nbytes();
+    size_t& pending = pending_bytes_[static_cast<size_t>(dst)];
+    const auto deadline = timeout ? Clock::now() + *timeout : Clock::time_point::max();
+    // An oversize message still goes when nothing else is queued, else it never could.
+    while (!aborted_ && pending != 0 && pending + bytes > bound_) {
+      if (send_cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+          Clock::now() >= deadline)
+        throw comm_timed_out(rank_, "send to", dst, tag, timeout);
+    }
+    throw_if_aborted();
+    pending += bytes;
+    outgoing_.push_back({dst, pack_header(tag, t), t, false});
+    wake_.notify_all();
+  }
+
+  ir::Tensor do_recv(int src, const MessageTag& tag, CommTimeout timeout) override {
+    check_comm_peer(rank_, size_, src, "recv from");
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto key = std::make_pair(src, tag);
+    auto ready = [&] { return aborted_ || mailbox_.count(key) > 0; };
+    if (!timeout) {
+      recv_cv_.wait(lock, ready);
+    } else if (!recv_cv_.wait_for(lock, *timeout, ready)) {
+      throw comm_timed_out(rank_, "recv from", src, tag, timeout);
+    }
+    throw_if_aborted();
+    auto it = mailbox_.find(key);
+    ir::Tensor t = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) mailbox_.erase(it);
+    return t;
+  }
+
+  // Gather to the lowest member, sum in ascending rank order, send the sum back.
+  void do_allreduce_sum(const std::vector<int>& group, std::vector<ir::Tensor*> tensors,
+                        CommTimeout timeout) override {
+    check_comm_group(rank_, size_, group, tensors);
+    std::vector<int> members = group;
+    std::sort(members.begin(), members.end());
+    if (members.size() == 1) return;
+    const int64_t seq = collective_seq_[members]++;
+    auto tag = [&](size_t i, const char* what) {
+      return MessageTag{std::string("allreduce/") + what + "/" + std::to_string(i), seq,
+                        MessageTag::kCollective};
+    };
+    const int root = members.front();
+    if (rank_ != root) {
+      for (size_t i = 0; i < tensors.size(); ++i)
+        send(root, tag(i, "in"), tensors[i]->clone(), timeout);  // ours is overwritten below
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        ir::Tensor sum = recv(root, tag(i, "sum"), timeout);
+        if (sum.dtype() != tensors[i]->dtype() || sum.shape() != tensors[i]->shape())
+          fail("allreduce over " + describe_group(members) + ": the sum of tensor " +
+               std::to_string(i) + " came back with another dtype or shape");
+        std::memcpy(tensors[i]->raw(), sum.raw(), sum.nbytes());
+      }
+      return;
+    }
+    std::vector<ir::Tensor> sums;
+    for (ir::Tensor* t : tensors) sums.push_back(t->clone());
+    for (size_t m = 1; m < members.size(); ++m)
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        ir::Tensor theirs = recv(members[m], tag(i, "in"), timeout);
+        if (theirs.dtype() != sums[i].dtype() || theirs.shape() != sums[i].shape())
+          fail("allreduce over " + describe_group(members) + ": tensor " + std::to_string(i) +
+               " differs in dtype or shape between rank " + std::to_string(root) + " and rank " +
+               std::to_string(members[m]));
+        accumulate(sums[i], theirs);
+      }
+    for (size_t m = 1; m < members.size(); ++m)
+      for (size_t i = 0; i < tensors.size(); ++i) send(members[m], tag(i, "sum"), sums[i], timeout);
+    for (size_t i = 0; i < tensors.size(); ++i)
+      std::memcpy(tensors[i]->raw(), sums[i].raw(), sums[i].nbytes());
+  }
+
+ private:
+  // A mismatch is a bug in the plan: stop every rank rather than leave them waiting.
+  [[noreturn]] void fail(const std::string& why) {
+    abort(why);
+    std::lock_guard<std::mutex> lock(mu_);
+    throw RuntimeFault(abort_message_);
+  }
+
+  void throw_if_aborted() const {
+    if (aborted_) throw RuntimeFault(abort_message_);
+  }
+
+  void set_aborted_locked(std::string message) {
+    aborted_ = true;
+    abort_message_ = std::move(message);
+    recv_cv_.notify_all();
+    send_cv_.notify_all();
+  }
+
+  void progress_main() {
+    int provided = 0;
+    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (rc != MPI_SUCCESS) {
+        init_error_ = "MPI_Init_thread failed: " + mpi_error(rc);
+      } else {
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+        pending_bytes_.assign(static_cast<size_t>(size_), 0);
+      }
+      started_ = true;
+      recv_cv_.notify_all();
+    }
+    if (rc != MPI_SUCCESS) return;
+    loop();
+    finalize();
+  }
+
+  void loop() {
+    std::vector<Posted> posted;
+    std::map<int, std::deque<Arriving>> arriving;  // per source, in arrival order
+    std::optional<Clock::time_point> drain_until;
+    auto idle = std::chrono::microseconds(0);
+    for (;;) {
+      bool busy = false, stopping = false;
+      std::deque<Outgoing> fresh;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fresh.swap(outgoing_);
+        stopping = stop_;
+      }
+      for (auto& o : fresh) {
+        busy = true;
+        posted.push_back(post(std::move(o)));
+      }
+      busy |= complete_sends(posted);
+      busy |= receive_headers(arriving);
+      busy |= complete_receives(arriving);
+      busy |= receive_aborts();
+      if (stopping) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (posted.empty() && outgoing_.empty()) return;
+        if (!drain_until) drain_until = Clock::now() + kDrainLimit;
+        if (Clock::now() > *drain_until) return;  // a peer is gone: finalize anyway
+      }
+      if (busy) {
+        idle = std::chrono::microseconds(0);
+        continue;
+      }
+      // Back off while nothing moves; a queued send wakes us at once.
+      idle = std::min(std::max(idle * 2, std::chrono::microseconds(10)),
+                      std::chrono::microseconds(500));
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait_for(lock, idle, [&] { return !outgoing_.empty() || stop_; });
+    }
+  }
+
+  Posted post(Outgoing o) {
+    Posted p;
+    p.message = std::move(o);
+    Outgoing& m = p.message;
+    const int tag = m.abort ? kTagAbort : kTagHeader;
+    int rc = MPI_Isend(m.header.data(), static_cast<int>(m.header.size()), MPI_BYTE, m.dst, tag,
+                       MPI_COMM_WORLD, &p.requests[0]);
+    if (rc == MPI_SUCCESS && !m.abort && m.payload.nbytes() > 0)
+      rc = MPI_Isend(m.payload.raw(), static_cast<int>(m.payload.nbytes()), MPI_BYTE, m.dst,
+                     kTagPayload, MPI_COMM_WORLD, &p.requests[1]);
+    if (rc != MPI_SUCCESS && !m.abort) mpi_failed("MPI_Isend to rank " + std::to_string(m.dst), rc);
+    return p;
+  }
+
+  bool complete_sends(std::vector<Posted>& posted) {
+    bool any = false;
+    for (size_t i = 0; i < posted.size();) {
+      int done = 0;
+      int rc = MPI_Testall(2, posted[i].requests, &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS && !posted[i].message.abort) {
+        mpi_failed("sending to rank " + std::to_string(posted[i].message.dst), rc);
+        done = 1;
+      }
+      if (!done) {
+        ++i;
+        continue;
+      }
+      any = true;
+      if (!posted[i].message.abort) {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_bytes_[static_cast<size_t>(posted[i].message.dst)] -=
+            posted[i].message.payload.nbytes();
+        send_cv_.notify_all();
+      }
+      posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    return any;
+  }
+
+  bool receive_headers(std::map<int, std::deque<Arriving>>& arriving) {
+    bool any = false;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kTagHeader, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS ||
+          !flag)
+        return any;
+      any = true;
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      std::vector<char> bytes(static_cast<size_t>(count));
+      int rc = MPI_Recv(bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, kTagHeader, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS)
+        return mpi_failed("receiving from rank " + std::to_string(st.MPI_SOURCE), rc);
+      Arriving a;
+      ir::DType dtype{};
+      ir::Shape shape;
+      if (!unpack_header(bytes, a.tag, dtype, shape)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!aborted_)
+          set_aborted_locked(
+              "rank " + std::to_string(rank_) + ": a malformed message arrived from rank " +
+              std::to_string(st.MPI_SOURCE) + " (is every rank the same pipetrain?)");
+        return true;
+      }
+      a.tensor = ir::Tensor(dtype, shape);
+      if (a.tensor.nbytes() > 0) {
+        rc = MPI_Irecv(a.tensor.raw(), static_cast<int>(a.tensor.nbytes()), MPI_BYTE, st.MPI_SOURCE,
+                       kTagPayload, MPI_COMM_WORLD, &a.request);
+        if (rc != MPI_SUCCESS)
+          return mpi_failed("receiving from rank " + std::to_string(st.MPI_SOURCE), rc);
+      }
+      arriving[st.MPI_SOURCE].push_back(std::move(a));
+    }
+  }
+
+  // Files finished messages, in order per source (a repeated tag stays FIFO).
+  bool complete_receives(std::map<int, std::deque<Arriving>>& arriving) {
+    bool any = false;
+    for (auto& [src, queue] : arriving) {
+      while (!queue.empty()) {
+        int done = 0;
+        if (MPI_Test(&queue.front().request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+          mpi_failed("receiving from rank " + std::to_string(src), MPI_ERR_OTHER);
+          done = 1;
+        }
+        if (!done) break;
+        any = true;
+        std::lock_guard<std::mutex> lock(mu_);
+        mailbox_[{src, queue.front().tag}].push_back(std::move(queue.front().tensor));
+        queue.pop_front();
+        recv_cv_.notify_all();
+      }
+    }
+    return any;
+  }
+
+  bool receive_aborts() {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagAbort, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+      return false;
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    std::string text(static_cast<size_t>(count), '\0');
+    MPI_Recv(text.data(), count, MPI_BYTE, st.MPI_SOURCE, kTagAbort, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) set_aborted_locked(text);
+    return true;
+  }
+
+  bool mpi_failed(const std::string& what, int rc) {
+    abort(what + " failed: " + mpi_error(rc));
+    return true;
+  }
+
+  void finalize() {
+    bool aborted = false;
+    std::string why;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      aborted = aborted_;
+      why = abort_message_;
+    }
+    // After an abort a peer may be gone, and MPI_Finalize would wait for it.
+    std::atomic<bool> done{false};
+    std::thread watchdog;
+    if (aborted) {
+      watchdog = std::thread([&, rank = rank_] {
+        const auto until = Clock::now() + kFinalizeLimit;
+        while (!done && Clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (done) return;
+        std::fprintf(stderr, "error: rank %d: %s (MPI_Finalize did not return: exiting)\n", rank,
+                     why.c_str());
+        std::fflush(stderr);
+        std::_Exit(1);
+      });
+    }
+    MPI_Finalize();
+    done = true;
+    if (watchdog.joinable()) watchdog.join();
+  }
+
+  const size_t bound_;
+  int rank_ = 0, size_ = 1;
+  std::thread progress_;
+
+  std::mutex mu_;
+  std::condition_variable recv_cv_, send_cv_, wake_;
+  bool started_ = false, stop_ = false, aborted_ = false;
+  std::string init_error_, abort_message_;
+  std::deque<Outgoing> outgoing_;
+  std::vector<size_t> pending_bytes_;  // per destination: queued or in flight
+  std::map<std::pair<int, MessageTag>, std::deque<ir::Tensor>> mailbox_;
+  std::map<std::vector<int>, int64_t> collective_seq_;  // per group: allreduces so far
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(size_t queue_bytes_bound) {
+  return std::make_unique<MpiCommunicator>(queue_bytes_bound);
+}
+
+}  // namespace pipetrain::exec
