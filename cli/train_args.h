@@ -39,6 +39,7 @@ struct TrainArgs {
   int64_t checkpoint_every = 0;
   std::string checkpoint;  // default: <run-dir>/checkpoint.onnx
   std::string resume;
+  std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
 
   bool pipelined() const { return stages > 0 || workers > 0 || !plan_path.empty(); }
 };

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "autodiff/training_graph.h"
@@ -18,6 +19,7 @@
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
+#include "executor/comm/mpi_communicator.h"
 #include "executor/measured_profile.h"
 #include "executor/pipeline/pipeline_fit.h"
 #include "importer/checkpoint.h"
@@ -176,10 +178,18 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--checkpoint", a.checkpoint,
                  "Checkpoint file (default: <run-dir>/checkpoint.onnx)");
   cmd.add_option("--resume", a.resume, "Continue from this checkpoint");
+  cmd.add_option("--comm", a.comm,
+                 "local: the workers are threads of this process; mpi: one worker per rank of "
+                 "`mpirun -np <workers> pipetrain train ... --comm mpi`")
+      ->check(CLI::IsMember({"local", "mpi"}))
+      ->capture_default_str();
 }
 
-void train_pipelined(TrainArgs& a) {
-  SigintGuard sigint;
+namespace {
+
+// The run on this process: all of it (comm null), or rank comm->rank()'s worker.
+void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
+  const bool root = !comm || comm->rank() == 0;
   const ScheduleKind kind = train_schedule(a.schedule);
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
@@ -201,18 +211,27 @@ void train_pipelined(TrainArgs& a) {
   dopt.max_samples = a.max_samples;
   data::DataSplit split = data::load_data(a.data, dopt);
   exec::check_dataset(full_tg, full.inputs[0], split.train);
-  // The workers share the cores. The profile is measured with the thread
-  // count the workers will use (oneDNN tunes its kernels to it).
+  // The workers share the cores (across processes: this host's ranks do).
+  // The profile is measured with the thread count the workers will use
+  // (oneDNN tunes its kernels to it).
   const int planned_workers = a.workers > 0  ? a.workers
                               : a.stages > 0 ? a.stages
                                              : partitioner::load_plan(a.plan_path).workers_used();
+  const int sharing = comm ? exec::mpi_local_size() : planned_workers;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / planned_workers);
+  const int threads = a.threads > 0 ? a.threads : std::max(1, cores / sharing);
   exec::set_cpu_threads(threads);
-  partitioner::Profile profile =
-      exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
-  profile.model = a.model.path;
-  partitioner::Plan plan = choose_plan(a, profile);
+  // Rank 0 measures and plans; every rank runs its plan.
+  partitioner::Profile profile;
+  partitioner::Plan plan;
+  if (root) {
+    profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
+    profile.model = a.model.path;
+    plan = choose_plan(a, profile);
+  }
+  if (comm)
+    plan = partitioner::plan_from_json(nlohmann::json::parse(
+        exec::share_text(*comm, "plan", root ? partitioner::to_json(plan).dump() : "")));
   const int workers = plan.workers_used();
   const int p = static_cast<int>(plan.stages.size());
 
@@ -249,7 +268,7 @@ void train_pipelined(TrainArgs& a) {
                          "; resume with the same --" + key + " (the data order depends on it)");
     importer::restore_checkpoint(c, tg.graph, a.resume);
     start_step = std::stoll(c.meta.at("step"));
-    fmt::print("resuming from {} at step {}\n", a.resume, start_step);
+    if (root) fmt::print("resuming from {} at step {}\n", a.resume, start_step);
   }
 
   exec::PipelineOptions po;
@@ -260,6 +279,7 @@ void train_pipelined(TrainArgs& a) {
   po.lr_schedule = a.trainer.schedule;
   po.seed = a.seed;
   po.threads_per_worker = threads;
+  po.comm = comm;
   std::vector<exec::PipelineStage> stages;
   for (const auto& st : plan.stages)
     stages.push_back({st.first_layer, st.last_layer, st.replication});
@@ -273,17 +293,22 @@ void train_pipelined(TrainArgs& a) {
   }
   exec::Pipeline pipe(tg, stages, po);
 
-  fmt::print(
-      "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
-      "pipeline: {} stage{} on {} workers ({}), schedule {}{}, minibatch {} = {} x {}, "
-      "{} thread{} per worker{}\n",
-      a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
-      p > 1 ? "s" : "", workers, plan.config(), a.schedule,
-      a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
-      threads > 1 ? "s" : "", stage_list(plan));
+  if (root)
+    fmt::print(
+        "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
+        "pipeline: {} stage{} on {} workers ({}{}), schedule {}{}, minibatch {} = {} x {}, "
+        "{} thread{} per worker{}\n",
+        a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
+        p > 1 ? "s" : "", workers, plan.config(), comm ? ", one per MPI rank" : "", a.schedule,
+        a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
+        threads > 1 ? "s" : "", stage_list(plan));
 
-  std::filesystem::create_directories(a.run_dir);
-  TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  // Rank 0 reports and writes the files; the other ranks train quietly.
+  std::optional<TrainReport> report;
+  if (root) {
+    std::filesystem::create_directories(a.run_dir);
+    report.emplace(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  }
   exec::PipelineFitOptions fo;
   fo.epochs = a.epochs;
   fo.seed = a.seed;
@@ -301,13 +326,18 @@ void train_pipelined(TrainArgs& a) {
   try {
     result =
         exec::fit_pipeline(pipe, tg, model, *backend, input, split, fo,
-                           {[&](const exec::StepReport& s) { report.step(s); },
-                            [&](const exec::EpochReport& e) { report.epoch(e); },
+                           {[&](const exec::StepReport& s) {
+                              if (report) report->step(s);
+                            },
+                            [&](const exec::EpochReport& e) {
+                              if (report) report->epoch(e);
+                            },
                             [&](const exec::RoundResult& r) {
                               for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
                               if (r.losses.size() >= shown.losses.size()) shown = r;
                             },
                             [&](int64_t step) {
+                              if (!root) return;
                               importer::save_checkpoint(checkpoint, tg.graph,
                                                         {{"step", std::to_string(step)},
                                                          {"batch", std::to_string(a.model.batch)},
@@ -323,7 +353,11 @@ void train_pipelined(TrainArgs& a) {
                                           last_checkpoint)
                             : std::string("; no checkpoint was written")));
   }
-  report.write_loss_svg(a.run_dir + "/loss.svg");
+  if (!root) {
+    if (result.stopped) throw ExitRequest{130};
+    return;
+  }
+  report->write_loss_svg(a.run_dir + "/loss.svg");
   if (result.stopped) {
     fmt::print("\ninterrupted at step {}: checkpoint {} (continue with --resume {})\n",
                result.steps, checkpoint, checkpoint);
@@ -373,6 +407,32 @@ void train_pipelined(TrainArgs& a) {
   if (!a.output.empty()) {
     importer::save_trained_weights(a.model.path, model, a.output);
     fmt::print("trained model: {}\n", a.output);
+  }
+}
+
+}  // namespace
+
+void train_pipelined(TrainArgs& a) {
+  SigintGuard sigint;
+  std::unique_ptr<exec::Communicator> comm;
+  if (a.comm == "mpi") {
+    comm = exec::make_mpi_communicator(size_t(1) << 30);
+  } else if (const int ranks = exec::mpi_launched_size(); ranks > 1) {
+    throw PlanError("mpirun started " + std::to_string(ranks) +
+                    " ranks of pipetrain: add --comm mpi (otherwise each would train the whole "
+                    "pipeline alone)");
+  }
+  try {
+    run_pipelined(a, comm.get());
+  } catch (const ExitRequest&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (!comm) throw;
+    // Tell every rank (those waiting on this one would wait forever). Every
+    // abort reaches rank 0, so it alone says why: one message, not one per rank.
+    comm->abort(e.what());
+    if (comm->rank() != 0) throw ExitRequest{1};
+    throw;
   }
 }
 

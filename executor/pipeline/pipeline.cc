@@ -82,15 +82,24 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
 
   int total = 0;
   for (const auto& st : stages_) total += st.replicas;
-  // Workers that each have cores of their own poll before they sleep.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool own_cores = total * options_.threads_per_worker <= cores;
-  comms_ = make_local_communicators(
-      total, options_.queue_bytes,
-      own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+  total_workers_ = total;
+  if (options_.comm) {
+    if (options_.comm->size() != total)
+      throw PlanError("the plan runs " + std::to_string(total) + " workers but the MPI job has " +
+                      std::to_string(options_.comm->size()) + " ranks (start it with mpirun -np " +
+                      std::to_string(total) + ")");
+  } else {
+    // Workers that each have cores of their own poll before they sleep.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const bool own_cores = total * options_.threads_per_worker <= cores;
+    comms_ = make_local_communicators(
+        total, options_.queue_bytes,
+        own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+  }
   set_cpu_threads(options_.threads_per_worker);
   for (int s = 0, w = 0; s < num_stages(); ++s)
     for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
+      if (options_.comm && options_.comm->rank() != w) continue;  // another process's
       auto worker = std::make_unique<Worker>();
       worker->index = w;
       worker->stage = s;
@@ -98,7 +107,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
       worker->sw = std::make_unique<StageWorker>(programs_[static_cast<size_t>(s)], tg,
                                                  *worker->backend, options_.optimizer);
-      worker->comm = comms_[static_cast<size_t>(w)].get();
+      worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
       worker->stats.replica = q;
       workers_.push_back(std::move(worker));
@@ -196,6 +205,10 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
                               std::to_string(culprit->stage) + ")";
     try {
       std::rethrow_exception(culprit->error);
+    } catch (const RuntimeFault& e) {
+      // Another process's failure already names its worker and stage.
+      if (!culprit_primary && options_.comm) throw;
+      throw RuntimeFault(where + ": " + e.what());
     } catch (const ModelError& e) {
       throw ModelError(where + ": " + e.what());
     } catch (const std::exception& e) {
@@ -204,9 +217,25 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
       throw RuntimeFault(where + ": unknown error");
     }
   }
+  std::vector<WorkerReport> reports;
+  for (auto& w : workers_) reports.push_back({w->index, w->losses, w->ops, w->busy_s, w->stats});
+  if (options_.comm) {
+    try {
+      reports = gather_reports(*options_.comm, round_base_, std::move(reports));
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+    std::sort(reports.begin(), reports.end(),
+              [](const WorkerReport& a, const WorkerReport& b) { return a.worker < b.worker; });
+    if (is_root()) {
+      all_stats_.clear();
+      for (const auto& rep : reports) all_stats_.push_back(rep.stats);
+    }
+  }
   // Losses in microbatch order, grouped per update.
   std::vector<std::pair<int64_t, double>> all;
-  for (auto& w : workers_) all.insert(all.end(), w->losses.begin(), w->losses.end());
+  for (const auto& rep : reports) all.insert(all.end(), rep.losses.begin(), rep.losses.end());
   std::sort(all.begin(), all.end());
   const int per = options_.schedule == ScheduleKind::kPipeDream ? 1 : options_.microbatches;
   for (size_t i = 0; i < all.size(); i += static_cast<size_t>(per)) {
@@ -215,9 +244,9 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
       sum += all[j].second;
     r.losses.push_back(sum / per);
   }
-  for (auto& w : workers_) {
-    r.ops.insert(r.ops.end(), w->ops.begin(), w->ops.end());
-    r.busy_s.push_back(w->busy_s);
+  for (const auto& rep : reports) {
+    r.ops.insert(r.ops.end(), rep.ops.begin(), rep.ops.end());
+    r.busy_s.push_back(rep.busy_s);
   }
   return r;
 }
@@ -353,14 +382,31 @@ void Pipeline::run_program(Worker& w) {
   }
 }
 
-void Pipeline::write_back(ir::Graph& g, int replica) const {
+void Pipeline::write_back(ir::Graph& g, int replica) {
+  std::vector<StateValue> mine;
   for (const auto& w : workers_) {
     const int replicas = stages_[static_cast<size_t>(w->stage)].replicas;
-    if (w->replica == (replica < replicas ? replica : 0)) w->sw->write_back(g);
+    if (w->replica != (replica < replicas ? replica : 0)) continue;
+    if (is_root()) {
+      w->sw->write_back(g);
+    } else {
+      mine = w->sw->state_values();
+      for (auto& v : mine) v.value = v.value.clone();  // the next step may reuse the buffers
+    }
   }
+  if (!options_.comm) return;
+  for (auto& v : gather_state(*options_.comm, collectives_++, mine))
+    put_value(g, v.name, v.value, v.role);
+}
+
+bool Pipeline::any_rank(bool flag) {
+  if (!options_.comm) return flag;
+  ++collectives_;
+  return exec::any_rank(*options_.comm, flag);
 }
 
 std::vector<WorkerStats> Pipeline::stats() const {
+  if (options_.comm && is_root()) return all_stats_;
   std::vector<WorkerStats> out;
   for (const auto& w : workers_) out.push_back(w->stats);
   return out;

@@ -22,6 +22,7 @@
 #include "autodiff/training_graph.h"
 #include "executor/comm/communicator.h"
 #include "executor/optim/optimizer.h"
+#include "executor/pipeline/rank_reports.h"
 #include "executor/pipeline/stage_worker.h"
 #include "partitioner/schedule.h"
 #include "partitioner/schedules.h"
@@ -46,6 +47,11 @@ struct PipelineOptions {
   /// Each worker's backend (default: the CPU backend); the executor only uses
   /// the Backend interface.
   std::function<std::unique_ptr<Backend>(int worker)> make_backend;
+  /// A multi-process run (--comm mpi): this process's endpoint, whose rank is
+  /// the one worker this process runs (the ranks must number the workers).
+  /// run(), write_back() and any_rank() are then collective: every rank calls
+  /// them in the same order. Null: every worker is a thread here.
+  Communicator* comm = nullptr;
 };
 
 /// What one round measured.
@@ -56,14 +62,6 @@ struct RoundResult {
   double seconds = 0;                     // wall time of the round
   std::vector<partitioner::TimedOp> ops;  // every F, B, Recv wait, allreduce, step
   std::vector<double> busy_s;             // per worker: F and B time
-};
-
-/// Per worker, over the pipeline's life.
-struct WorkerStats {
-  int stage = 0, replica = 0;
-  int peak_in_flight = 0;        // microbatches stashed at once
-  int peak_weight_versions = 1;  // weight versions alive at once
-  size_t peak_stash_bytes = 0;
 };
 
 class Pipeline {
@@ -80,17 +78,25 @@ class Pipeline {
   /// graph's inputs at the microbatch shape). Throws RuntimeFault naming the
   /// worker and stage when any worker fails (after stopping all of them), or
   /// when a loss or gradient is not finite; the pipeline is unusable after.
+  /// Across processes, rank 0's result covers every worker (the others'
+  /// cover their own).
   RoundResult run(const std::vector<TensorMap>& microbatches);
 
   /// Copies replica `replica`'s params, buffers and optimizer state of every
   /// stage (replica 0 of stages with fewer) into g (the training graph, or a
-  /// model sharing its names).
-  void write_back(ir::Graph& g, int replica = 0) const;
+  /// model sharing its names). Across processes only rank 0's g is complete.
+  void write_back(ir::Graph& g, int replica = 0);
 
+  /// The process that reports, evaluates and writes files (rank 0; always
+  /// true in one process).
+  bool is_root() const { return !options_.comm || options_.comm->rank() == 0; }
+  /// True on every process when `flag` is true on any (one process: flag).
+  bool any_rank(bool flag);
   const PipelineOptions& options() const { return options_; }
-  int num_workers() const { return static_cast<int>(workers_.size()); }
+  int num_workers() const { return total_workers_; }
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<PipelineStage>& stages() const { return stages_; }
+  /// Per worker (across processes: rank 0 has every worker's, as of the last round).
   std::vector<WorkerStats> stats() const;
   /// Optimizer updates applied so far (every stage applies the same number).
   int64_t updates() const;
@@ -107,8 +113,11 @@ class Pipeline {
   PipelineOptions options_;
   std::vector<StageProgram> programs_;
   std::string loss_;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  int total_workers_ = 0;
+  std::vector<std::unique_ptr<Worker>> workers_;  // those this process runs
   std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<WorkerStats> all_stats_;  // rank 0 of several processes: every worker's
+  int64_t collectives_ = 0;             // write_back and any_rank calls (message tags)
 
   // The round being run (written by run() before the workers start).
   partitioner::Schedule schedule_;

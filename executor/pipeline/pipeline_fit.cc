@@ -119,7 +119,8 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
       }
       const bool at_checkpoint =
           options.checkpoint_every > 0 && result.steps % options.checkpoint_every == 0;
-      const bool stop = options.stop && options.stop->load();
+      // Every process stops at the same boundary.
+      const bool stop = pipe.any_rank(options.stop && options.stop->load());
       if ((at_checkpoint || stop) && callbacks.on_checkpoint) {
         pipe.write_back(tg.graph);
         callbacks.on_checkpoint(result.steps);
@@ -137,7 +138,8 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
     if (steps_in_epoch > 0) rep.train_loss /= static_cast<double>(steps_in_epoch);
     rep.samples_per_s = rep.seconds > 0 ? double(steps_in_epoch * mini) / rep.seconds : 0;
     pipe.write_back(tg.graph);
-    if (options.evaluate && data.test.size() > 0 && tg.labels == labels && !tg.prediction.empty())
+    if (options.evaluate && pipe.is_root() && data.test.size() > 0 && tg.labels == labels &&
+        !tg.prediction.empty())
       rep.test = evaluate(model, backend, input, tg.prediction, data.test);
     result.epochs.push_back(rep);
     if (callbacks.on_epoch) callbacks.on_epoch(rep);

@@ -329,18 +329,25 @@ size_t StageWorker::stash_bytes() const {
   return bytes;
 }
 
-void StageWorker::write_back(ir::Graph& g) const {
-  auto put = [&](const std::string& name, const ir::Tensor& t, ir::Role role) {
-    if (ir::Tensor* dst = g.mutable_value(name); dst && dst->nbytes() == t.nbytes())
-      std::memcpy(dst->raw(), t.raw(), t.nbytes());
-    else
-      g.set_value(name, t.clone(), role);
-  };
-  for (const auto& [name, t] : params_) put(name, t, ir::Role::kParam);
-  for (const auto& [name, t] : buffers_) put(name, t, ir::Role::kBuffer);
+void put_value(ir::Graph& g, const std::string& name, const ir::Tensor& t, ir::Role role) {
+  if (ir::Tensor* dst = g.mutable_value(name); dst && dst->nbytes() == t.nbytes())
+    std::memcpy(dst->raw(), t.raw(), t.nbytes());
+  else
+    g.set_value(name, t.clone(), role);
+}
+
+std::vector<StateValue> StageWorker::state_values() const {
+  std::vector<StateValue> out;
+  for (const auto& [name, t] : params_) out.push_back({name, ir::Role::kParam, t});
+  for (const auto& [name, t] : buffers_) out.push_back({name, ir::Role::kBuffer, t});
   for (const auto& [name, t] : state_.values())
     if (state_.tensor(name).role == ir::Role::kOptimizerState)
-      put(name, t, ir::Role::kOptimizerState);
+      out.push_back({name, ir::Role::kOptimizerState, t});
+  return out;
+}
+
+void StageWorker::write_back(ir::Graph& g) const {
+  for (const auto& v : state_values()) put_value(g, v.name, v.value, v.role);
 }
 
 }  // namespace pipetrain::exec

@@ -16,6 +16,7 @@
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "executor/optim/optimizer.h"
+#include "executor/pipeline/rank_reports.h"
 #include "executor/stage_program.h"
 
 namespace pipetrain::exec {
@@ -26,6 +27,10 @@ struct StageForwardResult {
   TensorMap send;     // activations for later stages (owned copies)
   TensorMap results;  // training-graph outputs computed here (loss, BatchNorm statistics)
 };
+
+/// Sets g's value `name` to t: copied into the existing value when the sizes
+/// match (handles to it stay valid), else a clone is added.
+void put_value(ir::Graph& g, const std::string& name, const ir::Tensor& t, ir::Role role);
 
 class StageWorker {
  public:
@@ -76,6 +81,8 @@ class StageWorker {
   /// Copies params, buffers and optimizer state into g's values (in place
   /// where g has them, added otherwise).
   void write_back(ir::Graph& g) const;
+  /// The same values by handle (for sending to another process).
+  std::vector<StateValue> state_values() const;
 
  private:
   struct Stash {

@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""`mpirun -np 4 pipetrain train ... --comm mpi` against the thread run of the
+same plan: identical weights and optimizer state (straight and replicated
+plans, async 1F1B, 1F1B-flush, 2BW); a rank that fails or is killed stops
+the job within 10 seconds with one message naming the rank; a plan that needs
+another rank count is refused.
+
+Usage: mpi_train_test.py PATH/TO/pipetrain PATH/TO/mpiexec
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import onnx
+from onnx import numpy_helper
+
+PIPETRAIN = None
+MPIEXEC = None
+
+
+def run(*args, timeout=300):
+    return subprocess.run([PIPETRAIN, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def mpirun(ranks, *args, timeout=300):
+    return subprocess.run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks),
+                           PIPETRAIN, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def initializers(path):
+    return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
+
+
+class MpiTrainTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.mlp = os.path.join(d, "mlp.onnx")
+        cls.straight = os.path.join(d, "straight.json")
+        cls.replicated = os.path.join(d, "replicated.json")
+        for r in (run("zoo", "export", "mlp", "-o", cls.mlp),
+                  run("partition", cls.mlp, "--topology", 4, "--bandwidth", 10e9, "--batch", 32,
+                      "--straight", "-o", cls.straight)):
+            assert r.returncode == 0, r.stdout + r.stderr
+        # 2-1-1: the first two layers on two replicas (they allreduce), then one each.
+        with open(cls.straight) as f:
+            plan = json.load(f)
+        s0, s1 = plan["stages"][0], plan["stages"][1]
+        s0.update(last_layer=s1["last_layer"], last_layer_name=s1["last_layer_name"],
+                  nodes=s0["nodes"] + s1["nodes"], replication=2, workers=[0, 1])
+        plan["stages"] = [s0] + plan["stages"][2:]
+        plan["config"] = "2-1-1"
+        with open(cls.replicated, "w") as f:
+            json.dump(plan, f)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def args(self, run_dir, *extra, lr=0.05):
+        return ["train", self.mlp, "--data", "digits", "--batch", 32, "--loss", "cross-entropy",
+                "--optimizer", "sgd", "--lr", lr, "--momentum", 0.9, "--seed", 3, "--quiet",
+                "--run-dir", self.path(run_dir), *extra]
+
+    def assert_same(self, a, b):
+        wa, wb = initializers(a), initializers(b)
+        self.assertEqual(wa.keys(), wb.keys())
+        for k in wa:
+            self.assertTrue((wa[k] == wb[k]).all(), f"{k} differs between {a} and {b}")
+
+    def test_mpi_ranks_train_exactly_as_threads(self):
+        cases = [("straight-1f1b", self.straight, ["--schedule", "1f1b"]),
+                 ("replicated-1f1b", self.replicated, ["--schedule", "1f1b"]),
+                 ("replicated-flush", self.replicated, ["--schedule", "1f1b-flush",
+                                                         "--microbatches", 2]),
+                 ("straight-2bw", self.straight, ["--schedule", "2bw", "--microbatches", 4])]
+        for name, plan, extra in cases:
+            with self.subTest(name):
+                common = ["--plan", plan, *extra, "--max-steps", 30, "--checkpoint-every", 30]
+                t = run(*self.args(name + "-t", *common, "-o", self.path(name + "-t.onnx")))
+                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+                m = mpirun(4, *self.args(name + "-m", *common, "--comm", "mpi", "-o",
+                                         self.path(name + "-m.onnx")))
+                self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+                self.assertIn("one per MPI rank", m.stdout)
+                self.assertEqual(m.stdout.count("trained model:"), 1)  # rank 0 reports alone
+                self.assert_same(self.path(name + "-t.onnx"), self.path(name + "-m.onnx"))
+                # Optimizer state too (momentum lives in the checkpoint).
+                self.assert_same(self.path(name + "-t/checkpoint.onnx"),
+                                 self.path(name + "-m/checkpoint.onnx"))
+
+    def test_a_failing_rank_stops_every_rank_naming_it(self):
+        start = time.monotonic()
+        r = mpirun(4, *self.args("nan", "--plan", self.straight, "--max-steps", 30, lr=1e12),
+                   "--comm", "mpi", timeout=60)
+        self.assertLess(time.monotonic() - start, 10)
+        self.assertNotEqual(r.returncode, 0)
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        self.assertEqual(len(errors), 1, r.stderr)
+        self.assertRegex(errors[0], r"communicator aborted by rank 3: worker 3 \(stage 3\): "
+                                    r"step \d+, microbatch \d+: the loss is (NaN|Inf)")
+
+    def test_a_killed_rank_ends_the_job_within_10_seconds_naming_it(self):
+        job = subprocess.Popen(
+            [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", PIPETRAIN,
+             *map(str, self.args("killed", "--plan", self.straight, "--epochs", 100000,
+                                 "--comm", "mpi"))],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            metrics = self.path("killed/metrics.jsonl")
+            deadline = time.monotonic() + 60
+            while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+                self.assertLess(time.monotonic(), deadline, "training never started")
+                self.assertIsNone(job.poll(), "the job ended before it was killed")
+                time.sleep(0.1)
+            victim = self.rank_pid(job.pid, 2)
+            os.kill(victim, signal.SIGKILL)
+            killed = time.monotonic()
+            out, _ = job.communicate(timeout=30)
+            self.assertLess(time.monotonic() - killed, 10, out)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        self.assertNotEqual(job.returncode, 0)
+        self.assertRegex(out, r"rank 2 .*(signal 9|Killed)")
+
+    @staticmethod
+    def rank_pid(launcher, rank):
+        """The pid of MPI rank `rank` among the launcher's descendants."""
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if (f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and PIPETRAIN.encode() in cmd
+                    and int(pid) != launcher):
+                return int(pid)
+        raise AssertionError(f"no process of rank {rank}")
+
+    def test_a_plan_for_other_rank_counts_is_refused(self):
+        r = mpirun(3, *self.args("count", "--plan", self.straight, "--max-steps", 5),
+                   "--comm", "mpi", timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        errors = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+        self.assertEqual(errors, ["error: the plan runs 4 workers but the MPI job has 3 ranks "
+                                  "(start it with mpirun -np 4)"], r.stderr)
+
+    def test_ranks_without_comm_mpi_are_refused(self):
+        r = mpirun(2, *self.args("nocomm", "--stages", 2, "--max-steps", 5), timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("mpirun started 2 ranks of pipetrain: add --comm mpi", r.stderr)
+
+
+if __name__ == "__main__":
+    PIPETRAIN, MPIEXEC = os.path.abspath(sys.argv[1]), sys.argv[2]
+    unittest.main(argv=sys.argv[:1], verbosity=2)
