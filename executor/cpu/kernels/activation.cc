@@ -85,43 +85,27 @@ void relu_kernel(KernelContext& ctx) {
     const T* x = ctx.in(0).data<T>();
     T* y = ctx.out(0).data<T>();
     const int64_t n = ctx.in(0).numel();
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] < T{0} ? T{0} : x[i];
+    for (int64_t i = 0; i < n; ++i) y[i] = device::ReluFn{}(x[i]);
   });
 }
 
-/// leaky_relu(x) = x < 0 ? alpha x : x.
 void leaky_relu_kernel(KernelContext& ctx) {
-  const float alpha = ctx.n().attr_float("alpha", 0.01f);
-  map_f32(ctx, [alpha](float v) { return select_f32(v < 0.0f, alpha * v, v); });
+  map_f32(ctx, device::LeakyReluFn{ctx.n().attr_float("alpha", 0.01f)});
 }
 
-/// sigmoid(x) = 1 / (1 + e^-x), written as e^x / (1 + e^x) for x < 0 so
-/// that exp never overflows.
 void sigmoid_kernel(KernelContext& ctx) {
-  map_f32(ctx, [](float v) {
-    const float e = exp_f32(-std::fabs(v));  // e^-|v| in (0, 1]
-    const float s = 1.0f / (1.0f + e);
-    return select_f32(v >= 0.0f, s, e * s);
-  });
+  map_f32(ctx, device::SigmoidFn{});
 }
 
 void tanh_kernel(KernelContext& ctx) {
-  map_f32(ctx, [](float v) { return tanh_f32(v); });
+  map_f32(ctx, device::TanhFn{});
 }
 
-/// gelu(x) = x/2 (1 + erf(x / sqrt 2)), or with approximate = "tanh"
-/// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void gelu_kernel(KernelContext& ctx) {
-  if (ctx.n().attr_string("approximate", "none") == "tanh") {
-    const float k = std::sqrt(2.0f / static_cast<float>(M_PI));
-    map_f32(ctx,
-            [k](float v) { return 0.5f * v * (1.0f + tanh_f32(k * (v + 0.044715f * v * v * v))); });
-  } else {
-    map_f32(ctx, [](float v) {
-      // 1 + erf(u) = erfc(-u): no cancellation for very negative x.
-      return 0.5f * v * erfc_f32(-v * static_cast<float>(M_SQRT1_2));
-    });
-  }
+  if (ctx.n().attr_string("approximate", "none") == "tanh")
+    map_f32(ctx, device::GeluTanhFn{});
+  else
+    map_f32(ctx, device::GeluFn{});
 }
 
 /// clip(x) = min(max(x, lo), hi); min > max gives max everywhere, as ONNX
@@ -148,10 +132,8 @@ void clip_kernel(KernelContext& ctx) {
     const T* x = ctx.in(0).data<T>();
     T* y = ctx.out(0).data<T>();
     const int64_t n = ctx.in(0).numel();
-    for (int64_t i = 0; i < n; ++i) {
-      T v = x[i] < lo ? lo : x[i];
-      y[i] = v > hi ? hi : v;
-    }
+    const device::ClipFn<T> clip{lo, hi};
+    for (int64_t i = 0; i < n; ++i) y[i] = clip(x[i]);
   });
 }
 

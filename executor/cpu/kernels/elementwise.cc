@@ -22,66 +22,15 @@ const std::vector<DType> kFloat = {DType::kF32, DType::kF16, DType::kBF16};
 
 // --- binary --------------------------------------------------------------
 
-struct AddOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return wrap_add(a, b);
-  }
-};
-struct SubOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return wrap_sub(a, b);
-  }
-};
-struct MulOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return wrap_mul(a, b);
-  }
-};
-/// Integer division truncates towards zero like C; x / 0 gives 0 and
-/// x / -1 wraps instead of trapping.
-struct DivOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0) return 0;
-      if (b == -1) return wrap_sub(T{0}, a);
-    }
-    return a / b;
-  }
-};
-struct MaxOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return nan_max(a, b);
-  }
-};
-struct MinOp {
-  template <typename T>
-  T operator()(T a, T b) const {
-    return nan_min(a, b);
-  }
-};
-struct EqualOp {
-  template <typename T>
-  uint8_t operator()(T a, T b) const {
-    return a == b;
-  }
-};
-struct LessOp {
-  template <typename T>
-  uint8_t operator()(T a, T b) const {
-    return a < b;
-  }
-};
-struct GreaterOp {
-  template <typename T>
-  uint8_t operator()(T a, T b) const {
-    return a > b;
-  }
-};
+using device::AddOp;
+using device::DivOp;
+using device::EqualOp;
+using device::GreaterOp;
+using device::LessOp;
+using device::MaxOp;
+using device::MinOp;
+using device::MulOp;
+using device::SubOp;
 
 /// Y = op(A, B) for the same-dtype binaries; the output element type is op's.
 template <typename Op, typename... Ts>
@@ -118,37 +67,6 @@ void variadic_kernel(KernelContext& ctx) {
 
 // --- Pow -----------------------------------------------------------------
 
-/// a^e for integers by squaring; negative exponents truncate 1 / a^|e|.
-template <typename T, typename E>
-T int_pow(T a, E e) {
-  if (e < 0) {
-    if (a == 1) return 1;
-    if (a == -1) return (e % 2) ? -1 : 1;
-    return 0;
-  }
-  T r = 1;
-  while (e > 0) {
-    if (e & 1) r = wrap_mul(r, a);
-    a = wrap_mul(a, a);
-    e >>= 1;
-  }
-  return r;
-}
-
-/// a^b: f32^f32 in f32; mixed float/integer powers in double, converted once.
-template <typename T, typename E>
-T pow_value(T a, E b) {
-  if constexpr (std::is_floating_point_v<T> && std::is_floating_point_v<E>) {
-    return std::pow(a, b);
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-  } else if constexpr (std::is_integral_v<E>) {
-    return int_pow(a, b);
-  } else {
-    return float_to_int<T>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-  }
-}
-
 /// Y = X ^ E with X and E each in {f32, i64, i32}.
 void pow_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -159,7 +77,7 @@ void pow_kernel(KernelContext& ctx) {
     dispatch<float, int64_t, int32_t>(e.dtype(), [&](auto etag) {
       using E = decltype(etag);
       binary_broadcast(x.data<T>(), x.shape(), e.data<E>(), e.shape(), y.data<T>(), y.shape(),
-                       [](T a, E b) { return pow_value(a, b); });
+                       [](T a, E b) { return device::pow_value(a, b); });
     });
   });
 }
@@ -179,36 +97,13 @@ void unary_kernel(KernelContext& ctx) {
   });
 }
 
-struct SqrtFn {
-  float operator()(float v) const { return std::sqrt(v); }
-};
-struct ExpFn {
-  float operator()(float v) const { return exp_f32(v); }
-};
-struct LogFn {
-  float operator()(float v) const { return std::log(v); }
-};
-struct ReciprocalFn {
-  float operator()(float v) const { return 1.0f / v; }
-};
-struct ErfFn {
-  float operator()(float v) const { return erf_f32(v); }
-};
-struct NegFn {
-  template <typename T>
-  T operator()(T v) const {
-    return wrap_sub(T{0}, v);
-  }
-};
-struct AbsFn {
-  template <typename T>
-  T operator()(T v) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return std::fabs(v);
-    else
-      return v < 0 ? wrap_sub(T{0}, v) : v;
-  }
-};
+using device::AbsFn;
+using device::ErfFn;
+using device::ExpFn;
+using device::LogFn;
+using device::NegFn;
+using device::ReciprocalFn;
+using device::SqrtFn;
 
 template <typename Fn>
 CpuKernel float_unary() {
@@ -367,7 +262,7 @@ CpuKernel kernel_Not() {
             const uint8_t* px = ctx.in(0).data<uint8_t>();
             uint8_t* py = ctx.out(0).data<uint8_t>();
             const int64_t n = ctx.in(0).numel();
-            for (int64_t i = 0; i < n; ++i) py[i] = px[i] == 0;
+            for (int64_t i = 0; i < n; ++i) py[i] = device::NotFn{}(px[i]);
           },
           {DType::kBool},
           0};

@@ -12,6 +12,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/vec_math.h"
+#include "executor/device/elementwise_math.h"
 #include "ir/tensor.h"
 
 namespace pipetrain::exec::cpu {
@@ -34,16 +35,6 @@ void dispatch(ir::DType t, F&& f) {
   assert(found && "dtype not listed by the kernel");
 }
 
-/// Float to integer, truncating towards zero and saturating (NaN gives 0);
-/// a plain static_cast is undefined out of range.
-template <typename T>
-T float_to_int(double v) {
-  if (!(v == v)) return 0;
-  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-  return static_cast<T>(v);
-}
-
 /// Runs fn with every f16/bf16 input and output swapped for an f32 copy, then
 /// rounds the f32 outputs back to their dtype (round to nearest even). Each op
 /// then computes in f32 and rounds once, as numpy does for half arithmetic.
@@ -59,47 +50,12 @@ void with_f32(KernelContext& ctx) {
     Fn(ctx);
 }
 
-/// Integer + - * that wrap instead of overflowing (signed overflow is UB).
-template <typename T>
-T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) +
-                          static_cast<std::make_unsigned_t<T>>(b));
-  else
-    return a + b;
-}
-template <typename T>
-T wrap_sub(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) -
-                          static_cast<std::make_unsigned_t<T>>(b));
-  else
-    return a - b;
-}
-template <typename T>
-T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T>)
-    return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) *
-                          static_cast<std::make_unsigned_t<T>>(b));
-  else
-    return a * b;
-}
-
-/// max/min that propagate NaN like numpy's maximum/minimum.
-template <typename T>
-T nan_max(T a, T b) {
-  if constexpr (std::is_same_v<T, float>)
-    return select_f32((a > b) | (a != a), a, b);
-  else
-    return (a > b || a != a) ? a : b;
-}
-template <typename T>
-T nan_min(T a, T b) {
-  if constexpr (std::is_same_v<T, float>)
-    return select_f32((a < b) | (a != a), a, b);
-  else
-    return (a < b || a != a) ? a : b;
-}
+using device::float_to_int;
+using device::nan_max;
+using device::nan_min;
+using device::wrap_add;
+using device::wrap_mul;
+using device::wrap_sub;
 
 /// Number of interleaved partial accumulators in the row reductions: a fixed
 /// order (lane l sums elements l, l+16, ...; lanes combine pairwise), so the

@@ -28,51 +28,27 @@ void map_grad(KernelContext& ctx, Fn fn) {
   for (int64_t i = 0; i < n; ++i) dx[i] = fn(dy[i], t[i]);
 }
 
-// The select_f32 forms below keep a 0 (not 0 * dy, NaN for an infinite dy)
-// where the gradient is cut, as PyTorch's threshold_backward does.
-
-/// dX = dY * (Y > 0).
 void relu_grad(KernelContext& ctx) {
-  map_grad(ctx, [](float dy, float y) { return select_f32(y > 0.0f, dy, 0.0f); });
+  map_grad(ctx, device::ReluGradFn{});
 }
 
-/// dX = dY * (X > 0 ? 1 : alpha); at X = 0 the slope is alpha, as in PyTorch.
 void leaky_relu_grad(KernelContext& ctx) {
-  const float alpha = ctx.n().attr_float("alpha", 0.01f);
-  map_grad(ctx, [alpha](float dy, float x) { return select_f32(x > 0.0f, dy, alpha * dy); });
+  map_grad(ctx, device::LeakyReluGradFn{ctx.n().attr_float("alpha", 0.01f)});
 }
 
-/// sigma' = sigma (1 - sigma): dX = dY * Y * (1 - Y).
 void sigmoid_grad(KernelContext& ctx) {
-  map_grad(ctx, [](float dy, float y) { return dy * y * (1.0f - y); });
+  map_grad(ctx, device::SigmoidGradFn{});
 }
 
-/// tanh' = 1 - tanh^2: dX = dY * (1 - Y^2).
 void tanh_grad(KernelContext& ctx) {
-  map_grad(ctx, [](float dy, float y) { return dy * (1.0f - y * y); });
+  map_grad(ctx, device::TanhGradFn{});
 }
 
-/// gelu(x) = x Phi(x): gelu' = Phi(x) + x phi(x), Phi(x) = erfc(-x / sqrt 2) / 2,
-/// phi(x) = e^(-x^2 / 2) / sqrt(2 pi). With approximate = "tanh",
-/// gelu(x) = x/2 (1 + t), t = tanh(u), u = k (x + c x^3), k = sqrt(2 / pi), c = 0.044715:
-/// gelu' = (1 + t) / 2 + x/2 (1 - t^2) k (1 + 3 c x^2).
 void gelu_grad(KernelContext& ctx) {
-  if (ctx.n().attr_string("approximate", "none") == "tanh") {
-    const float k = static_cast<float>(std::sqrt(2.0 / M_PI));
-    const float c = 0.044715f;
-    map_grad(ctx, [k, c](float dy, float x) {
-      const float x2 = x * x;
-      const float t = tanh_f32(k * x * (1.0f + c * x2));
-      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x2));
-    });
-  } else {
-    const float inv_sqrt_2pi = static_cast<float>(0.5 * M_2_SQRTPI * M_SQRT1_2);
-    map_grad(ctx, [inv_sqrt_2pi](float dy, float x) {
-      const float cdf = 0.5f * erfc_f32(-x * static_cast<float>(M_SQRT1_2));
-      const float pdf = inv_sqrt_2pi * exp_f32(-0.5f * x * x);
-      return dy * (cdf + x * pdf);
-    });
-  }
+  if (ctx.n().attr_string("approximate", "none") == "tanh")
+    map_grad(ctx, device::GeluTanhGradFn{});
+  else
+    map_grad(ctx, device::GeluGradFn{});
 }
 
 /// (dY, X, min?, max?): dX = dY where min <= X <= max (bounds included, as
@@ -83,8 +59,7 @@ void clip_grad(KernelContext& ctx) {
       ctx.has_in(2) ? static_cast<float>(ctx.in(2).at(0)) : -std::numeric_limits<float>::infinity();
   const float hi =
       ctx.has_in(3) ? static_cast<float>(ctx.in(3).at(0)) : std::numeric_limits<float>::infinity();
-  map_grad(ctx,
-           [lo, hi](float dy, float x) { return select_f32((x >= lo) & (x <= hi), dy, 0.0f); });
+  map_grad(ctx, device::ClipGradFn{lo, hi});
 }
 
 /// (dY, mask, ratio?): dX = dY * mask / (1 - ratio), ratio 0.5 when absent.
@@ -98,7 +73,8 @@ void dropout_grad(KernelContext& ctx) {
   const uint8_t* mask = mask_t.data<uint8_t>();
   float* dx = ctx.out(0).data<float>();
   const int64_t n = ctx.in(0).numel();
-  for (int64_t i = 0; i < n; ++i) dx[i] = select_f32(mask[i] != 0, dy[i] * scale, 0.0f);
+  const device::DropoutGradFn grad{scale};
+  for (int64_t i = 0; i < n; ++i) dx[i] = grad(dy[i], mask[i]);
 }
 
 /// sum_j a[j] b[j] in double, in kLanes interleaved partial sums combined
