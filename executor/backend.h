@@ -34,6 +34,9 @@ class Backend {
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).
 std::unique_ptr<Backend> make_cpu_backend();
+/// The device backends' shared kernels (executor/device) run on the host: the
+/// CPU tests' way to check the code the CUDA backend runs. For tests, not speed.
+std::unique_ptr<Backend> make_portable_backend();
 /// The CUDA backend on device `device`; throws RuntimeFault "built without CUDA"
 /// in a build without nvcc, or when no device is present.
 std::unique_ptr<Backend> make_cuda_backend(int device);

@@ -39,7 +39,8 @@ inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<O
                                       std::map<std::string, ir::Attribute> attrs = {},
                                       size_t num_outputs = 1, bool training = false,
                                       uint64_t seed = 0,
-                                      const std::set<size_t>& absent_outputs = {}) {
+                                      const std::set<size_t>& absent_outputs = {},
+                                      exec::Backend* on = nullptr) {
   ir::Graph g;
   g.name = "single_" + op;
   ir::Node n;
@@ -73,8 +74,8 @@ inline std::vector<ir::Tensor> run_op(const std::string& op, const std::vector<O
   g.nodes.push_back(std::move(n));
   g.infer_shapes();
   g.verify();
-  auto backend = exec::make_cpu_backend();
-  exec::ForwardRunner runner(g, *backend);
+  auto cpu = on ? nullptr : exec::make_cpu_backend();
+  exec::ForwardRunner runner(g, on ? *on : *cpu);
   exec::RunOptions opts;
   opts.training = training;
   opts.seed = seed;

@@ -13,6 +13,7 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/vec_math.h"
 #include "executor/device/elementwise_math.h"
+#include "executor/device/row_math.h"
 #include "ir/tensor.h"
 
 namespace pipetrain::exec::cpu {
@@ -57,44 +58,14 @@ using device::wrap_add;
 using device::wrap_mul;
 using device::wrap_sub;
 
-/// Number of interleaved partial accumulators in the row reductions: a fixed
-/// order (lane l sums elements l, l+16, ...; lanes combine pairwise), so the
-/// result is deterministic while the loop still vectorises.
-inline constexpr int64_t kLanes = 16;
+using device::acc_t;
+using device::kLanes;
+using device::sum_row;
 
-/// Accumulator of sums: double for floats (f32 sums of long rows drift
-/// otherwise), the type itself (wrapping) for integers.
-template <typename T>
-using acc_t = std::conditional_t<std::is_floating_point_v<T>, double, T>;
-
-/// sum of x[0..n), accumulated in acc_t<T>.
-template <typename T>
-acc_t<T> sum_row(const T* x, int64_t n) {
-  using A = acc_t<T>;
-  A acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] = wrap_add(acc[l], static_cast<A>(x[i + l]));
-  const int64_t rest = n - i;  // < kLanes
-  for (int64_t l = 0; l < rest; ++l) acc[l] = wrap_add(acc[l], static_cast<A>(x[i + l]));
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] = wrap_add(acc[l], acc[l + w]);
-  return acc[0];
-}
-
-/// max of x[0..n) (n >= 1), NaN propagating.
+/// max of x[0..n) (n >= 1), NaN propagating (device::max_row's lane order).
 template <typename T>
 T max_row(const T* x, int64_t n) {
-  T acc[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) acc[l] = x[0];
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] = nan_max(acc[l], x[i + l]);
-  const int64_t rest = n - i;  // < kLanes
-  for (int64_t l = 0; l < rest; ++l) acc[l] = nan_max(acc[l], x[i + l]);
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] = nan_max(acc[l], acc[l + w]);
-  return acc[0];
+  return device::max_row(x, n);
 }
 
 /// The f32 max in GCC vector extensions: the scalar-lane form above does not

@@ -77,20 +77,7 @@ void dropout_grad(KernelContext& ctx) {
   for (int64_t i = 0; i < n; ++i) dx[i] = grad(dy[i], mask[i]);
 }
 
-/// sum_j a[j] b[j] in double, in kLanes interleaved partial sums combined
-/// pairwise (the order of sum_row): deterministic and vectorised.
-double dot_row(const float* a, const float* b, int64_t n) {
-  double acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l)
-      acc[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
-  for (int64_t l = 0; i + l < n; ++l)
-    acc[l] += static_cast<double>(a[i + l]) * static_cast<double>(b[i + l]);
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0];
-}
+using device::dot_row;
 
 /// Softmax: dX = Y (dY - sum_axis(dY Y)). LogSoftmax (kLog): Y = log p,
 /// dX = dY - p sum_axis(dY) with p = e^Y. Both along `axis` of the tensor

@@ -1,0 +1,94 @@
+// The table of shared (host/device) op implementations, instantiated per
+// Exec policy: executor/portable runs it on the host (so the CPU tests check
+// this code), executor/cuda on a GPU. Ops missing here are either host ops
+// (shape metadata the host computes: Shape, Constant, ...) or library ops
+// (GEMM, convolution, LSTM) that each backend maps to its library.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "executor/device/ops_elementwise.h"
+#include "executor/device/ops_reduce.h"
+#include "executor/device/ops_shape.h"
+
+namespace pipetrain::exec::device {
+
+template <typename Exec>
+using DeviceOpFn = void (*)(Exec&, DeviceOpArgs&);
+
+template <typename Exec>
+const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
+  static const std::map<std::string, DeviceOpFn<Exec>> table = {
+      {"Add", &binary_op<AddOp, Exec>},
+      {"Sub", &binary_op<SubOp, Exec>},
+      {"Mul", &binary_op<MulOp, Exec>},
+      {"Div", &binary_op<DivOp, Exec>},
+      {"Pow", &pow_op<Exec>},
+      {"Equal", &binary_op<EqualOp, Exec>},
+      {"Less", &binary_op<LessOp, Exec>},
+      {"Greater", &binary_op<GreaterOp, Exec>},
+      {"Max", &variadic_op<MaxOp, Exec>},
+      {"Min", &variadic_op<MinOp, Exec>},
+      {"Sqrt", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, SqrtFn{}); }},
+      {"Neg", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, NegFn{}); }},
+      {"Exp", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, ExpFn{}); }},
+      {"Log", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, LogFn{}); }},
+      {"Reciprocal", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, ReciprocalFn{}); }},
+      {"Abs", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, AbsFn{}); }},
+      {"Erf", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, ErfFn{}); }},
+      {"Not", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, NotFn{}); }},
+      {"Relu", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, ReluFn{}); }},
+      {"LeakyRelu", &leaky_relu_op<Exec>},
+      {"Sigmoid", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, SigmoidFn{}); }},
+      {"Tanh", [](Exec& ex, DeviceOpArgs& a) { unary_op(ex, a, TanhFn{}); }},
+      {"Gelu", &gelu_op<Exec>},
+      {"Clip", &clip_op<Exec>},
+      {"Dropout", &dropout_op<Exec>},
+      {"Where", &where_op<Exec>},
+      {"Cast", &cast_op<Exec>},
+      {"ReluGrad", [](Exec& ex, DeviceOpArgs& a) { grad_op(ex, a, ReluGradFn{}); }},
+      {"LeakyReluGrad", &leaky_relu_grad_op<Exec>},
+      {"SigmoidGrad", [](Exec& ex, DeviceOpArgs& a) { grad_op(ex, a, SigmoidGradFn{}); }},
+      {"TanhGrad", [](Exec& ex, DeviceOpArgs& a) { grad_op(ex, a, TanhGradFn{}); }},
+      {"GeluGrad", &gelu_grad_op<Exec>},
+      {"ClipGrad", &clip_grad_op<Exec>},
+      {"DropoutGrad", &dropout_grad_op<Exec>},
+      {"Flatten", &copy_op<Exec>},
+      {"Reshape", &copy_op<Exec>},
+      {"Squeeze", &copy_op<Exec>},
+      {"Unsqueeze", &copy_op<Exec>},
+      {"Identity", &copy_op<Exec>},
+      {"Transpose", &transpose_op<Exec>},
+      {"Expand", &expand_op<Exec>},
+      {"Concat", &concat_op<Exec>},
+      {"Split", &split_op<Exec>},
+      {"Slice", &slice_op<Exec>},
+      {"SliceGrad", &slice_grad_op<Exec>},
+      {"Gather", &gather_op<Exec>},
+      {"GatherGrad", &gather_grad_op<Exec>},
+      {"Pad", &pad_op<Exec>},
+      {"ReduceSum", &reduce_op<Reduce::kSum, Exec>},
+      {"ReduceMean", &reduce_op<Reduce::kMean, Exec>},
+      {"ReduceMax", &reduce_op<Reduce::kMax, Exec>},
+      {"Softmax", &softmax_op<false, Exec>},
+      {"LogSoftmax", &softmax_op<true, Exec>},
+      {"SoftmaxGrad", &softmax_grad_op<false, Exec>},
+      {"LogSoftmaxGrad", &softmax_grad_op<true, Exec>},
+      {"SoftmaxCrossEntropyLoss", &sce_op<Exec>},
+      {"NegativeLogLikelihoodLoss", &nll_op<Exec>},
+      {"SoftmaxCrossEntropyLossGrad", &loss_grad_op<true, Exec>},
+      {"NegativeLogLikelihoodLossGrad", &loss_grad_op<false, Exec>},
+  };
+  return table;
+}
+
+/// Shape metadata the host computes from host inputs (attributes, shapes):
+/// backends run the CPU kernel for these and move the small result.
+inline const std::set<std::string>& host_ops() {
+  static const std::set<std::string> ops = {"Shape", "Constant", "ConstantOfShape", "Range"};
+  return ops;
+}
+
+}  // namespace pipetrain::exec::device

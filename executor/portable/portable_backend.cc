@@ -1,0 +1,79 @@
+// The portable backend: the device backends' shared op implementations
+// (executor/device) run by a host Exec, one loop iteration per element where
+// a GPU runs one thread. It exists so the CPU test suite checks, op by op
+// against the CPU backend, the very code the CUDA backend compiles; library
+// ops (GEMM, convolution, LSTM) and host ops go to the CPU kernels.
+#include <cstring>
+#include <deque>
+
+#include "executor/backend.h"
+#include "executor/device/device_ops.h"
+#include "executor/device/device_support.h"
+#include "ir/error.h"
+
+namespace pipetrain::exec {
+
+namespace {
+
+struct HostExec {
+  std::deque<std::vector<std::byte>> buffers;  // uploads and scratch, alive until the op ends
+
+  template <typename F>
+  void for_each(int64_t n, const F& f) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+  template <typename T>
+  const T* upload(const std::vector<T>& v) {
+    T* p = scratch<T>(static_cast<int64_t>(v.size()));
+    if (!v.empty()) std::memcpy(p, v.data(), v.size() * sizeof(T));
+    return p;
+  }
+  template <typename T>
+  T* scratch(int64_t count) {
+    buffers.emplace_back(static_cast<size_t>(count) * sizeof(T) + sizeof(double));
+    return reinterpret_cast<T*>(buffers.back().data());
+  }
+};
+
+device::DeviceTensor view(const ir::Tensor* t) {
+  if (!t || !t->defined()) return {};
+  return {const_cast<void*>(t->raw()), t->dtype(), t->shape()};
+}
+
+class PortableBackend final : public Backend {
+ public:
+  std::string name() const override { return "portable"; }
+
+  std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
+    return device::support_reason(g, n, kLibrary, "portable");
+  }
+
+  void run(KernelContext& ctx) override {
+    const auto& ops = device::device_ops<HostExec>();
+    auto it = ops.find(ctx.n().op_type);
+    if (it == ops.end()) {  // host and library ops
+      cpu_->run(ctx);
+      return;
+    }
+    device::DeviceOpArgs args;
+    args.host = &ctx;
+    for (const ir::Tensor* t : ctx.inputs) args.in.push_back(view(t));
+    for (ir::Tensor* t : ctx.outputs) args.out.push_back(view(t));
+    HostExec ex;
+    it->second(ex, args);
+  }
+
+ private:
+  const std::set<std::string> kLibrary = {"Gemm",          "MatMul",   "Conv",
+                                          "ConvTranspose", "ConvGrad", "ConvTransposeGrad",
+                                          "LSTM",          "LSTMGrad"};
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_portable_backend() {
+  return std::make_unique<PortableBackend>();
+}
+
+}  // namespace pipetrain::exec

@@ -1,0 +1,233 @@
+// The device backends' shared kernels against the CPU backend: every case of
+// the gradient table (forward and backward of every differentiable op) plus
+// the non-differentiable ops, run on the portable backend (always: the shared
+// code on the host) and on CUDA (when a GPU is present). Ops a device backend
+// does not run yet are listed, and the list is checked, so it only shrinks.
+#include <cstring>
+
+#include "executor/backend.h"
+#include "tests/autodiff/grad_cases.h"
+#include "tests/executor/op_test_util.h"
+
+namespace pipetrain::test {
+namespace {
+
+// What the portable backend still hands to the CPU kernels' families that
+// have no shared implementation yet (filled in as they land).
+const std::set<std::string> kNotYetShared = {"BatchNormalization",
+                                             "BatchNormalizationGrad",
+                                             "LayerNormalization",
+                                             "LayerNormalizationGrad",
+                                             "MaxPool",
+                                             "AveragePool",
+                                             "GlobalAveragePool",
+                                             "MaxPoolGrad",
+                                             "AveragePoolGrad"};
+
+bool same_bits(const ir::Tensor& a, const ir::Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
+// Runs every case on `device` and the CPU; returns the ops it could not run.
+std::set<std::string> compare_on(exec::Backend& device, double tolerance) {
+  auto cpu = exec::make_cpu_backend();
+  std::set<std::string> unsupported;
+  int compared = 0;
+  for (const GradCase& c : grad_cases::all_cases()) {
+    const uint64_t seed = std::hash<std::string>{}(c.name) % 100000;
+    CaseGraphs cg = build_case(c, seed);
+    bool runs = true;
+    for (const auto& n : cg.training.nodes)
+      if (!device.unsupported_reason(cg.training, n).empty()) {
+        unsupported.insert(n.op_type);
+        runs = false;
+      }
+    if (!runs) continue;
+    exec::RunOptions opts;
+    opts.training = c.training;
+    opts.seed = seed;
+    auto want = exec::ForwardRunner(cg.training, *cpu).run({}, opts);
+    auto got = exec::ForwardRunner(cg.training, device).run({}, opts);
+    for (const auto& [name, t] : want) {
+      if (tolerance == 0)
+        EXPECT_TRUE(same_bits(got.at(name), t)) << c.name << ": output " << name << " differs";
+      else
+        EXPECT_LE(closeness(got.at(name), t, tolerance, tolerance), 1.0)
+            << c.name << ": output " << name;
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 30);
+  return unsupported;
+}
+
+TEST(DeviceParity, PortableKernelsGiveTheCpuResultsBitwise) {
+  auto portable = exec::make_portable_backend();
+  EXPECT_EQ(compare_on(*portable, 0.0), kNotYetShared);
+}
+
+// Ops and dtypes the gradient table does not reach: integers, booleans,
+// comparisons, casts, index tables.
+std::vector<std::pair<std::string, std::function<std::vector<ir::Tensor>(exec::Backend*)>>>
+forward_cases() {
+  using ir::Tensor;
+  auto i64 = [](std::vector<int64_t> v, ir::Shape s) { return Tensor::from_i64(v, s); };
+  auto f32 = [](std::vector<float> v, ir::Shape s) { return Tensor::from_f32(v, s); };
+  auto i32 = [](std::vector<int64_t> v, ir::Shape s) {
+    Tensor t(ir::DType::kI32, s);
+    for (size_t k = 0; k < v.size(); ++k) t.data<int32_t>()[k] = static_cast<int32_t>(v[k]);
+    return t;
+  };
+  auto boolean = [](std::vector<int> v, ir::Shape s) {
+    Tensor t(ir::DType::kBool, s);
+    for (size_t k = 0; k < v.size(); ++k) t.data<uint8_t>()[k] = static_cast<uint8_t>(v[k]);
+    return t;
+  };
+  const Tensor a = i64({5, -3, 7, 0, -9, 2}, {2, 3}), b = i64({2, 0, -1}, {3});
+  const Tensor x = f32({1.5f, -2.25f, NAN, 0.0f, -0.0f, 3e9f}, {2, 3});
+  using ir::Attribute;
+  return {
+      {"Add i64",
+       [=](auto* on) {
+         return run_op("Add", {in(a), in(b)}, {}, 1, false, 0, {}, on);
+       }},
+      {"Div i64 by 0 and -1",
+       [=](auto* on) {
+         return run_op("Div", {in(a), in(b)}, {}, 1, false, 0, {}, on);
+       }},
+      {"Pow i32^i64",
+       [=](auto* on) {
+         return run_op("Pow", {in(i32({2, -3, 4}, {3})), in(i64({3, 2, -1}, {3}))}, {}, 1, false, 0,
+                       {}, on);
+       }},
+      {"Pow f32^i64",
+       [=](auto* on) {
+         return run_op("Pow", {in(x), in(i64({2}, {1}))}, {}, 1, false, 0, {}, on);
+       }},
+      {"Equal bool",
+       [=](auto* on) {
+         return run_op("Equal", {in(boolean({1, 0, 1}, {3})), in(boolean({1}, {1}))}, {}, 1, false,
+                       0, {}, on);
+       }},
+      {"Less f32 NaN",
+       [=](auto* on) {
+         return run_op("Less", {in(x), in(f32({0.0f}, {1}))}, {}, 1, false, 0, {}, on);
+       }},
+      {"Greater i32",
+       [=](auto* on) {
+         return run_op("Greater", {in(i32({1, 5}, {2, 1})), in(i32({3, 0, 9}, {3}))}, {}, 1, false,
+                       0, {}, on);
+       }},
+      {"Max 3 inputs NaN",
+       [=](auto* on) {
+         return run_op("Max", {in(x), in(f32({1.0f, 2.0f, 3.0f}, {3})), in(f32({-1.0f}, {1}))}, {},
+                       1, false, 0, {}, on);
+       }},
+      {"Min i64",
+       [=](auto* on) {
+         return run_op("Min", {in(a), in(b)}, {}, 1, false, 0, {}, on);
+       }},
+      {"Neg i64", [=](auto* on) { return run_op("Neg", {in(a)}, {}, 1, false, 0, {}, on); }},
+      {"Abs i32",
+       [=](auto* on) {
+         return run_op("Abs", {in(i32({-4, 0, 7}, {3}))}, {}, 1, false, 0, {}, on);
+       }},
+      {"Relu i64", [=](auto* on) { return run_op("Relu", {in(a)}, {}, 1, false, 0, {}, on); }},
+      {"Clip i32",
+       [=](auto* on) {
+         return run_op("Clip", {in(i32({-4, 0, 7}, {3})), in(i32({-1}, {})), in(i32({5}, {}))}, {},
+                       1, false, 0, {}, on);
+       }},
+      {"Not",
+       [=](auto* on) {
+         return run_op("Not", {in(boolean({1, 0, 0}, {3}))}, {}, 1, false, 0, {}, on);
+       }},
+      {"Cast f32->i32",
+       [=](auto* on) {
+         return run_op("Cast", {in(x)}, {{"to", Attribute(int64_t{6})}}, 1, false, 0, {}, on);
+       }},
+      {"Cast i64->bool",
+       [=](auto* on) {
+         return run_op("Cast", {in(a)}, {{"to", Attribute(int64_t{9})}}, 1, false, 0, {}, on);
+       }},
+      {"Cast bool->f32",
+       [=](auto* on) {
+         return run_op("Cast", {in(boolean({1, 0}, {2}))}, {{"to", Attribute(int64_t{1})}}, 1,
+                       false, 0, {}, on);
+       }},
+      {"Where i64",
+       [=](auto* on) {
+         return run_op("Where", {in(boolean({1, 0, 1}, {3})), in(a), in(i64({-1}, {1}))}, {}, 1,
+                       false, 0, {}, on);
+       }},
+      {"Gather i64 negative",
+       [=](auto* on) {
+         return run_op("Gather", {in(a), constant(i64({-1, 0, 2, 2}, {2, 2}))},
+                       {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
+       }},
+      {"Slice negative step",
+       [=](auto* on) {
+         return run_op("Slice",
+                       {in(a), constant(i64({-1}, {1})), constant(i64({-10}, {1})),
+                        constant(i64({1}, {1})), constant(i64({-2}, {1}))},
+                       {}, 1, false, 0, {}, on);
+       }},
+      {"Pad reflect",
+       [=](auto* on) {
+         return run_op("Pad", {in(x), constant(i64({0, 2, 1, 1}, {4}))},
+                       {{"mode", Attribute(std::string("reflect"))}}, 1, false, 0, {}, on);
+       }},
+      {"Pad constant i64",
+       [=](auto* on) {
+         return run_op("Pad", {in(a), constant(i64({1, 0, 0, 2}, {4})), constant(i64({7}, {}))}, {},
+                       1, false, 0, {}, on);
+       }},
+      {"Transpose i64",
+       [=](auto* on) { return run_op("Transpose", {in(a)}, {}, 1, false, 0, {}, on); }},
+      {"Expand bool",
+       [=](auto* on) {
+         return run_op("Expand", {in(boolean({1, 0}, {2, 1})), constant(i64({2, 3}, {2}))}, {}, 1,
+                       false, 0, {}, on);
+       }},
+      {"Range i64",
+       [=](auto* on) {
+         return run_op("Range",
+                       {constant(i64({5}, {})), constant(i64({-4}, {})), constant(i64({-3}, {}))},
+                       {}, 1, false, 0, {}, on);
+       }},
+      {"Shape", [=](auto* on) { return run_op("Shape", {in(a)}, {}, 1, false, 0, {}, on); }},
+      {"Dropout training",
+       [=](auto* on) {
+         return run_op("Dropout", {in(x), constant(f32({0.5f}, {})), constant(boolean({1}, {}))},
+                       {}, 2, false, 42, {}, on);
+       }},
+  };
+}
+
+TEST(DeviceParity, PortableRunsIntegersBooleansAndIndexTablesBitwise) {
+  auto portable = exec::make_portable_backend();
+  for (const auto& [name, run] : forward_cases()) {
+    const auto want = run(nullptr);
+    const auto got = run(portable.get());
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_TRUE(same_bits(got[k], want[k])) << name << ": output " << k;
+  }
+}
+
+TEST(DeviceParity, CudaKernelsMatchTheCpu) {
+  if (exec::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto cuda = exec::make_cuda_backend(0);
+  const std::set<std::string> missing = compare_on(*cuda, 1e-4);
+  EXPECT_EQ(missing, kNotYetShared);
+  for (const auto& [name, run] : forward_cases()) {
+    const auto want = run(nullptr);
+    const auto got = run(cuda.get());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_LE(closeness(got[k], want[k], 1e-5, 1e-6), 1.0) << name << ": output " << k;
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain::test
