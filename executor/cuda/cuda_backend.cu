@@ -1,24 +1,30 @@
-// CUDA backend plumbing: device discovery and the backend object. The op
-// kernels (cuBLAS, cuDNN and our own) arrive with the CUDA backend issue;
-// until then every node reports itself unsupported, so nothing runs wrongly.
+// The CUDA backend. Each node runs the shared op implementations
+// (executor/device) through CudaExec, or cuBLAS for Gemm/MatMul; shape
+// metadata ops (Shape, Constant, ...) run on the host. The executor hands
+// kernels host tensors, so a node's inputs are staged to device buffers on
+// the copy stream, the compute stream waits for them (an event), runs the
+// op, and the copy stream brings the outputs back after a second event.
+// Buffers come from a caching allocator. Staging every node is the simple,
+// correct first step; device-resident tensors are the next one.
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <set>
 #include <string>
 
 #include "executor/backend.h"
+#include "executor/cuda/caching_allocator.h"
+#include "executor/cuda/cuda_blas.h"
+#include "executor/cuda/cuda_exec.h"
+#include "executor/device/device_ops.h"
+#include "executor/device/device_support.h"
 #include "ir/error.h"
-
-#define PIPETRAIN_CUDA_CHECK(call)                                             \
-  do {                                                                         \
-    cudaError_t err_ = (call);                                                 \
-    if (err_ != cudaSuccess)                                                   \
-      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
-                                      " failed: " + cudaGetErrorString(err_)); \
-  } while (0)
 
 namespace pipetrain::exec {
 
 namespace {
+
+using cuda::CudaExec;
 
 class CudaBackend final : public Backend {
  public:
@@ -26,23 +32,121 @@ class CudaBackend final : public Backend {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
     PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+    PIPETRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    PIPETRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&outputs_ready_, cudaEventDisableTiming));
+    PIPETRAIN_CUBLAS_CHECK(cublasCreate(&blas_));
+    PIPETRAIN_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
+    // Deterministic: no atomics-based reductions inside cuBLAS.
+    PIPETRAIN_CUBLAS_CHECK(cublasSetAtomicsMode(blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
   }
+
   ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(compute_);
+    cudaStreamSynchronize(copy_);
+    memory_.empty_cache();
+    cublasDestroy(blas_);
+    cudaEventDestroy(inputs_ready_);
+    cudaEventDestroy(outputs_ready_);
     cudaStreamDestroy(compute_);
     cudaStreamDestroy(copy_);
   }
+
   std::string name() const override { return "cuda:" + std::to_string(device_); }
-  std::string unsupported_reason(const ir::Graph&, const ir::Node& n) const override {
-    return "the CUDA kernel for " + n.op_type + " is not implemented yet";
+
+  std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
+    return device::support_reason(g, n, kLibrary, "CUDA");
   }
+
   void run(KernelContext& ctx) override {
-    throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernels yet");
+    if (device::host_ops().count(ctx.n().op_type)) {
+      cpu_->run(ctx);
+      return;
+    }
+    PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
+    CudaExec ex{compute_, blas_, &memory_, {}};
+    device::DeviceOpArgs args;
+    args.host = &ctx;
+    try {
+      stage_in(ctx, ex, args);
+      const std::string& op = ctx.n().op_type;
+      if (op == "Gemm") {
+        cuda::gemm_op(ex, args);
+      } else if (op == "MatMul") {
+        cuda::matmul_op(ex, args);
+      } else {
+        const auto& ops = device::device_ops<CudaExec>();
+        auto it = ops.find(op);
+        if (it == ops.end())
+          throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernel for " + op);
+        it->second(ex, args);
+      }
+      stage_out(ctx, args);
+    } catch (...) {
+      cudaStreamSynchronize(compute_);
+      cudaStreamSynchronize(copy_);
+      release(ex);
+      throw;
+    }
+    release(ex);
   }
 
  private:
+  // Inputs to the device on the copy stream; outputs allocated and zeroed
+  // (the runner promises zero-filled outputs to kernels that accumulate).
+  void stage_in(const KernelContext& ctx, CudaExec& ex, device::DeviceOpArgs& args) {
+    for (const ir::Tensor* t : ctx.inputs) {
+      if (!t || !t->defined()) {
+        args.in.push_back({});
+        continue;
+      }
+      void* p = ex.scratch<std::byte>(static_cast<int64_t>(t->nbytes()));
+      if (t->nbytes())
+        PIPETRAIN_CUDA_CHECK(
+            cudaMemcpyAsync(p, t->raw(), t->nbytes(), cudaMemcpyHostToDevice, copy_));
+      args.in.push_back({p, t->dtype(), t->shape()});
+    }
+    PIPETRAIN_CUDA_CHECK(cudaEventRecord(inputs_ready_, copy_));
+    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, inputs_ready_, 0));
+    for (ir::Tensor* t : ctx.outputs) {
+      if (!t || !t->defined()) {
+        args.out.push_back({});
+        continue;
+      }
+      void* p = ex.scratch<std::byte>(static_cast<int64_t>(t->nbytes()));
+      if (t->nbytes()) PIPETRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, t->nbytes(), compute_));
+      args.out.push_back({p, t->dtype(), t->shape()});
+    }
+  }
+
+  // Outputs back to the host tensors once the compute stream is done.
+  void stage_out(KernelContext& ctx, const device::DeviceOpArgs& args) {
+    PIPETRAIN_CUDA_CHECK(cudaEventRecord(outputs_ready_, compute_));
+    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_, outputs_ready_, 0));
+    for (size_t i = 0; i < ctx.outputs.size(); ++i) {
+      ir::Tensor* t = ctx.outputs[i];
+      if (t && t->defined() && t->nbytes())
+        PIPETRAIN_CUDA_CHECK(
+            cudaMemcpyAsync(t->raw(), args.out[i].ptr, t->nbytes(), cudaMemcpyDeviceToHost, copy_));
+    }
+    const cudaError_t err = cudaStreamSynchronize(copy_);
+    if (err != cudaSuccess)
+      throw RuntimeFault(ctx.n().describe() +
+                         ": the CUDA kernel failed: " + cudaGetErrorString(err));
+  }
+
+  void release(CudaExec& ex) {
+    for (auto& [p, bytes] : ex.temps) memory_.release(p, bytes);
+    ex.temps.clear();
+  }
+
+  const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
   int device_;
-  cudaStream_t compute_ = nullptr;
-  cudaStream_t copy_ = nullptr;
+  cudaStream_t compute_ = nullptr, copy_ = nullptr;
+  cudaEvent_t inputs_ready_ = nullptr, outputs_ready_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cuda::CachingAllocator memory_;
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 
 }  // namespace
@@ -54,7 +158,7 @@ int cuda_device_count() {
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device) {
-  int n = cuda_device_count();
+  const int n = cuda_device_count();
   if (n == 0) throw RuntimeFault("no CUDA device is present");
   if (device < 0 || device >= n)
     throw RuntimeFault("CUDA device " + std::to_string(device) + " does not exist (" +

@@ -113,6 +113,15 @@ struct CastMap {
 
 // --- dtype dispatch (host) ---------------------------------------------------
 
+/// Functors defined on booleans (stored as uint8_t); the others are
+/// instantiated for f32, i64 and i32 only.
+template <typename Op>
+inline constexpr bool kTakesBool = false;
+template <>
+inline constexpr bool kTakesBool<EqualOp> = true;
+template <>
+inline constexpr bool kTakesBool<NotFn> = true;
+
 /// Calls f(T{}) for the storage type of t among f32, i64, i32 and bool.
 template <typename F>
 void with_storage(ir::DType t, F&& f) {
@@ -146,8 +155,10 @@ void binary_op(Exec& ex, DeviceOpArgs& a) {
   const auto idx = broadcast_index<2>(y.shape, {&x.shape, &w.shape});
   with_storage(x.dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
-    using R = decltype(Op{}(T{}, T{}));
-    ex.for_each(y.numel(), Binary<T, T, R, Op>{x.data<T>(), w.data<T>(), y.data<R>(), idx, Op{}});
+    if constexpr (!std::is_same_v<T, uint8_t> || kTakesBool<Op>) {
+      using R = decltype(Op{}(T{}, T{}));
+      ex.for_each(y.numel(), Binary<T, T, R, Op>{x.data<T>(), w.data<T>(), y.data<R>(), idx, Op{}});
+    }
   });
 }
 
@@ -157,12 +168,14 @@ void variadic_op(Exec& ex, DeviceOpArgs& a) {
   const DeviceTensor& y = a.out[0];
   with_storage(y.dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
-    ex.for_each(y.numel(), BroadcastCopy<T>{a.in[0].data<T>(), y.data<T>(),
-                                            broadcast_index<1>(y.shape, {&a.in[0].shape})});
-    for (size_t i = 1; i < a.in.size(); ++i)
-      ex.for_each(y.numel(), Binary<T, T, T, Op>{
-                                 y.data<T>(), a.in[i].data<T>(), y.data<T>(),
-                                 broadcast_index<2>(y.shape, {&y.shape, &a.in[i].shape}), Op{}});
+    if constexpr (!std::is_same_v<T, uint8_t>) {
+      ex.for_each(y.numel(), BroadcastCopy<T>{a.in[0].data<T>(), y.data<T>(),
+                                              broadcast_index<1>(y.shape, {&a.in[0].shape})});
+      for (size_t i = 1; i < a.in.size(); ++i)
+        ex.for_each(y.numel(), Binary<T, T, T, Op>{
+                                   y.data<T>(), a.in[i].data<T>(), y.data<T>(),
+                                   broadcast_index<2>(y.shape, {&y.shape, &a.in[i].shape}), Op{}});
+    }
   });
 }
 
@@ -187,7 +200,7 @@ void unary_op(Exec& ex, DeviceOpArgs& a, Fn fn = {}) {
   const DeviceTensor &x = a.in[0], &y = a.out[0];
   with_storage(x.dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
-    if constexpr (std::is_invocable_v<Fn, T>) {
+    if constexpr (std::is_invocable_v<Fn, T> && (!std::is_same_v<T, uint8_t> || kTakesBool<Fn>)) {
       using R = decltype(fn(T{}));
       ex.for_each(x.numel(), Unary<T, R, Fn>{x.data<T>(), y.data<R>(), fn});
     }

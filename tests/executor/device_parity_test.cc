@@ -24,6 +24,11 @@ const std::set<std::string> kNotYetShared = {"BatchNormalization",
                                              "MaxPoolGrad",
                                              "AveragePoolGrad"};
 
+// Library ops the CUDA backend has no binding for yet (the portable backend
+// runs them with the CPU kernels).
+const std::set<std::string> kNoCudaLibraryYet = {
+    "Conv", "ConvGrad", "ConvTranspose", "ConvTransposeGrad", "LSTM", "LSTMGrad"};
+
 bool same_bits(const ir::Tensor& a, const ir::Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
@@ -219,8 +224,9 @@ TEST(DeviceParity, PortableRunsIntegersBooleansAndIndexTablesBitwise) {
 TEST(DeviceParity, CudaKernelsMatchTheCpu) {
   if (exec::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   auto cuda = exec::make_cuda_backend(0);
-  const std::set<std::string> missing = compare_on(*cuda, 1e-4);
-  EXPECT_EQ(missing, kNotYetShared);
+  std::set<std::string> expected = kNotYetShared;
+  expected.insert(kNoCudaLibraryYet.begin(), kNoCudaLibraryYet.end());
+  EXPECT_EQ(compare_on(*cuda, 1e-4), expected);
   for (const auto& [name, run] : forward_cases()) {
     const auto want = run(nullptr);
     const auto got = run(cuda.get());

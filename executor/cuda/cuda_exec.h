@@ -1,0 +1,62 @@
+// The Exec policy of the CUDA backend: the shared op implementations
+// (executor/device) call for_each, which launches a grid-stride kernel of
+// their functor on the worker's compute stream; upload and scratch give
+// device buffers that live until the op's stream work is done. nvcc only.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "executor/cuda/caching_allocator.h"
+#include "executor/cuda/cuda_check.h"
+
+namespace pipetrain::exec::cuda {
+
+template <typename F>
+__global__ void for_each_kernel(int64_t n, F f) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step)
+    f(i);
+}
+
+struct CudaExec {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  CachingAllocator* memory = nullptr;
+  std::vector<std::pair<void*, size_t>> temps;  // released by the backend after the op
+
+  static constexpr int kThreads = 256;
+  static constexpr int64_t kMaxBlocks = 65535;
+
+  template <typename F>
+  void for_each(int64_t n, const F& f) {
+    if (n <= 0) return;
+    const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, kMaxBlocks);
+    for_each_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(n, f);
+    PIPETRAIN_CUDA_CHECK(cudaGetLastError());
+  }
+
+  template <typename T>
+  T* scratch(int64_t count) {
+    const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);
+    void* p = memory->allocate(bytes);
+    temps.emplace_back(p, bytes);
+    return static_cast<T*>(p);
+  }
+
+  /// A device copy of v (pageable source: the copy is staged before returning).
+  template <typename T>
+  const T* upload(const std::vector<T>& v) {
+    T* p = scratch<T>(static_cast<int64_t>(v.size()));
+    if (!v.empty())
+      PIPETRAIN_CUDA_CHECK(
+          cudaMemcpyAsync(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+    return p;
+  }
+};
+
+}  // namespace pipetrain::exec::cuda
