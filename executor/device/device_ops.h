@@ -10,6 +10,8 @@
 #include <string>
 
 #include "executor/device/ops_elementwise.h"
+#include "executor/device/ops_norm.h"
+#include "executor/device/ops_pool.h"
 #include "executor/device/ops_reduce.h"
 #include "executor/device/ops_shape.h"
 
@@ -80,6 +82,15 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"NegativeLogLikelihoodLoss", &nll_op<Exec>},
       {"SoftmaxCrossEntropyLossGrad", &loss_grad_op<true, Exec>},
       {"NegativeLogLikelihoodLossGrad", &loss_grad_op<false, Exec>},
+      {"BatchNormalization", &batch_norm_op<Exec>},
+      {"BatchNormalizationGrad", &batch_norm_grad_op<Exec>},
+      {"LayerNormalization", &layer_norm_op<Exec>},
+      {"LayerNormalizationGrad", &layer_norm_grad_op<Exec>},
+      {"MaxPool", &max_pool_op<Exec>},
+      {"AveragePool", &average_pool_op<Exec>},
+      {"GlobalAveragePool", &global_average_pool_op<Exec>},
+      {"MaxPoolGrad", &max_pool_grad_op<Exec>},
+      {"AveragePoolGrad", &average_pool_grad_op<Exec>},
   };
   return table;
 }

@@ -65,4 +65,49 @@ PIPETRAIN_HD inline double dot_row(const float* a, const float* b, int64_t n) {
   return acc[0];
 }
 
+/// Folds kLanes partial sums in the fixed tree order.
+PIPETRAIN_HD inline double fold_lanes(double* acc) {
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+/// sum of (x[i] - mean)^2 over x[0..n) in double, lanes as sum_row's.
+PIPETRAIN_HD inline double sum_sq_dev_row(const float* x, int64_t n, double mean) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const double d = x[i + l] - mean;
+      acc[l] += d * d;
+    }
+  for (int64_t l = 0; i + l < n; ++l) {
+    const double d = x[i + l] - mean;
+    acc[l] += d * d;
+  }
+  return fold_lanes(acc);
+}
+
+/// sum of g[i] and of g[i] * (x[i] - mean) over [0..n), with g = dy, or
+/// g = dy * scale when scale is given; lanes as sum_row's.
+PIPETRAIN_HD inline void add_grad_lane(const float* dy, const float* scale, const float* x,
+                                       int64_t i, double mean, double* acc_g, double* acc_gx) {
+  const double g = scale ? static_cast<double>(dy[i]) * scale[i] : static_cast<double>(dy[i]);
+  *acc_g += g;
+  *acc_gx += g * (x[i] - mean);
+}
+
+PIPETRAIN_HD inline void sum_grad_row(const float* dy, const float* scale, const float* x,
+                                      int64_t n, double mean, double* sum_g, double* sum_gx) {
+  double acc_g[kLanes] = {}, acc_gx[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l)
+      add_grad_lane(dy, scale, x, i + l, mean, &acc_g[l], &acc_gx[l]);
+  for (int64_t l = 0; i + l < n; ++l)
+    add_grad_lane(dy, scale, x, i + l, mean, &acc_g[l], &acc_gx[l]);
+  *sum_g = fold_lanes(acc_g);
+  *sum_gx = fold_lanes(acc_gx);
+}
+
 }  // namespace pipetrain::exec::device

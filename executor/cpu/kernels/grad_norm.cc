@@ -19,45 +19,13 @@ namespace pipetrain::exec::cpu {
 
 namespace {
 
-// Folds the kLanes partial sums in a fixed tree order.
-double fold(double* acc) {
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0];
-}
-
-/// sum of (x[i] - mean)^2 over x[0..n).
 double sum_sq_dev(const float* x, int64_t n, double mean) {
-  double acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const double d = x[i + l] - mean;
-      acc[l] += d * d;
-    }
-  for (int64_t l = 0; i + l < n; ++l) {
-    const double d = x[i + l] - mean;
-    acc[l] += d * d;
-  }
-  return fold(acc);
+  return device::sum_sq_dev_row(x, n, mean);
 }
 
-/// sum of g[i] and of g[i] * (x[i] - mean) over [0..n), with g = dy or
-/// g = dy * scale when scale is given.
 void sum_grad(const float* dy, const float* scale, const float* x, int64_t n, double mean,
               double* sum_g, double* sum_gx) {
-  double acc_g[kLanes] = {}, acc_gx[kLanes] = {};
-  auto add = [&](int64_t i, int64_t l) {
-    const double g = scale ? static_cast<double>(dy[i]) * scale[i] : static_cast<double>(dy[i]);
-    acc_g[l] += g;
-    acc_gx[l] += g * (x[i] - mean);
-  };
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) add(i + l, l);
-  for (int64_t l = 0; i + l < n; ++l) add(i + l, l);
-  *sum_g = fold(acc_g);
-  *sum_gx = fold(acc_gx);
+  device::sum_grad_row(dy, scale, x, n, mean, sum_g, sum_gx);
 }
 
 void batch_norm_grad(KernelContext& ctx) {

@@ -85,23 +85,7 @@ std::vector<float> expand_param(const ir::Tensor& p, const ir::Shape& norm) {
   return out;
 }
 
-/// sum of (x[i] - mean)^2 over x[0..n) in double, lanes as sum_row's.
-double sum_sq_dev_row(const float* x, int64_t n, double mean) {
-  double acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      const double d = x[i + l] - mean;
-      acc[l] += d * d;
-    }
-  for (int64_t l = 0; l < n - i; ++l) {
-    const double d = x[i + l] - mean;
-    acc[l] += d * d;
-  }
-  for (int64_t w = kLanes / 2; w > 0; w /= 2)
-    for (int64_t l = 0; l < w; ++l) acc[l] += acc[l + w];
-  return acc[0];
-}
+using device::sum_sq_dev_row;
 
 void layer_norm(KernelContext& ctx) {
   const ir::Tensor& x = ctx.in(0);  // (outer..., inner...)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor/cpu/kernels/window3.h"
+#include "executor/device/window_math.h"
 #include "ir/node.h"
 #include "ir/ops/window.h"
 #include "ir/shape.h"
@@ -23,16 +24,7 @@ inline Window3 pool_geometry(const ir::Node& n, const ir::Shape& x) {
 }
 
 /// Taps [lo, hi) of a window starting at `start` that fall inside [0, size).
-inline void valid_taps(int64_t start, int64_t k, int64_t d, int64_t size, int64_t& lo,
-                       int64_t& hi) {
-  lo = start >= 0 ? 0 : (-start + d - 1) / d;
-  if (start >= size) {
-    hi = lo;
-    return;
-  }
-  hi = start + (k - 1) * d < size ? k : (size - 1 - start) / d + 1;
-  hi = std::max(hi, lo);
-}
+using device::valid_taps;
 
 /// Window start and valid tap range [lo, hi) of every output position along each axis.
 struct AxisTaps {

@@ -1,0 +1,295 @@
+// Shared implementations of BatchNormalization, LayerNormalization and their
+// gradients. Statistics: one functor call per channel (BatchNorm) or row
+// (LayerNorm) folding in the CPU kernels' order (norm.cc, grad_norm.cc);
+// then one call per element applies them.
+#pragma once
+
+#include <cmath>
+
+#include "executor/device/ops_shape.h"
+#include "executor/device/row_math.h"
+
+namespace pipetrain::exec::device {
+
+/// Per channel: y = x * a[c] + b[c]; training also gives running statistics.
+struct BatchNormStats {
+  const float *x, *scale, *bias, *in_mean, *in_var;
+  float *a, *b, *run_mean, *run_var;  // run_*: may be null
+  int64_t n_batch, channels, size;
+  float eps, momentum;
+  bool training;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    double mean = in_mean[c], var = in_var[c];
+    if (training) {
+      double sum = 0, sq = 0;
+      for (int64_t n = 0; n < n_batch; ++n) {
+        const float* p = x + (n * channels + c) * size;
+        for (int64_t i = 0; i < size; ++i) sum += p[i];
+      }
+      const double count = static_cast<double>(n_batch * size);
+      mean = count > 0 ? sum / count : 0.0;
+      for (int64_t n = 0; n < n_batch; ++n) {
+        const float* p = x + (n * channels + c) * size;
+        for (int64_t i = 0; i < size; ++i) sq += (p[i] - mean) * (p[i] - mean);
+      }
+      var = count > 0 ? sq / count : 0.0;
+      if (run_mean)
+        run_mean[c] = static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
+      if (run_var) run_var[c] = static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
+    }
+    const double ad = scale[c] / ::sqrt(var + eps);
+    a[c] = static_cast<float>(ad);
+    b[c] = static_cast<float>(bias[c] - mean * ad);
+  }
+};
+
+/// out[i] = a[c] * u[i] + b1[c] * v[i] + b0[c] (b1 null: a[c] * u[i] + b0[c]),
+/// c = (i / size) % channels.
+struct ChannelAffine {
+  const float *u, *v;
+  float* out;
+  const float *a, *b1, *b0;
+  int64_t channels, size;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    const int64_t c = (i / size) % channels;
+    out[i] = b1 ? a[c] * u[i] + b1[c] * v[i] + b0[c] : u[i] * a[c] + b0[c];
+  }
+};
+
+template <typename Exec>
+void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor& x = a.in[0];
+  const int64_t n_batch = x.shape[0], channels = x.shape[1];
+  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
+  float* af = ex.template scratch<float>(channels);
+  float* bf = ex.template scratch<float>(channels);
+  ex.for_each(
+      channels,
+      BatchNormStats{x.data<float>(), a.in[1].data<float>(), a.in[2].data<float>(),
+                     a.in[3].data<float>(), a.in[4].data<float>(), af, bf,
+                     a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                     a.has_out(2) ? a.out[2].data<float>() : nullptr, n_batch, channels, size,
+                     a.n().attr_float("epsilon", 1e-5f), a.n().attr_float("momentum", 0.9f),
+                     a.n().attr_int("training_mode", 0) != 0});
+  if (size > 0)
+    ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), af,
+                                         nullptr, bf, channels, size});
+}
+
+/// Per channel of BatchNormalizationGrad: dB, dscale and dX's coefficients.
+struct BatchNormGradStats {
+  const float *dy, *x, *scale;
+  float *dscale, *db;  // may be null
+  float *a, *b1, *b0;  // dX = a dY + b1 x + b0
+  int64_t n_batch, channels, size;
+  double eps;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    const double count = static_cast<double>(n_batch * size);
+    double sum = 0;
+    for (int64_t n = 0; n < n_batch; ++n) sum += sum_row(x + (n * channels + c) * size, size);
+    const double mean = sum / count;
+    double sq = 0, sum_g = 0, sum_gx = 0;
+    for (int64_t n = 0; n < n_batch; ++n) {
+      const int64_t off = (n * channels + c) * size;
+      sq += sum_sq_dev_row(x + off, size, mean);
+      double g = 0, gx = 0;
+      sum_grad_row(dy + off, nullptr, x + off, size, mean, &g, &gx);
+      sum_g += g;
+      sum_gx += gx;
+    }
+    const double invstd = 1.0 / ::sqrt(sq / count + eps);
+    const double sum_gxhat = sum_gx * invstd;
+    if (db) db[c] = static_cast<float>(sum_g);
+    if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
+    const double ad = scale[c] * invstd;
+    const double b1d = -ad * invstd * sum_gxhat / count;
+    a[c] = static_cast<float>(ad);
+    b1[c] = static_cast<float>(b1d);
+    b0[c] = static_cast<float>(-b1d * mean - ad * sum_g / count);
+  }
+};
+
+template <typename Exec>
+void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor& x = a.in[1];
+  const int64_t n_batch = x.shape[0], channels = x.shape[1];
+  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
+  if (n_batch * size == 0) return;  // the zero-filled outputs are the gradients
+  float* af = ex.template scratch<float>(channels);
+  float* b1 = ex.template scratch<float>(channels);
+  float* b0 = ex.template scratch<float>(channels);
+  ex.for_each(
+      channels,
+      BatchNormGradStats{a.in[0].data<float>(), x.data<float>(), a.in[2].data<float>(),
+                         a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                         a.has_out(2) ? a.out[2].data<float>() : nullptr, af, b1, b0, n_batch,
+                         channels, size, static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
+  if (a.has_out(0))
+    ex.for_each(x.numel(), ChannelAffine{a.in[0].data<float>(), x.data<float>(),
+                                         a.out[0].data<float>(), af, b1, b0, channels, size});
+}
+
+/// A parameter broadcast to LayerNorm's normalised shape (aligned right;
+/// its axes before the normalised ones have size 1).
+inline StridedIndex<1> param_index(const ir::Shape& p, const ir::Shape& norm) {
+  const size_t keep = std::min(p.size(), norm.size());
+  const ir::Shape tail(p.end() - static_cast<std::ptrdiff_t>(keep), p.end());
+  return broadcast_index<1>(norm, {&tail});
+}
+
+struct DenseParam {
+  const float* p;
+  float* out;
+  StridedIndex<1> idx;
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = p[idx.offset(i, 0)]; }
+};
+
+struct Fill {
+  float* out;
+  float v;
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = v; }
+};
+
+struct LayerNormRow {
+  const float *x, *scale, *bias;  // scale, bias dense (inner)
+  float *y, *mean_out, *inv_out;  // *_out: may be null
+  int64_t inner;
+  float eps;
+  PIPETRAIN_HD void operator()(int64_t r) const {
+    const float* p = x + r * inner;
+    float* q = y + r * inner;
+    const double mean = sum_row(p, inner) / static_cast<double>(inner);
+    const double sq = sum_sq_dev_row(p, inner, mean);
+    const double inv = 1.0 / ::sqrt(sq / static_cast<double>(inner) + eps);
+    for (int64_t i = 0; i < inner; ++i)
+      q[i] = static_cast<float>((p[i] - mean) * inv) * scale[i] + bias[i];
+    if (mean_out) mean_out[r] = static_cast<float>(mean);
+    if (inv_out) inv_out[r] = static_cast<float>(inv);
+  }
+};
+
+struct NormDims {
+  ir::Shape norm;
+  int64_t inner = 0, outer = 0;
+};
+
+inline NormDims norm_dims(const ir::Node& n, const ir::Shape& xs) {
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  NormDims d;
+  d.norm = ir::Shape(xs.begin() + axis, xs.end());
+  d.inner = ir::numel(d.norm);
+  d.outer = d.inner == 0 ? 0 : ir::numel(xs) / d.inner;
+  return d;
+}
+
+template <typename Exec>
+float* dense_param(Exec& ex, const DeviceTensor& p, const NormDims& d) {
+  float* out = ex.template scratch<float>(d.inner);
+  ex.for_each(d.inner, DenseParam{p.data<float>(), out, param_index(p.shape, d.norm)});
+  return out;
+}
+
+template <typename Exec>
+void layer_norm_op(Exec& ex, DeviceOpArgs& a) {
+  const NormDims d = norm_dims(a.n(), a.in[0].shape);
+  if (d.outer == 0) return;
+  const float* scale = dense_param(ex, a.in[1], d);
+  float* bias = nullptr;
+  if (a.has_in(2)) {
+    bias = dense_param(ex, a.in[2], d);
+  } else {
+    bias = ex.template scratch<float>(d.inner);
+    ex.for_each(d.inner, Fill{bias, 0.0f});
+  }
+  ex.for_each(d.outer, LayerNormRow{a.in[0].data<float>(), scale, bias, a.out[0].data<float>(),
+                                    a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                                    a.has_out(2) ? a.out[2].data<float>() : nullptr, d.inner,
+                                    a.n().attr_float("epsilon", 1e-5f)});
+}
+
+/// Per row of LayerNormalizationGrad: its statistics (for the parameter
+/// gradients) and dX.
+struct LayerNormGradRow {
+  const float *dy, *x, *scale;  // scale dense (inner)
+  float* dx;                    // may be null
+  double *mean, *invstd;        // (outer)
+  int64_t inner;
+  double eps;
+  PIPETRAIN_HD void operator()(int64_t r) const {
+    const float* p = x + r * inner;
+    const float* g = dy + r * inner;
+    const double m = sum_row(p, inner) / static_cast<double>(inner);
+    const double inv = 1.0 / ::sqrt(sum_sq_dev_row(p, inner, m) / static_cast<double>(inner) + eps);
+    mean[r] = m;
+    invstd[r] = inv;
+    if (!dx) return;
+    double sum_g = 0, sum_gx = 0;
+    sum_grad_row(g, scale, p, inner, m, &sum_g, &sum_gx);
+    const double b1 = -inv * inv * inv * sum_gx / static_cast<double>(inner);
+    const double b0 = -b1 * m - inv * sum_g / static_cast<double>(inner);
+    const float af = static_cast<float>(inv), b1f = static_cast<float>(b1),
+                b0f = static_cast<float>(b0);
+    float* q = dx + r * inner;
+    for (int64_t i = 0; i < inner; ++i) q[i] = af * (g[i] * scale[i]) + b1f * p[i] + b0f;
+  }
+};
+
+/// Dense parameter gradients, column i summed over the rows in order.
+struct LayerNormParamGrad {
+  const float *dy, *x;
+  const double *mean, *invstd;
+  double *dscale, *db;  // dense (inner)
+  int64_t outer, inner;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    double s = 0, b = 0;
+    for (int64_t r = 0; r < outer; ++r) {
+      const float g = dy[r * inner + i], p = x[r * inner + i];
+      s += static_cast<double>(g) * ((p - mean[r]) * invstd[r]);
+      b += g;
+    }
+    dscale[i] = s;
+    db[i] = b;
+  }
+};
+
+/// Folds a dense (inner) gradient into the parameter's shape: element j sums
+/// the dense elements that read it, in increasing order.
+struct FoldParam {
+  const double* dense;
+  float* out;
+  StridedIndex<1> idx;
+  int64_t inner;
+  PIPETRAIN_HD void operator()(int64_t j) const {
+    double s = 0;
+    for (int64_t i = 0; i < inner; ++i)
+      if (idx.offset(i, 0) == j) s += dense[i];
+    out[j] = static_cast<float>(s);
+  }
+};
+
+template <typename Exec>
+void layer_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
+  const NormDims d = norm_dims(a.n(), a.in[1].shape);
+  if (d.outer == 0) return;
+  const float* scale = dense_param(ex, a.in[2], d);
+  double* mean = ex.template scratch<double>(d.outer);
+  double* invstd = ex.template scratch<double>(d.outer);
+  ex.for_each(d.outer,
+              LayerNormGradRow{a.in[0].data<float>(), a.in[1].data<float>(), scale,
+                               a.has_out(0) ? a.out[0].data<float>() : nullptr, mean, invstd,
+                               d.inner, static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
+  if (!a.has_out(1) && !a.has_out(2)) return;
+  double* dscale = ex.template scratch<double>(d.inner);
+  double* db = ex.template scratch<double>(d.inner);
+  ex.for_each(d.inner, LayerNormParamGrad{a.in[0].data<float>(), a.in[1].data<float>(), mean,
+                                          invstd, dscale, db, d.outer, d.inner});
+  const StridedIndex<1> idx = param_index(a.in[2].shape, d.norm);
+  for (size_t k = 1; k <= 2; ++k)
+    if (a.has_out(k))
+      ex.for_each(a.out[k].numel(),
+                  FoldParam{k == 1 ? dscale : db, a.out[k].data<float>(), idx, d.inner});
+}
+
+}  // namespace pipetrain::exec::device
