@@ -8,17 +8,6 @@ namespace pipetrain::exec::cuda {
 
 namespace {
 
-/// Row-major y (m, n) = alpha op(a) op(b) + beta y; lda, ldb: the operands'
-/// row lengths as stored.
-void sgemm(CudaExec& ex, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* y) {
-  if (m == 0 || n == 0) return;
-  PIPETRAIN_CUBLAS_CHECK(
-      cublasSgemm(ex.blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
-                  static_cast<int>(ldb), a, static_cast<int>(lda), &beta, y, static_cast<int>(n)));
-}
-
 /// Y = beta * C broadcast to (m, n) (C: (m, n), (1, n), (n), (m, 1) or scalar).
 struct GemmBias {
   const float* c;
@@ -46,8 +35,8 @@ void gemm_op(CudaExec& ex, device::DeviceOpArgs& a) {
                                 c_cols == 1 ? 0 : 1, beta});
     acc = 1.0f;
   }
-  sgemm(ex, ta, tb, m, n, k, alpha, A.data<float>(), A.shape[1], B.data<float>(), B.shape[1], acc,
-        Y.data<float>());
+  ex.gemm(ta, tb, m, n, k, alpha, A.data<float>(), A.shape[1], B.data<float>(), B.shape[1], acc,
+          Y.data<float>(), n);
 }
 
 void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
@@ -58,8 +47,8 @@ void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
   const ir::Shape batch_a(as.begin(), as.end() - (as.size() >= 2 ? 2 : 1));
   const ir::Shape batch_b(bs.begin(), bs.end() - (bs.size() >= 2 ? 2 : 1));
   if (ir::numel(batch_b) == 1) {
-    sgemm(ex, false, false, ir::numel(batch_a) * m, n, k, 1.0f, A.data<float>(), k, B.data<float>(),
-          n, 0.0f, Y.data<float>());
+    ex.gemm(false, false, ir::numel(batch_a) * m, n, k, 1.0f, A.data<float>(), k, B.data<float>(),
+            n, 0.0f, Y.data<float>(), n);
     return;
   }
   // Broadcast batches: one pointer triple per output matrix, batched.

@@ -40,6 +40,16 @@ struct CudaExec {
     PIPETRAIN_CUDA_CHECK(cudaGetLastError());
   }
 
+  /// Row-major C (m, n) = alpha op(A) op(B) + beta C on cuBLAS, through the
+  /// column-major identity C^T = op(B)^T op(A)^T.
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    PIPETRAIN_CUBLAS_CHECK(cublasSgemm(
+        blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+        static_cast<int>(m), static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
+        static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
+  }
   template <typename T>
   T* scratch(int64_t count) {
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);

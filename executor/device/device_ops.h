@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "executor/device/ops_conv.h"
 #include "executor/device/ops_elementwise.h"
 #include "executor/device/ops_norm.h"
 #include "executor/device/ops_pool.h"
@@ -91,6 +92,10 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"GlobalAveragePool", &global_average_pool_op<Exec>},
       {"MaxPoolGrad", &max_pool_grad_op<Exec>},
       {"AveragePoolGrad", &average_pool_grad_op<Exec>},
+      {"Conv", &conv_op<false, Exec>},
+      {"ConvTranspose", &conv_op<true, Exec>},
+      {"ConvGrad", &conv_grad_op<false, Exec>},
+      {"ConvTransposeGrad", &conv_grad_op<true, Exec>},
   };
   return table;
 }

@@ -1,10 +1,13 @@
 // The portable backend: the device backends' shared op implementations
 // (executor/device) run by a host Exec, one loop iteration per element where
-// a GPU runs one thread. It exists so the CPU test suite checks, op by op
-// against the CPU backend, the very code the CUDA backend compiles; library
-// ops (GEMM, convolution, LSTM) and host ops go to the CPU kernels.
+// a GPU runs one thread, and cblas for the GEMMs inside them. It exists so the
+// CPU test suite checks, op by op against the CPU backend, the very code the
+// CUDA backend compiles; library ops (Gemm, MatMul, LSTM) and host ops go to
+// the CPU kernels.
 #include <cstring>
 #include <deque>
+
+#include <cblas.h>
 
 #include "executor/backend.h"
 #include "executor/device/device_ops.h"
@@ -27,6 +30,14 @@ struct HostExec {
     T* p = scratch<T>(static_cast<int64_t>(v.size()));
     if (!v.empty()) std::memcpy(p, v.data(), v.size() * sizeof(T));
     return p;
+  }
+  /// Row-major C (m, n) = alpha op(A) op(B) + beta C.
+  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+                static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
   }
   template <typename T>
   T* scratch(int64_t count) {
@@ -64,9 +75,7 @@ class PortableBackend final : public Backend {
   }
 
  private:
-  const std::set<std::string> kLibrary = {"Gemm",          "MatMul",   "Conv",
-                                          "ConvTranspose", "ConvGrad", "ConvTransposeGrad",
-                                          "LSTM",          "LSTMGrad"};
+  const std::set<std::string> kLibrary = {"Gemm", "MatMul", "LSTM", "LSTMGrad"};
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 

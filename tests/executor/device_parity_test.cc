@@ -14,8 +14,12 @@ namespace {
 
 // Library ops the CUDA backend has no binding for yet (the portable backend
 // runs them with the CPU kernels).
-const std::set<std::string> kNoCudaLibraryYet = {
-    "Conv", "ConvGrad", "ConvTranspose", "ConvTransposeGrad", "LSTM", "LSTMGrad"};
+const std::set<std::string> kNoCudaLibraryYet = {"LSTM", "LSTMGrad"};
+
+// The CPU backend convolves with oneDNN, the device backends with im2col +
+// GEMM: sums in another order, so these compare to a tolerance.
+const std::set<std::string> kOtherSumOrder = {"Conv", "ConvTranspose", "ConvGrad",
+                                              "ConvTransposeGrad"};
 
 bool same_bits(const ir::Tensor& a, const ir::Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
@@ -30,12 +34,14 @@ std::set<std::string> compare_on(exec::Backend& device, double tolerance) {
   for (const GradCase& c : grad_cases::all_cases()) {
     const uint64_t seed = std::hash<std::string>{}(c.name) % 100000;
     CaseGraphs cg = build_case(c, seed);
-    bool runs = true;
-    for (const auto& n : cg.training.nodes)
+    bool runs = true, exact = tolerance == 0;
+    for (const auto& n : cg.training.nodes) {
       if (!device.unsupported_reason(cg.training, n).empty()) {
         unsupported.insert(n.op_type);
         runs = false;
       }
+      if (kOtherSumOrder.count(n.op_type)) exact = false;
+    }
     if (!runs) continue;
     exec::RunOptions opts;
     opts.training = c.training;
@@ -43,11 +49,10 @@ std::set<std::string> compare_on(exec::Backend& device, double tolerance) {
     auto want = exec::ForwardRunner(cg.training, *cpu).run({}, opts);
     auto got = exec::ForwardRunner(cg.training, device).run({}, opts);
     for (const auto& [name, t] : want) {
-      if (tolerance == 0)
+      if (exact)
         EXPECT_TRUE(same_bits(got.at(name), t)) << c.name << ": output " << name << " differs";
       else
-        EXPECT_LE(closeness(got.at(name), t, tolerance, tolerance), 1.0)
-            << c.name << ": output " << name;
+        EXPECT_LE(closeness(got.at(name), t, 1e-4, 1e-5), 1.0) << c.name << ": output " << name;
     }
     ++compared;
   }

@@ -51,6 +51,11 @@ bool conv_grad_dnnl(const ConvGradArgs& g);
 /// The adjoint op through conv_plain for dX, im2col + sgemm for dW; handles everything.
 void conv_grad_plain(const ConvGradArgs& g);
 
+/// The forward window seen from the other side: the adjoint op reads dY and
+/// writes dX over the same kernel, strides, dilations and begin pads (Conv's
+/// adjoint is a ConvTranspose and the other way round).
+ir::WindowGeometry adjoint_geometry(const ConvArgs& a);
+
 // Shared by the forward and the gradient kernels (conv_dnnl.cc, conv_plain.cc).
 
 /// The window as oneDNN takes it: dilations count the gaps (d - 1) and

@@ -239,8 +239,6 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
   return true;
 }
 
-namespace {
-
 // The forward window seen from the other side: the adjoint op reads dY
 // (spatial sizes a.y) and writes dX (spatial sizes a.x) over the same
 // kernel, strides, dilations and begin pads. Conv's adjoint is a
@@ -258,6 +256,8 @@ ir::WindowGeometry adjoint_geometry(const ConvArgs& a) {
   }
   return g;
 }
+
+namespace {
 
 // dW without oneDNN, per group and sample.
 // Conv, W (M, C/G, k): dW_g (Mg, Cg K) += dY_g (Mg, O) im2col(X_g)^T.
