@@ -23,6 +23,17 @@ __global__ void for_each_kernel(int64_t n, F f) {
     f(i);
 }
 
+/// C (m, n) with leading dimension ldc = beta C (an empty GEMM sum).
+struct ScaleMatrix {
+  float* c;
+  int64_t n, ldc;
+  float beta;
+  __device__ void operator()(int64_t i) const {
+    float& v = c[(i / n) * ldc + i % n];
+    v = beta == 0.0f ? 0.0f : beta * v;
+  }
+};
+
 struct CudaExec {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
@@ -45,6 +56,10 @@ struct CudaExec {
   void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     if (m == 0 || n == 0) return;
+    if (k == 0) {
+      for_each(m * n, ScaleMatrix{c, n, ldc, beta});
+      return;
+    }
     PIPETRAIN_CUBLAS_CHECK(cublasSgemm(
         blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
         static_cast<int>(m), static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,

@@ -14,6 +14,7 @@
 #include "executor/device/ops_norm.h"
 #include "executor/device/ops_pool.h"
 #include "executor/device/ops_reduce.h"
+#include "executor/device/ops_rnn.h"
 #include "executor/device/ops_shape.h"
 
 namespace pipetrain::exec::device {
@@ -96,6 +97,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"ConvTranspose", &conv_op<true, Exec>},
       {"ConvGrad", &conv_grad_op<false, Exec>},
       {"ConvTransposeGrad", &conv_grad_op<true, Exec>},
+      {"LSTM", &lstm_op<Exec>},
+      {"LSTMGrad", &lstm_grad_op<Exec>},
   };
   return table;
 }

@@ -24,11 +24,14 @@ struct NoExec {  // only to read the table's keys
 
 }  // namespace
 
+bool device_runs(const std::string& op, const std::set<std::string>& library) {
+  return device_ops<NoExec>().count(op) || host_ops().count(op) || library.count(op);
+}
+
 std::string support_reason(const ir::Graph& g, const ir::Node& n,
                            const std::set<std::string>& library, const std::string& backend) {
-  const bool known = device_ops<NoExec>().count(n.op_type) || host_ops().count(n.op_type) ||
-                     library.count(n.op_type);
-  if (!known) return "the " + backend + " backend has no kernel for " + n.op_type + " yet";
+  if (!device_runs(n.op_type, library))
+    return "the " + backend + " backend has no kernel for " + n.op_type + " yet";
   static const auto cpu = make_cpu_backend();
   if (std::string why = cpu->unsupported_reason(g, n); !why.empty()) return why;
   auto half = [&](const std::string& t) {

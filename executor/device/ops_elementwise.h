@@ -67,6 +67,13 @@ struct Select {
   }
 };
 
+/// out[i] = v.
+struct Fill {
+  float* out;
+  float v;
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = v; }
+};
+
 /// splitmix64 finaliser: a bijective 64-bit mix.
 PIPETRAIN_HD inline uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

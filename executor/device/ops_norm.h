@@ -144,12 +144,6 @@ struct DenseParam {
   PIPETRAIN_HD void operator()(int64_t i) const { out[i] = p[idx.offset(i, 0)]; }
 };
 
-struct Fill {
-  float* out;
-  float v;
-  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = v; }
-};
-
 struct LayerNormRow {
   const float *x, *scale, *bias;  // scale, bias dense (inner)
   float *y, *mean_out, *inv_out;  // *_out: may be null

@@ -24,9 +24,33 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/rnn_attrs.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec::cpu {
+
+// Refuses what the LSTM shape rule refuses (LSTMGrad's schema shares only
+// the attribute list).
+void check_lstm_grad_attrs(const ir::Node& n) {
+  const std::string direction = n.attr_string("direction", "forward");
+  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
+    throw ModelError(n.describe() + ": direction '" + direction +
+                     "' is not forward, reverse or bidirectional");
+  const int64_t layout = n.attr_int("layout", 0);
+  if (layout != 0 && layout != 1) throw ModelError(n.describe() + ": layout must be 0 or 1");
+  if (n.has_attr("activations")) {
+    const std::vector<std::string> acts = n.attr_strings("activations");
+    bool ok = acts.size() == (direction == "bidirectional" ? 6u : 3u);
+    for (size_t i = 0; ok && i < acts.size(); ++i)
+      ok = acts[i] == (i % 3 == 0 ? "Sigmoid" : "Tanh");
+    if (!ok)
+      throw UnsupportedOp(n.describe() +
+                          ": only the default activations (Sigmoid, Tanh, Tanh) are supported");
+  }
+  if (!n.attr_floats("activation_alpha").empty() || !n.attr_floats("activation_beta").empty())
+    throw UnsupportedOp(n.describe() +
+                        ": activation_alpha / activation_beta (only default activations)");
+}
 
 namespace {
 
@@ -64,29 +88,6 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
               c, static_cast<int>(ldc));
 }
 
-// Refuses what the LSTM shape rule refuses (LSTMGrad's schema shares only
-// the attribute list).
-void check_attrs(const ir::Node& n) {
-  const std::string direction = n.attr_string("direction", "forward");
-  if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-    throw ModelError(n.describe() + ": direction '" + direction +
-                     "' is not forward, reverse or bidirectional");
-  const int64_t layout = n.attr_int("layout", 0);
-  if (layout != 0 && layout != 1) throw ModelError(n.describe() + ": layout must be 0 or 1");
-  if (n.has_attr("activations")) {
-    const std::vector<std::string> acts = n.attr_strings("activations");
-    bool ok = acts.size() == (direction == "bidirectional" ? 6u : 3u);
-    for (size_t i = 0; ok && i < acts.size(); ++i)
-      ok = acts[i] == (i % 3 == 0 ? "Sigmoid" : "Tanh");
-    if (!ok)
-      throw UnsupportedOp(n.describe() +
-                          ": only the default activations (Sigmoid, Tanh, Tanh) are supported");
-  }
-  if (!n.attr_floats("activation_alpha").empty() || !n.attr_floats("activation_beta").empty())
-    throw UnsupportedOp(n.describe() +
-                        ": activation_alpha / activation_beta (only default activations)");
-}
-
 struct Gates {  // one (step, batch entry, unit), recomputed from z: i, f, g and C'
   float i, f, g, cn;
 };
@@ -95,7 +96,7 @@ class LstmGrad {
  public:
   explicit LstmGrad(KernelContext& ctx) : ctx_(ctx) {
     const ir::Node& n = ctx.n();
-    check_attrs(n);
+    check_lstm_grad_attrs(n);
     const ir::Tensor& x = ctx.in(0);
     dm_.batch_major = n.attr_int("layout", 0) == 1;
     dm_.seq = x.shape()[dm_.batch_major ? 1 : 0];
