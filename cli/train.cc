@@ -39,7 +39,7 @@ void train(TrainArgs& a) {
   data::DataSplit split = data::load_data(a.data, dopt);
 
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {a.loss, a.loss_output});
-  auto backend = exec::make_cpu_backend();
+  auto backend = exec::make_backend(a.backend, 0);
   a.trainer.seed = a.seed;
   if (a.trainer.schedule.total_steps == 0)
     a.trainer.schedule.total_steps =
@@ -116,6 +116,12 @@ void add_train_command(CLI::App& app) {
                   "CPU threads for BLAS and oneDNN (per worker when pipelined; default: 1, or the "
                   "cores shared among the workers)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--backend", a->backend,
+                  "cpu; cuda (one GPU; pipelined: worker w on GPU w mod the GPUs present, or the "
+                  "rank's local GPU with --comm mpi); portable (the CUDA kernels' code run on the "
+                  "CPU, for checking)")
+      ->check(CLI::IsMember({"cpu", "cuda", "portable"}))
+      ->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
   cmd->add_flag("--profile", a->profile, "Print the time per op type of a training step");
   add_pipeline_options(*cmd, *a);

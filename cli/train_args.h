@@ -27,6 +27,7 @@ struct TrainArgs {
   int threads = 0;  // 0: one worker uses 1; a pipeline shares the cores among its workers
   bool quiet = false;
   bool profile = false;
+  std::string backend = "cpu";  // cpu, cuda (pipelined: one GPU per worker), portable
 
   // Pipelined training (any of the first three selects it).
   int stages = 0;         // a straight pipeline, balanced by measured time

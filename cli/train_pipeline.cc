@@ -280,6 +280,14 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
+  if (a.backend != "cpu") {
+    // Worker w on GPU w mod count; across processes, the rank's local GPU.
+    const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
+    const int local_rank = comm ? exec::mpi_local_rank() : 0;
+    po.make_backend = [name = a.backend, gpus, local_rank, multi = comm != nullptr](int w) {
+      return exec::make_backend(name, (multi ? local_rank : w) % gpus);
+    };
+  }
   std::vector<exec::PipelineStage> stages;
   for (const auto& st : plan.stages)
     stages.push_back({st.first_layer, st.last_layer, st.replication});
@@ -297,11 +305,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     fmt::print(
         "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
         "pipeline: {} stage{} on {} workers ({}{}), schedule {}{}, minibatch {} = {} x {}, "
-        "{} thread{} per worker{}\n",
+        "{} thread{} per worker, backend {}{}\n",
         a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
         p > 1 ? "s" : "", workers, plan.config(), comm ? ", one per MPI rank" : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
-        threads > 1 ? "s" : "", stage_list(plan));
+        threads > 1 ? "s" : "", a.backend, stage_list(plan));
 
   // Rank 0 reports and writes the files; the other ranks train quietly.
   std::optional<TrainReport> report;

@@ -40,6 +40,8 @@ std::unique_ptr<Backend> make_portable_backend();
 /// The CUDA backend on device `device`; throws RuntimeFault "built without CUDA"
 /// in a build without nvcc, or when no device is present.
 std::unique_ptr<Backend> make_cuda_backend(int device);
+/// "cpu", "cuda" (on `device`) or "portable"; PlanError for another name.
+std::unique_ptr<Backend> make_backend(const std::string& name, int device = 0);
 /// Number of CUDA devices visible (0 in a build without CUDA).
 int cuda_device_count();
 /// Sets the BLAS/oneDNN thread count used by CPU kernels.

@@ -40,6 +40,12 @@ int mpi_launched_size() {
   return 0;
 }
 
+int mpi_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (std::getenv(name)) return env_int(name);
+  return 0;
+}
+
 int mpi_local_size() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
     if (int n = env_int(name); n > 0) return n;

@@ -14,6 +14,8 @@ namespace pipetrain::exec {
 int mpi_launched_size();
 /// Ranks of the job on this host (for sharing its cores); 1 when unknown.
 int mpi_local_size();
+/// This process's rank among those on its host (for picking its GPU); 0 when unknown.
+int mpi_local_rank();
 
 /// Initialises MPI (once per process: a second call throws) and returns this
 /// process's endpoint. A progress thread owns every MPI call: send() queues

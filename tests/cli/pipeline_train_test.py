@@ -166,6 +166,26 @@ class PipelineTrainTest(unittest.TestCase):
         for k, v in good.items():
             self.assertTrue((abs(v.astype("float64")) < float("inf")).all(), k)
 
+    def test_portable_backend_trains_as_the_cpu_backend(self):
+        # The CUDA kernels' shared code, run on the CPU: the MLP's ops (Gemm
+        # is the CPU's in both) give bitwise the CPU backend's weights.
+        for extra in ([], ["--stages", 2]):
+            self.ok(self.train("c", *extra, "--max-steps", 20, "-o", self.path("c.onnx")))
+            r = self.ok(self.train("p", *extra, "--max-steps", 20, "--backend", "portable",
+                                   "-o", self.path("p.onnx")))
+            if extra:
+                self.assertIn("backend portable", r.stdout)
+            self.assert_same_weights(self.path("c.onnx"), self.path("p.onnx"))
+
+    def test_cuda_backend_without_a_gpu_says_so(self):
+        if os.path.exists("/dev/nvidia0"):
+            self.skipTest("a GPU is present")
+        for extra in ([], ["--stages", 2]):
+            r = self.train("g", *extra, "--max-steps", 2, "--backend", "cuda")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertRegex(r.stderr.strip().splitlines()[-1],
+                             r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
+
     def test_bad_pipeline_options_get_one_clear_error(self):
         cases = [
             (["--stages", 40], "but the model has only"),
