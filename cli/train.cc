@@ -24,9 +24,10 @@ namespace {
 void train(TrainArgs& a) {
   if (a.model.batch <= 0) throw ModelError("--batch is required and must be positive");
   if (a.pipelined()) return train_pipelined(a);
-  if (a.comm == "mpi" || exec::mpi_launched_size() > 1)
+  if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(
-        "--comm mpi runs a pipeline with one worker per rank: give --stages, --workers or --plan");
+        "--comm " + a.comm +
+        " runs a pipeline with one worker per rank: give --stages, --workers or --plan");
   exec::set_cpu_threads(a.threads > 0 ? a.threads : 1);
   ir::Graph model = importer::import_model(a.model.path, a.model.import_options());
   if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");

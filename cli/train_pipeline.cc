@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "executor/backend.h"
 #include "executor/comm/mpi_communicator.h"
+#include "executor/comm/nccl_communicator.h"
 #include "executor/measured_profile.h"
 #include "executor/pipeline/pipeline_fit.h"
 #include "importer/checkpoint.h"
@@ -180,8 +181,9 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--resume", a.resume, "Continue from this checkpoint");
   cmd.add_option("--comm", a.comm,
                  "local: the workers are threads of this process; mpi: one worker per rank of "
-                 "`mpirun -np <workers> pipetrain train ... --comm mpi`")
-      ->check(CLI::IsMember({"local", "mpi"}))
+                 "`mpirun -np <workers> pipetrain train ... --comm mpi`; nccl: as mpi, with "
+                 "tensors moving between the ranks' GPUs over NCCL (--backend cuda)")
+      ->check(CLI::IsMember({"local", "mpi", "nccl"}))
       ->capture_default_str();
 }
 
@@ -307,7 +309,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "pipeline: {} stage{} on {} workers ({}{}), schedule {}{}, minibatch {} = {} x {}, "
         "{} thread{} per worker, backend {}{}\n",
         a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
-        p > 1 ? "s" : "", workers, plan.config(), comm ? ", one per MPI rank" : "", a.schedule,
+        p > 1 ? "s" : "", workers, plan.config(),
+        comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", a.backend, stage_list(plan));
 
@@ -422,9 +425,16 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
 
 void train_pipelined(TrainArgs& a) {
   SigintGuard sigint;
-  std::unique_ptr<exec::Communicator> comm;
+  std::unique_ptr<exec::Communicator> control, comm;  // control: NCCL's MPI side
   if (a.comm == "mpi") {
     comm = exec::make_mpi_communicator(size_t(1) << 30);
+  } else if (a.comm == "nccl") {
+    if (a.backend != "cuda")
+      throw PlanError("--comm nccl moves tensors between GPUs: add --backend cuda");
+    control = exec::make_mpi_communicator(size_t(1) << 30);
+    const int gpus = exec::cuda_device_count();
+    comm = exec::make_nccl_communicator(*control, gpus > 0 ? exec::mpi_local_rank() % gpus : 0,
+                                        size_t(1) << 30);
   } else if (const int ranks = exec::mpi_launched_size(); ranks > 1) {
     throw PlanError("mpirun started " + std::to_string(ranks) +
                     " ranks of pipetrain: add --comm mpi (otherwise each would train the whole "

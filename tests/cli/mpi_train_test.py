@@ -162,6 +162,19 @@ class MpiTrainTest(unittest.TestCase):
         self.assertEqual(errors, ["error: the plan runs 4 workers but the MPI job has 3 ranks "
                                   "(start it with mpirun -np 4)"], r.stderr)
 
+    def test_nccl_needs_the_cuda_backend_and_a_gpu(self):
+        r = mpirun(2, *self.args("nccl", "--stages", 2, "--max-steps", 5), "--comm", "nccl",
+                   timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("error: --comm nccl moves tensors between GPUs: add --backend cuda", r.stderr)
+        if os.path.exists("/dev/nvidia0"):
+            return
+        r = mpirun(2, *self.args("nccl", "--stages", 2, "--max-steps", 5), "--comm", "nccl",
+                   "--backend", "cuda", timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertRegex(r.stderr, r"error: (--comm nccl needs a CUDA device, and none is present|"
+                                   r"pipetrain was built without CUDA)")
+
     def test_ranks_without_comm_mpi_are_refused(self):
         r = mpirun(2, *self.args("nocomm", "--stages", 2, "--max-steps", 5), timeout=60)
         self.assertNotEqual(r.returncode, 0)
