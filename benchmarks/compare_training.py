@@ -9,10 +9,13 @@ exported to ONNX in training mode, and that same ONNX file is trained by
 pipetrain (benchmarks/train_step) and by onnxruntime-training (installed by
 scripts/setup.sh under /opt/pipetrain/ort-training); PyTorch trains the module.
 Prints the median step time in ms per thread count and the ratios
-pipetrain/PyTorch and pipetrain/onnxruntime-training.
+pipetrain/PyTorch and pipetrain/onnxruntime-training. With --device cuda both
+pipetrain (--backend cuda) and PyTorch run on the GPU (PyTorch needs a CUDA
+build; onnxruntime-training is left out) and resnet50 (batch 32, 3x224x224)
+is available.
 
 Usage: benchmarks/compare_training.py BUILD_DIR [--models resnet18,lenet,transformer]
-       [--threads 1,2] [--steps 10]
+       [--threads 1,2] [--steps 10] [--device cpu|cuda]
 """
 import argparse
 import json
@@ -57,6 +60,7 @@ def build_models():
 
     return {
         "resnet18": (lambda: torchvision.models.resnet18(), (32, 3, 64, 64), 1000),
+        "resnet50": (lambda: torchvision.models.resnet50(), (32, 3, 224, 224), 1000),
         "lenet": (LeNet, (64, 1, 28, 28), 10),
         "transformer": (Transformer, (64, 16, 256), 10),
     }
@@ -73,15 +77,17 @@ def time_steps(step, steps, warmup=2):
     return statistics.median(samples)
 
 
-def torch_step_ms(name, threads, steps):
+def torch_step_ms(name, threads, steps, device="cpu"):
     import torch
+    if device == "cuda" and not torch.cuda.is_available():
+        return None
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     build, shape, classes = build_models()[name]
-    model = build().train()
-    x = torch.randn(*shape)
+    model = build().train().to(device)
+    x = torch.randn(*shape, device=device)
     batch = shape[1] if name == "transformer" else shape[0]
-    y = torch.randint(0, classes, (batch,))
+    y = torch.randint(0, classes, (batch,), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -89,6 +95,8 @@ def torch_step_ms(name, threads, steps):
         opt.zero_grad()
         loss_fn(model(x), y).backward()
         opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
     return time_steps(step, steps)
 
 
@@ -152,7 +160,9 @@ def main():
     parser.add_argument("--models", default="resnet18,lenet,transformer")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
+    gpu = args.device == "cuda"
     step_bin = os.path.join(args.build, "benchmarks", "train_step")
     tmp = tempfile.mkdtemp(prefix="pipetrain-bench-")
     rows = []
@@ -164,12 +174,19 @@ def main():
         for threads in [int(t) for t in args.threads.split(",")]:
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
             ours, err = run_json([step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
-                                  "--steps", str(args.steps), "--classes", str(classes)], env)
+                                  "--steps", str(args.steps), "--classes", str(classes),
+                                  "--backend", args.device], env)
             if err:
                 print(f"{name}: pipetrain failed: {err}", file=sys.stderr)
-            pt = torch_step_ms(name, threads, args.steps)
-            ort_ms, ort_err = run_json([sys.executable, __file__, "--ort-worker", path, str(batch),
-                                        str(classes), str(threads), str(args.steps)], env)
+            pt = torch_step_ms(name, threads, args.steps, args.device)
+            if pt is None:
+                print(f"{name}: this PyTorch has no CUDA: no GPU reference", file=sys.stderr)
+            if gpu:
+                ort_ms, ort_err = None, "not run on the GPU"
+            else:
+                ort_ms, ort_err = run_json([sys.executable, __file__, "--ort-worker", path,
+                                            str(batch), str(classes), str(threads),
+                                            str(args.steps)], env)
             rows.append((name, threads, ours, pt, ort_ms, ort_err))
             print_row(rows[-1])
     print("\nstep time in ms (median); ratio < 1 means pipetrain is faster")

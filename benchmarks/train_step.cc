@@ -22,7 +22,9 @@ int main(int argc, char** argv) {
   int64_t batch = 32, steps = 10, warmup = 2, classes = 0;
   int threads = 1;
   bool profile = false;
+  std::string backend_name = "cpu";
   app.add_option("model", model_path)->required();
+  app.add_option("--backend", backend_name, "cpu, cuda or portable");
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
     io.batch = batch;
     ir::Graph model = importer::import_model(model_path, io);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
-    auto backend = exec::make_cpu_backend();
+    auto backend = exec::make_backend(backend_name, 0);
     exec::TrainerOptions to;
     to.optimizer.lr = 0.01;
     to.optimizer.momentum = 0.9;
