@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "executor/device/matmul_batches.h"
 #include "executor/device/ops_elementwise.h"
 
 namespace pipetrain::exec::cuda {
@@ -41,49 +42,25 @@ void gemm_op(CudaExec& ex, device::DeviceOpArgs& a) {
 
 void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
   const device::DeviceTensor &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  const ir::Shape &as = A.shape, &bs = B.shape;
-  const int64_t m = as.size() >= 2 ? as[as.size() - 2] : 1, k = as.back();
-  const int64_t n = bs.size() >= 2 ? bs.back() : 1;
-  const ir::Shape batch_a(as.begin(), as.end() - (as.size() >= 2 ? 2 : 1));
-  const ir::Shape batch_b(bs.begin(), bs.end() - (bs.size() >= 2 ? 2 : 1));
-  if (ir::numel(batch_b) == 1) {
-    ex.gemm(false, false, ir::numel(batch_a) * m, n, k, 1.0f, A.data<float>(), k, B.data<float>(),
-            n, 0.0f, Y.data<float>(), n);
+  const auto mb = device::matmul_batches(A.shape, B.shape);
+  const int64_t m = mb.m, n = mb.n, k = mb.k;
+  if (ir::numel(mb.batch_b) == 1) {
+    ex.gemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, A.data<float>(), k,
+            B.data<float>(), n, 0.0f, Y.data<float>(), n);
     return;
   }
   // Broadcast batches: one pointer triple per output matrix, batched.
-  const size_t rank = std::max(batch_a.size(), batch_b.size());
-  ir::Shape batch(rank);
-  std::vector<int64_t> stride_a(rank, 0), stride_b(rank, 0);
-  int64_t sa = m * k, sb = k * n;
-  for (size_t i = rank; i-- > 0;) {
-    const size_t ia = i + batch_a.size(), ib = i + batch_b.size();
-    const int64_t da = ia >= rank ? batch_a[ia - rank] : 1;
-    const int64_t db = ib >= rank ? batch_b[ib - rank] : 1;
-    batch[i] = std::max(da, db);
-    stride_a[i] = da == 1 ? 0 : sa;
-    stride_b[i] = db == 1 ? 0 : sb;
-    sa *= da;
-    sb *= db;
-  }
-  const int64_t count = ir::numel(batch);
+  const int64_t count = static_cast<int64_t>(mb.offsets.size());
   if (count == 0 || m == 0 || n == 0) return;
   std::vector<const float*> pa, pb;
   std::vector<float*> py;
-  std::vector<int64_t> idx(rank, 0);
   for (int64_t t = 0; t < count; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i < rank; ++i) {
-      oa += idx[i] * stride_a[i];
-      ob += idx[i] * stride_b[i];
-    }
-    pa.push_back(A.data<float>() + oa);
-    pb.push_back(B.data<float>() + ob);
+    pa.push_back(A.data<float>() + mb.offsets[static_cast<size_t>(t)].first);
+    pb.push_back(B.data<float>() + mb.offsets[static_cast<size_t>(t)].second);
     py.push_back(Y.data<float>() + t * m * n);
-    for (size_t i = rank; i-- > 0;) {
-      if (++idx[i] < batch[i]) break;
-      idx[i] = 0;
-    }
+  }
+  if (k == 0) {  // an empty sum: zeros (the outputs arrive zeroed)
+    return;
   }
   const float alpha = 1.0f, beta = 0.0f;
   PIPETRAIN_CUBLAS_CHECK(cublasSgemmBatched(

@@ -10,21 +10,6 @@
 
 namespace pipetrain::exec::device {
 
-inline Win3 win3(const ir::WindowGeometry& geo) {
-  const cpu::Window3 w = cpu::to_window3(geo);
-  Win3 r;
-  for (int i = 0; i < 3; ++i) {
-    r.in[i] = w.in[i];
-    r.out[i] = w.out[i];
-    r.k[i] = w.k[i];
-    r.s[i] = w.s[i];
-    r.d[i] = w.d[i];
-    r.pb[i] = w.pb[i];
-    r.pe[i] = w.pe[i];
-  }
-  return r;
-}
-
 /// col (channels K, O): col[(c, kd, kh, kw), o] = x[c, o*s + k*d - pb] or 0 outside.
 struct Im2Col {
   const float* x;  // (channels, I)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "executor/device/clip_bounds.h"
 #include "executor/device/device_op.h"
 #include "executor/device/elementwise_math.h"
 #include "executor/device/strided_index.h"
@@ -235,36 +236,17 @@ void gelu_op(Exec& ex, DeviceOpArgs& a) {
     unary_op(ex, a, GeluFn{});
 }
 
-/// Bounds from inputs 1/2 (host copies), else the opset < 11 attributes.
 template <typename Exec>
 void clip_op(Exec& ex, DeviceOpArgs& a) {
   const KernelContext& h = *a.host;
   with_storage(a.in[0].dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
     if constexpr (!std::is_same_v<T, uint8_t>) {
-      auto bound = [&](size_t i, const char* attr, T dflt) -> T {
-        if (h.has_in(i)) return h.in(i).data<T>()[0];
-        if (h.n().has_attr(attr)) {
-          const float v = h.n().attr_float(attr, 0.0f);
-          if constexpr (std::is_floating_point_v<T>)
-            return v;
-          else
-            return float_to_int<T>(v);
-        }
-        return dflt;
-      };
-      constexpr bool kFloatT = std::is_floating_point_v<T>;
-      const T lo =
-          bound(1, "min",
-                kFloatT ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest());
-      const T hi = bound(
-          2, "max", kFloatT ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max());
       ex.for_each(a.in[0].numel(),
-                  Unary<T, T, ClipFn<T>>{a.in[0].data<T>(), a.out[0].data<T>(), ClipFn<T>{lo, hi}});
+                  Unary<T, T, ClipFn<T>>{a.in[0].data<T>(), a.out[0].data<T>(), clip_bounds<T>(h)});
     }
   });
 }
-
 template <typename Exec>
 void leaky_relu_grad_op(Exec& ex, DeviceOpArgs& a) {
   grad_op(ex, a, LeakyReluGradFn{a.n().attr_float("alpha", 0.01f)});

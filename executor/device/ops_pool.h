@@ -28,6 +28,14 @@ struct Win3 {
     if (include_pad) valid_taps(st + pb[a], k[a], d[a], in[a] + pb[a] + pe[a], lo, hi);
     return hi - lo;
   }
+  /// Output element i (over planes): its plane and, per axis, the window's
+  /// start and valid taps [lo, hi).
+  PIPETRAIN_HD int64_t window_of(int64_t i, int64_t* st, int64_t* lo, int64_t* hi) const {
+    const int64_t os = out_size(), pl = i / os, o = i - pl * os;
+    const int64_t oi[3] = {o / (out[1] * out[2]), (o / out[2]) % out[1], o % out[2]};
+    for (int a = 0; a < 3; ++a) taps(a, oi[a], st[a], lo[a], hi[a]);
+    return pl;
+  }
   /// Output index along axis a reading input index i through tap c, or -1.
   PIPETRAIN_HD int64_t output_of(int a, int64_t i, int64_t c) const {
     const int64_t num = i + pb[a] - c * d[a];
@@ -37,8 +45,9 @@ struct Win3 {
   }
 };
 
-inline Win3 pool_window(const ir::Node& n, const ir::Shape& x) {
-  const cpu::Window3 w = cpu::pool_geometry(n, x);
+/// A window geometry as device code takes it.
+inline Win3 win3(const ir::WindowGeometry& geo) {
+  const cpu::Window3 w = cpu::to_window3(geo);
   Win3 r;
   for (int i = 0; i < 3; ++i) {
     r.in[i] = w.in[i];
@@ -52,6 +61,11 @@ inline Win3 pool_window(const ir::Node& n, const ir::Shape& x) {
   return r;
 }
 
+inline Win3 pool_window(const ir::Node& n, const ir::Shape& x) {
+  return win3(ir::window_geometry(n, ir::Shape(x.begin() + 2, x.end()), n.attr_ints("kernel_shape"),
+                                  n.attr_int("ceil_mode", 0) != 0));
+}
+
 /// Output element i = (plane, o0, o1, o2): the max of its window; with
 /// `where`, the first maximum's flat input index (storage_order 1: column-major).
 struct MaxPoolOut {
@@ -61,10 +75,8 @@ struct MaxPoolOut {
   Win3 w;
   bool col_major;
   PIPETRAIN_HD void operator()(int64_t i) const {
-    const int64_t os = w.out_size(), pl = i / os, o = i - pl * os;
-    const int64_t oi[3] = {o / (w.out[1] * w.out[2]), (o / w.out[2]) % w.out[1], o % w.out[2]};
     int64_t st[3], lo[3], hi[3];
-    for (int a = 0; a < 3; ++a) w.taps(a, oi[a], st[a], lo[a], hi[a]);
+    const int64_t pl = w.window_of(i, st, lo, hi);
     const float* xp = x + pl * w.in_size();
     float best = -std::numeric_limits<float>::infinity();
     int64_t at = -1;
@@ -103,13 +115,9 @@ struct AveragePoolOut {
   Win3 w;
   bool include_pad;
   PIPETRAIN_HD void operator()(int64_t i) const {
-    const int64_t os = w.out_size(), pl = i / os, o = i - pl * os;
-    const int64_t oi[3] = {o / (w.out[1] * w.out[2]), (o / w.out[2]) % w.out[1], o % w.out[2]};
     int64_t st[3], lo[3], hi[3], count = 1;
-    for (int a = 0; a < 3; ++a) {
-      w.taps(a, oi[a], st[a], lo[a], hi[a]);
-      count *= w.count(a, st[a], lo[a], hi[a], include_pad);
-    }
+    const int64_t pl = w.window_of(i, st, lo, hi);
+    for (int a = 0; a < 3; ++a) count *= w.count(a, st[a], lo[a], hi[a], include_pad);
     const float* xp = x + pl * w.in_size();
     double sum = 0;
     for (int64_t a = lo[0]; a < hi[0]; ++a)
@@ -139,10 +147,8 @@ struct MaxPoolArgmax {
   int64_t* where;
   Win3 w;
   PIPETRAIN_HD void operator()(int64_t i) const {
-    const int64_t os = w.out_size(), pl = i / os, o = i - pl * os;
-    const int64_t oi[3] = {o / (w.out[1] * w.out[2]), (o / w.out[2]) % w.out[1], o % w.out[2]};
     int64_t st[3], lo[3], hi[3];
-    for (int a = 0; a < 3; ++a) w.taps(a, oi[a], st[a], lo[a], hi[a]);
+    const int64_t pl = w.window_of(i, st, lo, hi);
     const float* xp = x + pl * w.in_size();
     float best = 0.0f;
     int64_t at = -1;

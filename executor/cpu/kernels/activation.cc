@@ -9,6 +9,7 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/ew_common.h"
 #include "executor/cpu/kernels/vec_math.h"
+#include "executor/device/clip_bounds.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -113,26 +114,10 @@ void gelu_kernel(KernelContext& ctx) {
 void clip_kernel(KernelContext& ctx) {
   dispatch<float, int64_t, int32_t>(ctx.in(0).dtype(), [&](auto tag) {
     using T = decltype(tag);
-    auto bound = [&](size_t i, const char* attr, T dflt) -> T {
-      if (ctx.has_in(i)) return ctx.in(i).data<T>()[0];
-      if (ctx.n().has_attr(attr)) {
-        const float v = ctx.n().attr_float(attr, 0.0f);
-        if constexpr (std::is_floating_point_v<T>)
-          return v;
-        else
-          return float_to_int<T>(v);
-      }
-      return dflt;
-    };
-    constexpr bool kFloatT = std::is_floating_point_v<T>;
-    const T lo = bound(
-        1, "min", kFloatT ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest());
-    const T hi = bound(
-        2, "max", kFloatT ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max());
     const T* x = ctx.in(0).data<T>();
     T* y = ctx.out(0).data<T>();
     const int64_t n = ctx.in(0).numel();
-    const device::ClipFn<T> clip{lo, hi};
+    const device::ClipFn<T> clip = device::clip_bounds<T>(ctx);
     for (int64_t i = 0; i < n; ++i) y[i] = clip(x[i]);
   });
 }

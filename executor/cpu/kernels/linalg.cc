@@ -12,6 +12,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/cpu_threads.h"
+#include "executor/device/matmul_batches.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -73,49 +74,18 @@ void matmul(KernelContext& ctx) {
   const ir::Tensor& a = ctx.in(0);  // (batch_a..., M, K) or (K)
   const ir::Tensor& b = ctx.in(1);  // (batch_b..., K, N) or (K)
   ir::Tensor& y = ctx.out(0);       // (batch..., M, N) without the axes a 1-D operand lacks
-  const ir::Shape& as = a.shape();
-  const ir::Shape& bs = b.shape();
-  int64_t m = as.size() >= 2 ? as[as.size() - 2] : 1;
-  int64_t k = as.back();
-  int64_t n = bs.size() >= 2 ? bs.back() : 1;
-  ir::Shape batch_a(as.begin(), as.end() - (as.size() >= 2 ? 2 : 1));
-  ir::Shape batch_b(bs.begin(), bs.end() - (bs.size() >= 2 ? 2 : 1));
   const float* ad = a.data<float>();
   const float* bd = b.data<float>();
   float* yd = y.data<float>();
-  if (ir::numel(batch_b) == 1) {
-    // One B for every batch: the batches of A stack into one (batch_a * M, K) matrix.
-    sgemm(false, false, ir::numel(batch_a) * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd);
+  const auto mb = device::matmul_batches(a.shape(), b.shape());
+  const int64_t m = mb.m, n = mb.n, k = mb.k;
+  if (ir::numel(mb.batch_b) == 1) {
+    sgemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd);
     return;
   }
-  // Broadcast batch axes: a size-1 (or missing) axis of an operand has stride 0.
-  size_t rank = std::max(batch_a.size(), batch_b.size());
-  ir::Shape batch(rank), stride_a(rank, 0), stride_b(rank, 0);
-  int64_t sa = m * k, sb = k * n;
-  for (size_t i = rank; i-- > 0;) {
-    size_t ia = i + batch_a.size(), ib = i + batch_b.size();  // index + own rank - rank
-    int64_t da = ia >= rank ? batch_a[ia - rank] : 1;
-    int64_t db = ib >= rank ? batch_b[ib - rank] : 1;
-    batch[i] = std::max(da, db);
-    stride_a[i] = da == 1 ? 0 : sa;
-    stride_b[i] = db == 1 ? 0 : sb;
-    sa *= da;
-    sb *= db;
-  }
-  int64_t count = ir::numel(batch);
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t t = 0; t < count; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i < rank; ++i) {
-      oa += idx[i] * stride_a[i];
-      ob += idx[i] * stride_b[i];
-    }
-    sgemm(false, false, m, n, k, 1.0f, ad + oa, k, bd + ob, n, 0.0f, yd + t * m * n);
-    for (size_t i = rank; i-- > 0;) {  // next batch index, last axis fastest
-      if (++idx[i] < batch[i]) break;
-      idx[i] = 0;
-    }
-  }
+  for (size_t t = 0; t < mb.offsets.size(); ++t)
+    sgemm(false, false, m, n, k, 1.0f, ad + mb.offsets[t].first, k, bd + mb.offsets[t].second, n,
+          0.0f, yd + static_cast<int64_t>(t) * m * n);
 }
 
 }  // namespace
