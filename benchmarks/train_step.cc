@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   std::string backend_name = "cpu";
   app.add_option("model", model_path)->required();
   app.add_option("--backend", backend_name, "cpu, cuda or portable");
+  bool bf16 = false;
+  app.add_flag("--bf16", bf16, "bf16 mixed precision (cuda, portable)");
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
@@ -38,7 +40,8 @@ int main(int argc, char** argv) {
     io.batch = batch;
     ir::Graph model = importer::import_model(model_path, io);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
-    auto backend = exec::make_backend(backend_name, 0);
+    auto backend =
+        exec::make_backend(backend_name, 0, bf16 ? exec::Precision::kBf16 : exec::Precision::kFp32);
     exec::TrainerOptions to;
     to.optimizer.lr = 0.01;
     to.optimizer.momentum = 0.9;
@@ -65,7 +68,8 @@ int main(int argc, char** argv) {
     for (int64_t s = 0; s < warmup + steps; ++s) {
       auto t0 = std::chrono::steady_clock::now();
       trainer.step(feeds);
-      double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      double dt =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (s >= warmup) ms.push_back(dt);
     }
     std::sort(ms.begin(), ms.end());

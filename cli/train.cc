@@ -40,7 +40,7 @@ void train(TrainArgs& a) {
   data::DataSplit split = data::load_data(a.data, dopt);
 
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {a.loss, a.loss_output});
-  auto backend = exec::make_backend(a.backend, 0);
+  auto backend = exec::make_backend(a.backend, 0, a.precision_kind());
   a.trainer.seed = a.seed;
   if (a.trainer.schedule.total_steps == 0)
     a.trainer.schedule.total_steps =
@@ -122,6 +122,11 @@ void add_train_command(CLI::App& app) {
                   "rank's local GPU with --comm mpi); portable (the CUDA kernels' code run on the "
                   "CPU, for checking)")
       ->check(CLI::IsMember({"cpu", "cuda", "portable"}))
+      ->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "fp32, or bf16 mixed precision (cuda, portable): GEMMs, convolutions and LSTMs "
+                  "on bf16-rounded inputs and outputs with fp32 accumulation, fp32 master weights")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
   cmd->add_flag("--profile", a->profile, "Print the time per op type of a training step");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli/model_options.h"
+#include "executor/backend.h"
 #include "executor/trainer.h"
 
 namespace pipetrain::cli {
@@ -27,7 +28,12 @@ struct TrainArgs {
   int threads = 0;  // 0: one worker uses 1; a pipeline shares the cores among its workers
   bool quiet = false;
   bool profile = false;
-  std::string backend = "cpu";  // cpu, cuda (pipelined: one GPU per worker), portable
+  std::string backend = "cpu";     // cpu, cuda (pipelined: one GPU per worker), portable
+  std::string precision = "fp32";  // fp32 or bf16 (mixed precision, device backends)
+
+  exec::Precision precision_kind() const {
+    return precision == "bf16" ? exec::Precision::kBf16 : exec::Precision::kFp32;
+  }
 
   // Pipelined training (any of the first three selects it).
   int stages = 0;         // a straight pipeline, balanced by measured time

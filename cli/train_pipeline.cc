@@ -282,12 +282,15 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
+  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32)
+    throw PlanError("bf16 mixed precision runs on --backend cuda (or portable, its CPU twin)");
   if (a.backend != "cpu") {
     // Worker w on GPU w mod count; across processes, the rank's local GPU.
     const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
     const int local_rank = comm ? exec::mpi_local_rank() : 0;
-    po.make_backend = [name = a.backend, gpus, local_rank, multi = comm != nullptr](int w) {
-      return exec::make_backend(name, (multi ? local_rank : w) % gpus);
+    po.make_backend = [name = a.backend, gpus, local_rank, multi = comm != nullptr,
+                       precision = a.precision_kind()](int w) {
+      return exec::make_backend(name, (multi ? local_rank : w) % gpus, precision);
     };
   }
   std::vector<exec::PipelineStage> stages;
@@ -312,7 +315,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         p > 1 ? "s" : "", workers, plan.config(),
         comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
-        threads > 1 ? "s" : "", a.backend, stage_list(plan));
+        threads > 1 ? "s" : "", a.backend + (a.precision == "bf16" ? " bf16" : ""),
+        stage_list(plan));
 
   // Rank 0 reports and writes the files; the other ranks train quietly.
   std::optional<TrainReport> report;

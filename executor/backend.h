@@ -34,14 +34,21 @@ class Backend {
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).
 std::unique_ptr<Backend> make_cpu_backend();
+/// Arithmetic precision of the device backends: fp32, or bf16 mixed precision
+/// (executor/device/bf16.h: GEMMs, convolutions and LSTMs on bf16-rounded
+/// inputs and outputs with fp32 accumulation; fp32 master weights).
+enum class Precision { kFp32, kBf16 };
+
 /// The device backends' shared kernels (executor/device) run on the host: the
 /// CPU tests' way to check the code the CUDA backend runs. For tests, not speed.
-std::unique_ptr<Backend> make_portable_backend();
+std::unique_ptr<Backend> make_portable_backend(Precision precision = Precision::kFp32);
 /// The CUDA backend on device `device`; throws RuntimeFault "built without CUDA"
 /// in a build without nvcc, or when no device is present.
-std::unique_ptr<Backend> make_cuda_backend(int device);
-/// "cpu", "cuda" (on `device`) or "portable"; PlanError for another name.
-std::unique_ptr<Backend> make_backend(const std::string& name, int device = 0);
+std::unique_ptr<Backend> make_cuda_backend(int device, Precision precision = Precision::kFp32);
+/// "cpu", "cuda" (on `device`) or "portable"; PlanError for another name, or
+/// for bf16 on the CPU backend.
+std::unique_ptr<Backend> make_backend(const std::string& name, int device = 0,
+                                      Precision precision = Precision::kFp32);
 /// Number of CUDA devices visible (0 in a build without CUDA).
 int cuda_device_count();
 /// Sets the BLAS/oneDNN thread count used by CPU kernels.

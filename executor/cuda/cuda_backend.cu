@@ -16,6 +16,7 @@
 #include "executor/cuda/caching_allocator.h"
 #include "executor/cuda/cuda_blas.h"
 #include "executor/cuda/cuda_exec.h"
+#include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
 #include "ir/error.h"
@@ -28,7 +29,8 @@ using cuda::CudaExec;
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  CudaBackend(int device, Precision precision)
+      : device_(device), bf16_(precision == Precision::kBf16) {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
     PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
     PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
@@ -52,7 +54,9 @@ class CudaBackend final : public Backend {
     cudaStreamDestroy(copy_);
   }
 
-  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  std::string name() const override {
+    return "cuda:" + std::to_string(device_) + (bf16_ ? " bf16" : "");
+  }
 
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
     return device::support_reason(g, n, kLibrary, "CUDA");
@@ -70,6 +74,8 @@ class CudaBackend final : public Backend {
     try {
       stage_in(ctx, ex, args);
       const std::string& op = ctx.n().op_type;
+      const bool bf16 = bf16_ && device::bf16_ops().count(op);
+      if (bf16) round_floats(ex, args.in);  // staged copies: the host masters stay fp32
       if (op == "Gemm") {
         cuda::gemm_op(ex, args);
       } else if (op == "MatMul") {
@@ -81,6 +87,7 @@ class CudaBackend final : public Backend {
           throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernel for " + op);
         it->second(ex, args);
       }
+      if (bf16) round_floats(ex, args.out);
       stage_out(ctx, args);
     } catch (...) {
       cudaStreamSynchronize(compute_);
@@ -92,6 +99,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  static void round_floats(CudaExec& ex, const std::vector<device::DeviceTensor>& ts) {
+    for (const device::DeviceTensor& t : ts)
+      if (t.defined() && t.dtype == ir::DType::kF32)
+        ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
+  }
+
   // Inputs to the device on the copy stream; outputs allocated and zeroed
   // (the runner promises zero-filled outputs to kernels that accumulate).
   void stage_in(const KernelContext& ctx, CudaExec& ex, device::DeviceOpArgs& args) {
@@ -142,6 +155,7 @@ class CudaBackend final : public Backend {
 
   const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
   int device_;
+  bool bf16_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr, outputs_ready_ = nullptr;
   cublasHandle_t blas_ = nullptr;
@@ -157,13 +171,13 @@ int cuda_device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) {
+std::unique_ptr<Backend> make_cuda_backend(int device, Precision precision) {
   const int n = cuda_device_count();
   if (n == 0) throw RuntimeFault("no CUDA device is present");
   if (device < 0 || device >= n)
     throw RuntimeFault("CUDA device " + std::to_string(device) + " does not exist (" +
                        std::to_string(n) + " present)");
-  return std::make_unique<CudaBackend>(device);
+  return std::make_unique<CudaBackend>(device, precision);
 }
 
 }  // namespace pipetrain::exec

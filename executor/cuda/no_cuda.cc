@@ -5,7 +5,7 @@
 
 namespace pipetrain::exec {
 
-std::unique_ptr<Backend> make_cuda_backend(int /*device*/) {
+std::unique_ptr<Backend> make_cuda_backend(int /*device*/, Precision /*precision*/) {
   throw RuntimeFault("pipetrain was built without CUDA (nvcc was not found at configure time)");
 }
 

@@ -10,6 +10,7 @@
 #include <cblas.h>
 
 #include "executor/backend.h"
+#include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
 #include "ir/error.h"
@@ -59,13 +60,43 @@ device::DeviceTensor view(const ir::Tensor* t) {
 
 class PortableBackend final : public Backend {
  public:
-  std::string name() const override { return "portable"; }
+  explicit PortableBackend(Precision precision) : bf16_(precision == Precision::kBf16) {}
+  std::string name() const override { return bf16_ ? "portable-bf16" : "portable"; }
 
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
     return device::support_reason(g, n, kLibrary, "portable");
   }
 
   void run(KernelContext& ctx) override {
+    if (bf16_ && device::bf16_ops().count(ctx.n().op_type)) return run_bf16(ctx);
+    run_fp32(ctx);
+  }
+
+ private:
+  // Rounded copies of the float inputs (the originals may be master weights),
+  // then the outputs rounded in place.
+  void run_bf16(KernelContext& ctx) {
+    std::vector<ir::Tensor> rounded;
+    KernelContext c = ctx;
+    rounded.reserve(ctx.inputs.size());
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const ir::Tensor* t = c.inputs[i];
+      if (!t || t->dtype() != ir::DType::kF32) continue;
+      rounded.push_back(t->clone());
+      HostExec ex;
+      ex.for_each(t->numel(), device::RoundBf16{rounded.back().data<float>()});
+      c.inputs[i] = &rounded.back();
+      if (i < c.input_is_value.size()) c.input_is_value[i] = false;  // not the cached bytes
+    }
+    run_fp32(c);
+    for (ir::Tensor* t : ctx.outputs)
+      if (t && t->dtype() == ir::DType::kF32) {
+        HostExec ex;
+        ex.for_each(t->numel(), device::RoundBf16{t->data<float>()});
+      }
+  }
+
+  void run_fp32(KernelContext& ctx) {
     const auto& ops = device::device_ops<HostExec>();
     auto it = ops.find(ctx.n().op_type);
     if (it == ops.end()) {  // host and library ops
@@ -80,15 +111,15 @@ class PortableBackend final : public Backend {
     it->second(ex, args);
   }
 
- private:
+  const bool bf16_;
   const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_portable_backend() {
-  return std::make_unique<PortableBackend>();
+std::unique_ptr<Backend> make_portable_backend(Precision precision) {
+  return std::make_unique<PortableBackend>(precision);
 }
 
 }  // namespace pipetrain::exec

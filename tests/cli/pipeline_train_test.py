@@ -177,6 +177,24 @@ class PipelineTrainTest(unittest.TestCase):
                 self.assertIn("backend portable", r.stdout)
             self.assert_same_weights(self.path("c.onnx"), self.path("p.onnx"))
 
+    def test_bf16_mixed_precision_trains_and_needs_a_device_backend(self):
+        self.ok(self.train("f", "--stages", 2, "--max-steps", 40, "-o", self.path("f.onnx")))
+        r = self.ok(self.train("b", "--stages", 2, "--max-steps", 40, "--backend", "portable",
+                               "--precision", "bf16", "-o", self.path("b.onnx")))
+        self.assertIn("backend portable bf16", r.stdout)
+        fp32, bf16 = weights(self.path("f.onnx")), weights(self.path("b.onnx"))
+        self.assertEqual(fp32.keys(), bf16.keys())
+        # The masters stay fp32 (not on the bf16 grid) and follow the fp32 run closely.
+        for k in fp32:
+            self.assertFalse((fp32[k] == bf16[k]).all(), f"{k}: bf16 changed nothing")
+            self.assertLess(abs(fp32[k] - bf16[k]).max(), 0.05 * abs(fp32[k]).max(), k)
+        off_grid = [w for w in bf16.values() if (w.view("uint32") & 0xffff).any()]
+        self.assertTrue(off_grid, "the master weights were rounded to bf16")
+        for extra in ([], ["--stages", 2]):
+            r = self.train("c", *extra, "--max-steps", 2, "--precision", "bf16")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("bf16 mixed precision runs on --backend cuda", r.stderr)
+
     def test_cuda_backend_without_a_gpu_says_so(self):
         if os.path.exists("/dev/nvidia0"):
             self.skipTest("a GPU is present")

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "executor/backend.h"
+#include "executor/device/bf16.h"
 #include "executor/device/device_support.h"
 #include "ir/op_list.h"
 #include "tests/autodiff/grad_cases.h"
@@ -26,9 +27,12 @@ bool same_bits(const ir::Tensor& a, const ir::Tensor& b) {
          std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
-// Runs every case on `device` and the CPU; returns the ops it could not run.
-std::set<std::string> compare_on(exec::Backend& device, double tolerance) {
-  auto cpu = exec::make_cpu_backend();
+// Runs every case on `device` and on `reference` (default: the CPU backend);
+// returns the ops the device could not run.
+std::set<std::string> compare_on(exec::Backend& device, double tolerance,
+                                 exec::Backend* reference = nullptr) {
+  auto cpu_backend = exec::make_cpu_backend();
+  exec::Backend* cpu = reference ? reference : cpu_backend.get();
   std::set<std::string> unsupported;
   int compared = 0;
   for (const GradCase& c : grad_cases::all_cases()) {
@@ -52,7 +56,9 @@ std::set<std::string> compare_on(exec::Backend& device, double tolerance) {
       if (exact)
         EXPECT_TRUE(same_bits(got.at(name), t)) << c.name << ": output " << name << " differs";
       else
-        EXPECT_LE(closeness(got.at(name), t, 1e-4, 1e-5), 1.0) << c.name << ": output " << name;
+        EXPECT_LE(closeness(got.at(name), t, std::max(tolerance, 1e-4), std::max(tolerance, 1e-5)),
+                  1.0)
+            << c.name << ": output " << name;
     }
     ++compared;
   }
@@ -258,6 +264,64 @@ TEST(DeviceParity, CudaKernelsMatchTheCpu) {
     for (size_t k = 0; k < want.size(); ++k)
       EXPECT_LE(closeness(got[k], want[k], 1e-5, 1e-6), 1.0) << name << ": output " << k;
   }
+}
+
+TEST(DeviceBf16, CudaBf16MatchesPortableBf16) {
+  if (exec::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto cuda = exec::make_cuda_backend(0, exec::Precision::kBf16);
+  auto portable = exec::make_portable_backend(exec::Precision::kBf16);
+  EXPECT_EQ(compare_on(*cuda, 1e-2, portable.get()), std::set<std::string>{});
+}
+
+TEST(DeviceBf16, RoundingIsTheBf16ConversionsRoundTrip) {
+  const float specials[] = {0.0f,      -0.0f,  1.0f,    1.00390625f, 1.005859375f, 3.14159265f,
+                            -2.5e-38f, 1e-45f, 3.4e38f, INFINITY,    -INFINITY,    NAN};
+  for (float v : specials) {
+    const float want = ir::bf16_to_f32(ir::f32_to_bf16(v));
+    const float got = exec::device::round_bf16(v);
+    if (std::isnan(v))
+      EXPECT_TRUE(std::isnan(got));
+    else
+      EXPECT_EQ(std::memcmp(&got, &want, 4), 0) << v;
+  }
+  for (uint32_t b = 0; b < 0xffffffffu - 9973u * 65536u; b += 9973u * 65536u + 7u) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    if (std::isnan(v)) continue;
+    const float want = ir::bf16_to_f32(ir::f32_to_bf16(v)), got = exec::device::round_bf16(v);
+    EXPECT_EQ(std::memcmp(&got, &want, 4), 0) << b;
+  }
+}
+
+// A bf16 op equals the fp32 op on bf16-rounded inputs, its output rounded:
+// fp32 accumulation, bf16 in and out; the inputs themselves are untouched.
+TEST(DeviceBf16, GemmAndMatMulRoundInputsAndOutputsOnly) {
+  auto bf16 = exec::make_portable_backend(exec::Precision::kBf16);
+  auto rounded = [](ir::Tensor t) {
+    t = t.clone();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = exec::device::round_bf16(t.data<float>()[i]);
+    return t;
+  };
+  ir::Tensor a(ir::DType::kF32, {5, 7}), b(ir::DType::kF32, {7, 3}), c(ir::DType::kF32, {3});
+  for (int64_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = 0.1f * static_cast<float>(i) - 1.3f;
+  for (int64_t i = 0; i < b.numel(); ++i)
+    b.data<float>()[i] = 0.37f * static_cast<float>(i % 5) - 0.51f;
+  for (int64_t i = 0; i < c.numel(); ++i)
+    c.data<float>()[i] = 0.013f * static_cast<float>(i) + 0.3f;
+  const ir::Tensor a0 = a.clone();
+  for (const std::string op : {"Gemm", "MatMul"}) {
+    std::vector<OpInput> ins = {in(a), in(b)}, want_ins = {in(rounded(a)), in(rounded(b))};
+    if (op == "Gemm") {
+      ins.push_back(in(c));
+      want_ins.push_back(in(rounded(c)));
+    }
+    const ir::Tensor got = run_op(op, ins, {}, 1, false, 0, {}, bf16.get())[0];
+    const ir::Tensor want = rounded(run_op(op, want_ins)[0]);
+    EXPECT_TRUE(same_bits(got, want)) << op;
+    EXPECT_FALSE(same_bits(got, run_op(op, ins)[0])) << op << ": bf16 changed nothing";
+  }
+  EXPECT_TRUE(same_bits(a, a0)) << "the input (a master weight, say) was rounded in place";
 }
 
 }  // namespace
