@@ -41,13 +41,19 @@ extern "C" void request_stop(int) {
 }
 
 // Ctrl-C from the start of the command on sets g_stop (the run stops at its
-// first round boundary); the previous handler comes back when the command ends.
+// first round boundary); so does SIGUSR1, which mpirun forwards to every rank
+// (its Ctrl-C kills the job instead). The previous handlers come back when the
+// command ends.
 struct SigintGuard {
-  void (*previous)(int) = std::signal(SIGINT, request_stop);
+  void (*previous_int)(int) = std::signal(SIGINT, request_stop);
+  void (*previous_usr1)(int) = std::signal(SIGUSR1, request_stop);
   SigintGuard() = default;
   SigintGuard(const SigintGuard&) = delete;
   SigintGuard& operator=(const SigintGuard&) = delete;
-  ~SigintGuard() { std::signal(SIGINT, previous); }
+  ~SigintGuard() {
+    std::signal(SIGINT, previous_int);
+    std::signal(SIGUSR1, previous_usr1);
+  }
 };
 
 using partitioner::ScheduleKind;

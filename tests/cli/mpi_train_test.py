@@ -100,6 +100,43 @@ class MpiTrainTest(unittest.TestCase):
                 self.assert_same(self.path(name + "-t/checkpoint.onnx"),
                                  self.path(name + "-m/checkpoint.onnx"))
 
+    def test_checkpoints_resume_across_ranks_as_threads_train(self):
+        common = ["--plan", self.straight, "--schedule", "1f1b-flush", "--microbatches", 2]
+        t = run(*self.args("whole", *common, "--max-steps", 40, "-o", self.path("whole.onnx")))
+        self.assertEqual(t.returncode, 0, t.stderr)
+        first = mpirun(4, *self.args("half", *common, "--max-steps", 20, "--checkpoint-every", 20),
+                       "--comm", "mpi")
+        self.assertEqual(first.returncode, 0, first.stderr)
+        rest = mpirun(4, *self.args("rest", *common, "--max-steps", 40, "--resume",
+                                    self.path("half/checkpoint.onnx"), "-o",
+                                    self.path("resumed.onnx")), "--comm", "mpi")
+        self.assertEqual(rest.returncode, 0, rest.stderr)
+        self.assertIn("resuming from", rest.stdout)
+        self.assert_same(self.path("whole.onnx"), self.path("resumed.onnx"))
+
+    def test_sigusr1_to_mpirun_stops_at_a_round_with_a_checkpoint(self):
+        # mpirun forwards SIGUSR1 to every rank (its Ctrl-C kills the job).
+        job = subprocess.Popen(
+            [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", PIPETRAIN,
+             *map(str, self.args("usr1", "--plan", self.straight, "--epochs", 100000,
+                                 "--comm", "mpi"))],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            metrics = self.path("usr1/metrics.jsonl")
+            deadline = time.monotonic() + 60
+            while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+                self.assertLess(time.monotonic(), deadline, "training never started")
+                time.sleep(0.1)
+            job.send_signal(signal.SIGUSR1)
+            out, _ = job.communicate(timeout=30)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+        self.assertEqual(job.returncode, 130, out)
+        self.assertRegex(out, r"interrupted at step \d+: checkpoint .*usr1/checkpoint.onnx")
+        self.assertTrue(os.path.exists(self.path("usr1/checkpoint.onnx")))
+
     def test_a_failing_rank_stops_every_rank_naming_it(self):
         start = time.monotonic()
         r = mpirun(4, *self.args("nan", "--plan", self.straight, "--max-steps", 30, lr=1e12),
