@@ -3,7 +3,9 @@
 // running its op list of a schedule (partitioner/schedules.h). Activations
 // and gradients move as messages tagged (tensor, microbatch, phase) straight
 // from the producing stage's replica to the consuming one (skip connections
-// included); replicas allreduce their gradients before each update.
+// included); replicas allreduce their gradients before each update. In one
+// process every worker is a thread on local communicators; across processes
+// (PipelineOptions::comm, e.g. MPI) each process runs its rank's worker.
 //
 // A round is one call of run(): flush schedules (gpipe, 1f1b) run one
 // optimizer step over the microbatches given; pipedream runs each given
