@@ -1,5 +1,6 @@
 // The CUDA backend. Each node runs the shared op implementations
-// (executor/device) through CudaExec, or cuBLAS for Gemm/MatMul; shape
+// (executor/device) through CudaExec, cuBLAS for Gemm/MatMul, cuDNN for the
+// Conv/ConvGrad windows it can express; shape
 // metadata ops (Shape, Constant, ...) run on the host. The executor hands
 // kernels host tensors, so a node's inputs are staged to device buffers on
 // the copy stream, the compute stream waits for them (an event), runs the
@@ -16,6 +17,7 @@
 #include "executor/cuda/caching_allocator.h"
 #include "executor/cuda/cuda_blas.h"
 #include "executor/cuda/cuda_exec.h"
+#include "executor/cuda/cudnn_conv.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
@@ -40,6 +42,10 @@ class CudaBackend final : public Backend {
     PIPETRAIN_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
     // Deterministic: no atomics-based reductions inside cuBLAS.
     PIPETRAIN_CUBLAS_CHECK(cublasSetAtomicsMode(blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
+    if (cudnnCreate(&cudnn_) != CUDNN_STATUS_SUCCESS)
+      throw RuntimeFault("cudnnCreate failed on CUDA device " + std::to_string(device_));
+    if (cudnnSetStream(cudnn_, compute_) != CUDNN_STATUS_SUCCESS)
+      throw RuntimeFault("cudnnSetStream failed");
   }
 
   ~CudaBackend() override {
@@ -47,6 +53,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(compute_);
     cudaStreamSynchronize(copy_);
     memory_.empty_cache();
+    cudnnDestroy(cudnn_);
     cublasDestroy(blas_);
     cudaEventDestroy(inputs_ready_);
     cudaEventDestroy(outputs_ready_);
@@ -80,6 +87,8 @@ class CudaBackend final : public Backend {
         cuda::gemm_op(ex, args);
       } else if (op == "MatMul") {
         cuda::matmul_op(ex, args);
+      } else if ((op == "Conv" || op == "ConvGrad") && conv_on_cudnn(ex, args)) {
+        // done by cuDNN
       } else {
         const auto& ops = device::device_ops<CudaExec>();
         auto it = ops.find(op);
@@ -99,6 +108,31 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Conv / ConvGrad through cuDNN; false when cuDNN cannot express the window
+  // (the shared im2col path runs it then).
+  bool conv_on_cudnn(CudaExec& ex, device::DeviceOpArgs& args) {
+    const ir::Node& n = args.n();
+    if (n.op_type == "Conv") {
+      cpu::ConvArgs a =
+          device::conv_shapes(n, false, args.in[0].shape, args.in[1].shape, args.out[0].shape);
+      if (ir::numel(a.y) == 0) return true;
+      a.x_data = args.in[0].data<float>();
+      a.w_data = args.in[1].data<float>();
+      a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
+      a.y_data = args.out[0].data<float>();
+      return cuda::cudnn_conv(ex, cudnn_, a);
+    }
+    cpu::ConvArgs a =
+        device::conv_grad_shapes(n, false, args.in[0].shape, args.in[1].shape, args.in[2].shape);
+    if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return true;
+    a.x_data = args.in[1].data<float>();
+    a.w_data = args.in[2].data<float>();
+    return cuda::cudnn_conv_grad(ex, cudnn_, a, args.in[0].data<float>(),
+                                 args.has_out(0) ? args.out[0].data<float>() : nullptr,
+                                 args.has_out(1) ? args.out[1].data<float>() : nullptr,
+                                 args.has_out(2) ? args.out[2].data<float>() : nullptr);
+  }
+
   static void round_floats(CudaExec& ex, const std::vector<device::DeviceTensor>& ts) {
     for (const device::DeviceTensor& t : ts)
       if (t.defined() && t.dtype == ir::DType::kF32)
@@ -159,6 +193,7 @@ class CudaBackend final : public Backend {
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr, outputs_ready_ = nullptr;
   cublasHandle_t blas_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
   cuda::CachingAllocator memory_;
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };

@@ -141,20 +141,27 @@ void conv_op(Exec& ex, DeviceOpArgs& args) {
   conv_run(ex, a);
 }
 
-/// (dY, X, W) -> (dX, dW, dB), each when present: dX by the adjoint op, dW by
-/// im2col + GEMM accumulated over the samples, dB by BiasGrad.
-template <bool kTransposed, typename Exec>
-void conv_grad_op(Exec& ex, DeviceOpArgs& args) {
-  const ir::Node& n = args.n();
-  cpu::ConvArgs a =
-      conv_shapes(n, kTransposed, args.in[1].shape, args.in[2].shape, args.in[0].shape);
-  ir::Shape want = {a.x[0], kTransposed ? a.w[1] * a.group : a.w[0]};
+/// The forward a ConvGrad / ConvTransposeGrad node (dY, X, W) differentiates;
+/// ModelError when dY is not that forward's output.
+inline cpu::ConvArgs conv_grad_shapes(const ir::Node& n, bool transposed, const ir::Shape& dy,
+                                      const ir::Shape& x, const ir::Shape& w) {
+  cpu::ConvArgs a = conv_shapes(n, transposed, x, w, dy);
+  ir::Shape want = {a.x[0], transposed ? a.w[1] * a.group : a.w[0]};
   want.insert(want.end(), a.geo.out.begin(), a.geo.out.end());
-  const int64_t c_want = kTransposed ? a.w[0] : a.w[1] * a.group;
+  const int64_t c_want = transposed ? a.w[0] : a.w[1] * a.group;
   if (a.y != want || a.x[1] != c_want)
     throw ModelError(n.describe() + ": dY " + ir::shape_str(a.y) + " does not match the output " +
                      ir::shape_str(want) + " of the forward with X " + ir::shape_str(a.x) +
                      " and W " + ir::shape_str(a.w));
+  return a;
+}
+
+/// (dY, X, W) -> (dX, dW, dB), each when present: dX by the adjoint op, dW by
+/// im2col + GEMM accumulated over the samples, dB by BiasGrad.
+template <bool kTransposed, typename Exec>
+void conv_grad_op(Exec& ex, DeviceOpArgs& args) {
+  cpu::ConvArgs a =
+      conv_grad_shapes(args.n(), kTransposed, args.in[0].shape, args.in[1].shape, args.in[2].shape);
   if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return;
   const float* dy = args.in[0].data<float>();
   a.x_data = args.in[1].data<float>();

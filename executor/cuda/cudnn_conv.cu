@@ -1,0 +1,178 @@
+#include "executor/cuda/cudnn_conv.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "executor/device/ops_conv.h"
+
+#define PIPETRAIN_CUDNN_CHECK(call)                                            \
+  do {                                                                         \
+    const cudnnStatus_t st_ = (call);                                          \
+    if (st_ != CUDNN_STATUS_SUCCESS)                                           \
+      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
+                                      " failed: " + cudnnGetErrorString(st_)); \
+  } while (0)
+
+namespace pipetrain::exec::cuda {
+
+namespace {
+
+// The descriptors of one convolution, freed on scope exit.
+struct ConvDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  ConvDescriptors() {
+    PIPETRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    PIPETRAIN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    PIPETRAIN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    PIPETRAIN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+  }
+  ~ConvDescriptors() {
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyConvolutionDescriptor(conv);
+  }
+  ConvDescriptors(const ConvDescriptors&) = delete;
+  ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+};
+
+std::vector<int> packed_strides(const std::vector<int>& dims) {
+  std::vector<int> s(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
+  return s;
+}
+
+/// Fills the descriptors for a's Conv (1-D as 2-D with a unit height); false
+/// when cuDNN cannot express it: asymmetric or negative pads, or an output
+/// size other than the IR's.
+bool describe(const cpu::ConvArgs& a, ConvDescriptors& d) {
+  const ir::WindowGeometry& g = a.geo;
+  const size_t sp = g.rank();
+  if (a.transposed || sp < 1 || sp > 3) return false;
+  const size_t lead = sp == 1 ? 1 : 0;  // 1-D: a unit height in front
+  std::vector<int> pads, strides, dilations,
+      xd = {static_cast<int>(a.x[0]), static_cast<int>(a.x[1])},
+      wd = {static_cast<int>(a.w[0]), static_cast<int>(a.w[1])},
+      yd = {static_cast<int>(a.y[0]), static_cast<int>(a.y[1])};
+  if (lead) {
+    pads.push_back(0);
+    strides.push_back(1);
+    dilations.push_back(1);
+    xd.push_back(1);
+    wd.push_back(1);
+    yd.push_back(1);
+  }
+  for (size_t i = 0; i < sp; ++i) {
+    if (g.pads_begin[i] != g.pads_end[i] || g.pads_begin[i] < 0) return false;
+    pads.push_back(static_cast<int>(g.pads_begin[i]));
+    strides.push_back(static_cast<int>(g.strides[i]));
+    dilations.push_back(static_cast<int>(g.dilations[i]));
+    xd.push_back(static_cast<int>(g.in[i]));
+    wd.push_back(static_cast<int>(g.kernel[i]));
+    yd.push_back(static_cast<int>(g.out[i]));
+  }
+  const int nd = static_cast<int>(xd.size());
+  PIPETRAIN_CUDNN_CHECK(
+      cudnnSetTensorNdDescriptor(d.x, CUDNN_DATA_FLOAT, nd, xd.data(), packed_strides(xd).data()));
+  PIPETRAIN_CUDNN_CHECK(
+      cudnnSetFilterNdDescriptor(d.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, wd.data()));
+  PIPETRAIN_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d.conv, nd - 2, pads.data(), strides.data(),
+                                                        dilations.data(), CUDNN_CROSS_CORRELATION,
+                                                        CUDNN_DATA_FLOAT));
+  PIPETRAIN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d.conv, static_cast<int>(a.group)));
+  // FMA math: no TF32 tensor cores, so results stay within fp32 rounding of the CPU's.
+  PIPETRAIN_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  std::vector<int> out(static_cast<size_t>(nd));
+  PIPETRAIN_CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, nd, out.data()));
+  if (out != yd) return false;
+  PIPETRAIN_CUDNN_CHECK(
+      cudnnSetTensorNdDescriptor(d.y, CUDNN_DATA_FLOAT, nd, yd.data(), packed_strides(yd).data()));
+  return true;
+}
+
+/// The first algorithm cuDNN ranks that succeeded and is deterministic.
+template <typename Perf>
+bool pick(const Perf* perf, int count, Perf* chosen) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
+      *chosen = perf[i];
+      return true;
+    }
+  return false;
+}
+
+/// y[(n, m, o)] += b[m].
+struct AddChannelBias {
+  float* y;
+  const float* b;
+  int64_t channels, size;
+  __device__ void operator()(int64_t i) const { y[i] += b[(i / size) % channels]; }
+};
+
+}  // namespace
+
+bool cudnn_conv(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a) {
+  ConvDescriptors d;
+  if (!describe(a, d)) return false;
+  constexpr int kAlgos = 8;
+  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos], algo;
+  int found = 0;
+  PIPETRAIN_CUDNN_CHECK(
+      cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kAlgos, &found, perf));
+  if (!pick(perf, found, &algo)) return false;
+  void* work = ex.scratch<std::byte>(static_cast<int64_t>(algo.memory));
+  const float one = 1.0f, zero = 0.0f;
+  PIPETRAIN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, a.x_data, d.w, a.w_data, d.conv,
+                                                algo.algo, work, algo.memory, &zero, d.y,
+                                                a.y_data));
+  if (a.b_data) {
+    const int64_t channels = a.y[1], size = ir::numel(a.y) / (a.y[0] * channels);
+    ex.for_each(ir::numel(a.y), AddChannelBias{a.y_data, a.b_data, channels, size});
+  }
+  return true;
+}
+
+bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a, const float* dy,
+                     float* dx, float* dw, float* db) {
+  ConvDescriptors d;
+  if (!describe(a, d)) return false;
+  constexpr int kAlgos = 8;
+  cudnnConvolutionBwdDataAlgoPerf_t data_perf[kAlgos], data_algo{};
+  cudnnConvolutionBwdFilterAlgoPerf_t filter_perf[kAlgos], filter_algo{};
+  int found = 0;
+  if (dx) {
+    PIPETRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
+                                                                      kAlgos, &found, data_perf));
+    if (!pick(data_perf, found, &data_algo)) return false;
+  }
+  if (dw) {
+    PIPETRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x, d.y, d.conv, d.w, kAlgos, &found, filter_perf));
+    if (!pick(filter_perf, found, &filter_algo)) return false;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  if (dx) {
+    void* work = ex.scratch<std::byte>(static_cast<int64_t>(data_algo.memory));
+    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, a.w_data, d.y, dy, d.conv,
+                                                       data_algo.algo, work, data_algo.memory,
+                                                       &zero, d.x, dx));
+  }
+  if (dw) {
+    void* work = ex.scratch<std::byte>(static_cast<int64_t>(filter_algo.memory));
+    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, a.x_data, d.y, dy, d.conv,
+                                                         filter_algo.algo, work, filter_algo.memory,
+                                                         &zero, d.w, dw));
+  }
+  if (db) {
+    const int64_t n_batch = a.y[0], m_out = a.y[1];
+    ex.for_each(m_out,
+                device::BiasGrad{dy, db, n_batch, m_out, ir::numel(a.y) / (n_batch * m_out)});
+  }
+  return true;
+}
+
+}  // namespace pipetrain::exec::cuda
