@@ -146,13 +146,7 @@ void conv_op(Exec& ex, DeviceOpArgs& args) {
 inline cpu::ConvArgs conv_grad_shapes(const ir::Node& n, bool transposed, const ir::Shape& dy,
                                       const ir::Shape& x, const ir::Shape& w) {
   cpu::ConvArgs a = conv_shapes(n, transposed, x, w, dy);
-  ir::Shape want = {a.x[0], transposed ? a.w[1] * a.group : a.w[0]};
-  want.insert(want.end(), a.geo.out.begin(), a.geo.out.end());
-  const int64_t c_want = transposed ? a.w[0] : a.w[1] * a.group;
-  if (a.y != want || a.x[1] != c_want)
-    throw ModelError(n.describe() + ": dY " + ir::shape_str(a.y) + " does not match the output " +
-                     ir::shape_str(want) + " of the forward with X " + ir::shape_str(a.x) +
-                     " and W " + ir::shape_str(a.w));
+  cpu::check_conv_grad_shapes(n, a);
   return a;
 }
 

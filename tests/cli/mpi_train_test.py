@@ -116,17 +116,8 @@ class MpiTrainTest(unittest.TestCase):
 
     def test_sigusr1_to_mpirun_stops_at_a_round_with_a_checkpoint(self):
         # mpirun forwards SIGUSR1 to every rank (its Ctrl-C kills the job).
-        job = subprocess.Popen(
-            [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", PIPETRAIN,
-             *map(str, self.args("usr1", "--plan", self.straight, "--epochs", 100000,
-                                 "--comm", "mpi"))],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        job = self.start_long_job("usr1")
         try:
-            metrics = self.path("usr1/metrics.jsonl")
-            deadline = time.monotonic() + 60
-            while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
-                self.assertLess(time.monotonic(), deadline, "training never started")
-                time.sleep(0.1)
             job.send_signal(signal.SIGUSR1)
             out, _ = job.communicate(timeout=30)
         finally:
@@ -149,18 +140,8 @@ class MpiTrainTest(unittest.TestCase):
                                     r"step \d+, microbatch \d+: the loss is (NaN|Inf)")
 
     def test_a_killed_rank_ends_the_job_within_10_seconds_naming_it(self):
-        job = subprocess.Popen(
-            [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", PIPETRAIN,
-             *map(str, self.args("killed", "--plan", self.straight, "--epochs", 100000,
-                                 "--comm", "mpi"))],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        job = self.start_long_job("killed")
         try:
-            metrics = self.path("killed/metrics.jsonl")
-            deadline = time.monotonic() + 60
-            while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
-                self.assertLess(time.monotonic(), deadline, "training never started")
-                self.assertIsNone(job.poll(), "the job ended before it was killed")
-                time.sleep(0.1)
             victim = self.rank_pid(job.pid, 2)
             os.kill(victim, signal.SIGKILL)
             killed = time.monotonic()
@@ -172,6 +153,23 @@ class MpiTrainTest(unittest.TestCase):
                 job.wait()
         self.assertNotEqual(job.returncode, 0)
         self.assertRegex(out, r"rank 2 .*(signal 9|Killed)")
+
+    def start_long_job(self, run_dir):
+        """A 4-rank run of 100000 epochs, returned once its first step is logged."""
+        job = subprocess.Popen(
+            [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", PIPETRAIN,
+             *map(str, self.args(run_dir, "--plan", self.straight, "--epochs", 100000,
+                                 "--comm", "mpi"))],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        metrics = self.path(run_dir + "/metrics.jsonl")
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(metrics) and os.path.getsize(metrics) > 0):
+            if time.monotonic() > deadline or job.poll() is not None:
+                job.kill()
+                job.wait()
+                self.fail("training never started (or the job ended early)")
+            time.sleep(0.1)
+        return job
 
     @staticmethod
     def rank_pid(launcher, rank):

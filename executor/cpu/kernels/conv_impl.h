@@ -7,6 +7,7 @@
 #include <string>
 
 #include "executor/cpu/kernels/window3.h"
+#include "ir/node.h"
 #include "ir/ops/window.h"
 #include "ir/shape.h"
 
@@ -50,6 +51,11 @@ struct ConvGradArgs {
 bool conv_grad_dnnl(const ConvGradArgs& g);
 /// The adjoint op through conv_plain for dX, im2col + sgemm for dW; handles everything.
 void conv_grad_plain(const ConvGradArgs& g);
+
+/// Throws ModelError naming node n unless a.y (dY) is the output of the
+/// forward with a.x and a.w (the schema does not relate them; a mismatch would
+/// read out of bounds).
+void check_conv_grad_shapes(const ir::Node& n, const ConvArgs& a);
 
 /// The forward window seen from the other side: the adjoint op reads dY and
 /// writes dX over the same kernel, strides, dilations and begin pads (Conv's

@@ -243,6 +243,16 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
 // (spatial sizes a.y) and writes dX (spatial sizes a.x) over the same
 // kernel, strides, dilations and begin pads. Conv's adjoint is a
 // ConvTranspose and the other way round.
+void check_conv_grad_shapes(const ir::Node& n, const ConvArgs& a) {
+  ir::Shape want = {a.x[0], a.transposed ? a.w[1] * a.group : a.w[0]};
+  want.insert(want.end(), a.geo.out.begin(), a.geo.out.end());
+  const int64_t c_want = a.transposed ? a.w[0] : a.w[1] * a.group;
+  if (a.y != want || a.x[1] != c_want)
+    throw ModelError(n.describe() + ": dY " + ir::shape_str(a.y) + " does not match the output " +
+                     ir::shape_str(want) + " of the forward with X " + ir::shape_str(a.x) +
+                     " and W " + ir::shape_str(a.w));
+}
+
 ir::WindowGeometry adjoint_geometry(const ConvArgs& a) {
   ir::WindowGeometry g = a.geo;
   std::swap(g.in, g.out);
@@ -333,15 +343,7 @@ ConvGradArgs grad_args(KernelContext& ctx, bool transposed) {
   std::vector<int64_t> kernel(a.w.begin() + 2, a.w.end());
   a.geo = transposed ? ir::transpose_geometry(n, in_spatial, kernel)
                      : ir::window_geometry(n, in_spatial, kernel, /*ceil_mode=*/false);
-  // The schema does not relate dY to the forward's output; a mismatch would
-  // read out of bounds, so it is checked here.
-  ir::Shape want = {a.x[0], transposed ? a.w[1] * a.group : a.w[0]};
-  want.insert(want.end(), a.geo.out.begin(), a.geo.out.end());
-  const int64_t c_want = transposed ? a.w[0] : a.w[1] * a.group;
-  if (a.y != want || a.x[1] != c_want)
-    throw ModelError(n.describe() + ": dY " + ir::shape_str(a.y) + " does not match the output " +
-                     ir::shape_str(want) + " of the forward with X " + ir::shape_str(a.x) +
-                     " and W " + ir::shape_str(a.w));
+  check_conv_grad_shapes(n, a);
   a.x_data = x.data<float>();
   a.w_data = w.data<float>();
   g.dy = dy.data<float>();
