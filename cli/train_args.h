@@ -47,6 +47,7 @@ struct TrainArgs {
   std::string checkpoint;  // default: <run-dir>/checkpoint.onnx
   std::string resume;
   std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
+  double peer_timeout = 5.0;   // seconds a silent rank is waited for (mpi, nccl); 0: forever
 
   bool pipelined() const { return stages > 0 || workers > 0 || !plan_path.empty(); }
 };

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <optional>
@@ -190,6 +192,11 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "`mpirun -np <workers> pipetrain train ... --comm mpi`; nccl: as mpi, with "
                  "tensors moving between the ranks' GPUs over NCCL (--backend cuda)")
       ->check(CLI::IsMember({"local", "mpi", "nccl"}))
+      ->capture_default_str();
+  cmd.add_option("--peer-timeout", a.peer_timeout,
+                 "With --comm mpi/nccl: stop the job when a rank is silent this many seconds "
+                 "(stopped, hung, host gone); 0 waits forever (under a debugger)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
@@ -436,12 +443,13 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
 void train_pipelined(TrainArgs& a) {
   SigintGuard sigint;
   std::unique_ptr<exec::Communicator> control, comm;  // control: NCCL's MPI side
+  const auto peer_timeout = std::chrono::milliseconds(std::lround(a.peer_timeout * 1000));
   if (a.comm == "mpi") {
-    comm = exec::make_mpi_communicator(size_t(1) << 30);
+    comm = exec::make_mpi_communicator(size_t(1) << 30, peer_timeout);
   } else if (a.comm == "nccl") {
     if (a.backend != "cuda")
       throw PlanError("--comm nccl moves tensors between GPUs: add --backend cuda");
-    control = exec::make_mpi_communicator(size_t(1) << 30);
+    control = exec::make_mpi_communicator(size_t(1) << 30, peer_timeout);
     const int gpus = exec::cuda_device_count();
     comm = exec::make_nccl_communicator(*control, gpus > 0 ? exec::mpi_local_rank() % gpus : 0,
                                         size_t(1) << 30);
@@ -457,9 +465,10 @@ void train_pipelined(TrainArgs& a) {
   } catch (const std::exception& e) {
     if (!comm) throw;
     // Tell every rank (those waiting on this one would wait forever). Every
-    // abort reaches rank 0, so it alone says why: one message, not one per rank.
+    // abort reaches rank 0 (or, when rank 0 is gone, the rank that speaks for
+    // the job), so it alone says why: one message, not one per rank.
     comm->abort(e.what());
-    if (comm->rank() != 0) throw ExitRequest{1};
+    if (!comm->speaks_for_job()) throw ExitRequest{1};
     throw;
   }
 }

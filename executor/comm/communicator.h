@@ -68,6 +68,9 @@ class Communicator {
   /// Stops every rank: wakes all blocked calls with RuntimeFault. The first
   /// reason wins. Never throws.
   virtual void abort(const std::string& why) noexcept = 0;
+  /// Whether this rank prints the job's errors (one message per job, not one
+  /// per rank): rank 0, unless the communicator knows rank 0 is gone.
+  virtual bool speaks_for_job() const { return rank() == 0; }
 
  protected:
   virtual void do_send(int dst, const MessageTag& tag, const ir::Tensor& t,

@@ -59,10 +59,16 @@ using Clock = std::chrono::steady_clock;
 constexpr int kTagHeader = 1;   // a message's tag, dtype and shape
 constexpr int kTagPayload = 2;  // its bytes, right behind the header (same source, in order)
 constexpr int kTagAbort = 3;    // the abort reason, to every rank
+constexpr int kTagBeat = 4;     // "still here", every kBeatEvery to every peer
+constexpr int kTagBye = 5;      // "closing cleanly": stop watching me
 
-// How long teardown waits for queued sends, then for MPI_Finalize.
+constexpr auto kBeatEvery = std::chrono::milliseconds(500);
+// How long teardown waits for queued sends (after an abort: a peer may be
+// gone), then for MPI_Finalize; short enough that a job whose rank died or
+// hung ends within 10 seconds of the peer timeout's default.
 constexpr auto kDrainLimit = std::chrono::seconds(3);
-constexpr auto kFinalizeLimit = std::chrono::seconds(5);
+constexpr auto kAbortedDrainLimit = std::chrono::milliseconds(500);
+constexpr auto kFinalizeLimit = std::chrono::seconds(2);
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -127,7 +133,8 @@ std::atomic<bool> g_mpi_used{false};  // MPI can be initialised once per process
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(size_t bound) : bound_(bound) {
+  MpiCommunicator(size_t bound, std::chrono::milliseconds peer_timeout)
+      : bound_(bound), peer_timeout_(peer_timeout) {
     if (g_mpi_used.exchange(true))
       throw RuntimeFault("MPI was already initialised in this process (one mpi communicator each)");
     progress_ = std::thread([this] { progress_main(); });
@@ -151,6 +158,17 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+
+  // Rank 0, or, once rank 0 has gone silent, the lowest rank that has not.
+  bool speaks_for_job() const override {
+    if (rank_ == 0) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    // Half the timeout: whoever noticed first may already have stopped us.
+    const auto quiet = peer_timeout_ / 2;
+    for (int r = 0; r < rank_; ++r)
+      if (!silent_locked(r, Clock::now(), quiet)) return false;
+    return peer_timeout_.count() > 0;
+  }
 
   void abort(const std::string& why) noexcept override {
     try {
@@ -281,6 +299,8 @@ class MpiCommunicator final : public Communicator {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &size_);
         pending_bytes_.assign(static_cast<size_t>(size_), 0);
+        last_heard_.assign(static_cast<size_t>(size_), Clock::now());
+        said_bye_.assign(static_cast<size_t>(size_), false);
       }
       started_ = true;
       recv_cv_.notify_all();
@@ -294,6 +314,7 @@ class MpiCommunicator final : public Communicator {
     std::vector<Posted> posted;
     std::map<int, std::deque<Arriving>> arriving;  // per source, in arrival order
     std::optional<Clock::time_point> drain_until;
+    Beats beats(static_cast<size_t>(size_));
     auto idle = std::chrono::microseconds(0);
     for (;;) {
       bool busy = false, stopping = false;
@@ -311,10 +332,17 @@ class MpiCommunicator final : public Communicator {
       busy |= receive_headers(arriving);
       busy |= complete_receives(arriving);
       busy |= receive_aborts();
+      busy |= receive_beats();
+      send_beats(beats, stopping);
+      watch_peers();
       if (stopping) {
         std::lock_guard<std::mutex> lock(mu_);
-        if (posted.empty() && outgoing_.empty()) return;
-        if (!drain_until) drain_until = Clock::now() + kDrainLimit;
+        if (posted.empty() && outgoing_.empty()) {
+          say_bye(beats);
+          return;
+        }
+        if (!drain_until)
+          drain_until = Clock::now() + (aborted_ ? kAbortedDrainLimit : kDrainLimit);
         if (Clock::now() > *drain_until) return;  // a peer is gone: finalize anyway
       }
       if (busy) {
@@ -384,6 +412,7 @@ class MpiCommunicator final : public Communicator {
                         MPI_STATUS_IGNORE);
       if (rc != MPI_SUCCESS)
         return mpi_failed("receiving from rank " + std::to_string(st.MPI_SOURCE), rc);
+      heard_from(st.MPI_SOURCE);
       Arriving a;
       ir::DType dtype{};
       ir::Shape shape;
@@ -442,32 +471,142 @@ class MpiCommunicator final : public Communicator {
     return true;
   }
 
+  // Heartbeats: each rank tells every peer it is alive every kBeatEvery, from
+  // this thread, which runs whatever the workers do. A peer not heard from
+  // for peer_timeout_ (stopped, hung, its host gone: cases mpirun may never
+  // notice) aborts the job naming it. A peer that closes cleanly says bye.
+  struct Beats {
+    explicit Beats(size_t peers) : requests(peers, MPI_REQUEST_NULL) {}
+    std::vector<MPI_Request> requests;  // per peer: the beat in flight
+    Clock::time_point last_sent{};
+  };
+  static constexpr char kBeatByte = 0;
+
+  void send_beats(Beats& beats, bool stopping) {
+    const auto now = Clock::now();
+    if (peer_timeout_.count() == 0 || stopping || now - beats.last_sent < kBeatEvery) return;
+    beats.last_sent = now;
+    for (int r = 0; r < size_; ++r) {
+      MPI_Request& req = beats.requests[static_cast<size_t>(r)];
+      int done = 1;
+      if (req != MPI_REQUEST_NULL) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      // A peer that does not take the last beat is not sent another.
+      if (r != rank_ && done) MPI_Isend(&kBeatByte, 1, MPI_BYTE, r, kTagBeat, MPI_COMM_WORLD, &req);
+    }
+  }
+
+  // Best effort: a peer that misses it may later call us silent, harmlessly.
+  void say_bye(Beats& beats) {
+    for (int r = 0; r < size_; ++r) {
+      MPI_Request& req = beats.requests[static_cast<size_t>(r)];
+      if (req != MPI_REQUEST_NULL) {
+        int done = 0;
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done) MPI_Request_free(&req);  // a 1-byte send of a static buffer
+      }
+      if (r != rank_ && !said_bye_[static_cast<size_t>(r)]) {
+        MPI_Request bye = MPI_REQUEST_NULL;
+        MPI_Isend(&kBeatByte, 1, MPI_BYTE, r, kTagBye, MPI_COMM_WORLD, &bye);
+        MPI_Request_free(&bye);
+      }
+    }
+  }
+
+  bool receive_beats() {
+    bool any = false;
+    for (int tag : {kTagBeat, kTagBye}) {
+      for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+          break;
+        char byte = 0;
+        MPI_Recv(&byte, 1, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        any = true;
+        heard_from(st.MPI_SOURCE);
+        if (tag == kTagBye) {
+          std::lock_guard<std::mutex> lock(mu_);
+          said_bye_[static_cast<size_t>(st.MPI_SOURCE)] = true;
+        }
+      }
+    }
+    return any;
+  }
+
+  void heard_from(int src) {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_heard_[static_cast<size_t>(src)] = Clock::now();
+  }
+
+  bool silent_locked(int r, Clock::time_point now, std::chrono::milliseconds limit) const {
+    return r != rank_ && peer_timeout_.count() > 0 && !said_bye_[static_cast<size_t>(r)] &&
+           now - last_heard_[static_cast<size_t>(r)] > limit;
+  }
+
+  void watch_peers() {
+    int lost = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) return;
+      const auto now = Clock::now();
+      for (int r = 0; r < size_ && lost < 0; ++r)
+        if (silent_locked(r, now, peer_timeout_)) lost = r;
+    }
+    if (lost < 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      lost_peer_ = true;
+    }
+    abort("rank " + std::to_string(lost) + " has not been heard from for " +
+          fmt_seconds(peer_timeout_) +
+          " (stopped, hung, or its host is unreachable; --peer-timeout sets how long to wait)");
+  }
+
+  static std::string fmt_seconds(std::chrono::milliseconds d) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(d.count()) / 1000.0);
+    return text;
+  }
+
   bool mpi_failed(const std::string& what, int rc) {
     abort(what + " failed: " + mpi_error(rc));
     return true;
   }
 
   void finalize() {
-    bool aborted = false;
+    bool aborted = false, lost = false;
     std::string why;
     {
       std::lock_guard<std::mutex> lock(mu_);
       aborted = aborted_;
+      lost = lost_peer_;
       why = abort_message_;
     }
-    // After an abort a peer may be gone, and MPI_Finalize would wait for it.
+    // After an abort a peer may be gone, and MPI_Finalize would wait for it
+    // (it surely would for a silent peer this rank saw, or for a silent rank 0
+    // when this rank speaks instead: no wait then). The job's voice says why,
+    // once; the others exit later than it would, since mpirun ends the job at
+    // the first exit.
+    const bool speaks = aborted && speaks_for_job();
+    lost = lost || (speaks && rank_ != 0);
+    auto give_up = [&] {
+      if (speaks) {
+        std::fprintf(stderr, "error: %s\n", why.c_str());
+        std::fflush(stderr);
+      } else {
+        std::this_thread::sleep_for(kFinalizeLimit + std::chrono::seconds(1));
+      }
+      std::_Exit(1);
+    };
+    if (lost) give_up();
     std::atomic<bool> done{false};
     std::thread watchdog;
     if (aborted) {
-      watchdog = std::thread([&, rank = rank_] {
+      watchdog = std::thread([&] {
         const auto until = Clock::now() + kFinalizeLimit;
         while (!done && Clock::now() < until)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (done) return;
-        std::fprintf(stderr, "error: rank %d: %s (MPI_Finalize did not return: exiting)\n", rank,
-                     why.c_str());
-        std::fflush(stderr);
-        std::_Exit(1);
+        if (!done) give_up();
       });
     }
     MPI_Finalize();
@@ -476,23 +615,28 @@ class MpiCommunicator final : public Communicator {
   }
 
   const size_t bound_;
+  const std::chrono::milliseconds peer_timeout_;  // 0: wait forever
   int rank_ = 0, size_ = 1;
   std::thread progress_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable recv_cv_, send_cv_, wake_;
   bool started_ = false, stop_ = false, aborted_ = false;
+  bool lost_peer_ = false;  // this rank saw a peer go silent
   std::string init_error_, abort_message_;
   std::deque<Outgoing> outgoing_;
   std::vector<size_t> pending_bytes_;  // per destination: queued or in flight
   std::map<std::pair<int, MessageTag>, std::deque<ir::Tensor>> mailbox_;
   std::map<std::vector<int>, int64_t> collective_seq_;  // per group: allreduces so far
+  std::vector<Clock::time_point> last_heard_;           // per peer: its last message
+  std::vector<bool> said_bye_;                          // per peer: closed cleanly
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(size_t queue_bytes_bound) {
-  return std::make_unique<MpiCommunicator>(queue_bytes_bound);
+std::unique_ptr<Communicator> make_mpi_communicator(size_t queue_bytes_bound,
+                                                    std::chrono::milliseconds peer_timeout) {
+  return std::make_unique<MpiCommunicator>(queue_bytes_bound, peer_timeout);
 }
 
 }  // namespace pipetrain::exec

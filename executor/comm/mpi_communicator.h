@@ -2,12 +2,16 @@
 // (`mpirun -np N pipetrain train ... --comm mpi`), over MPI_COMM_WORLD.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
 #include "executor/comm/communicator.h"
 
 namespace pipetrain::exec {
+
+/// How long a silent rank is waited for before the job stops.
+inline constexpr std::chrono::milliseconds kDefaultPeerTimeout{5000};
 
 /// Ranks in the job that started this process, from the launcher's
 /// environment (Open MPI, MPICH/Hydra, Slurm); 0 when no launcher started it.
@@ -27,7 +31,10 @@ int mpi_local_rank();
 /// rank, sums in ascending rank order (bitwise what the local communicator
 /// gives) and sends the sum back. abort() tells every rank, whose calls then
 /// throw with the reason. Destruction finalizes MPI (giving up after a few
-/// seconds when a peer is gone).
-std::unique_ptr<Communicator> make_mpi_communicator(size_t queue_bytes_bound);
+/// seconds when a peer is gone). Every rank beats to every peer twice a
+/// second; a peer silent for `peer_timeout` (stopped, hung, host gone) aborts
+/// the job naming it (0: wait forever, e.g. under a debugger).
+std::unique_ptr<Communicator> make_mpi_communicator(
+    size_t queue_bytes_bound, std::chrono::milliseconds peer_timeout = kDefaultPeerTimeout);
 
 }  // namespace pipetrain::exec

@@ -139,6 +139,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return control_.rank(); }
   int size() const override { return control_.size(); }
+  bool speaks_for_job() const override { return control_.speaks_for_job(); }
 
   void abort(const std::string& why) noexcept override {
     aborted_ = true;

@@ -154,6 +154,30 @@ class MpiTrainTest(unittest.TestCase):
         self.assertNotEqual(job.returncode, 0)
         self.assertRegex(out, r"rank 2 .*(signal 9|Killed)")
 
+    def test_a_stopped_rank_ends_the_job_within_10_seconds_naming_it(self):
+        # mpirun sees nothing wrong with a stopped (or hung) process: the heartbeats do.
+        for victim_rank in (2, 0):  # 0: another rank speaks for the job
+            with self.subTest(stopped=victim_rank):
+                job = self.start_long_job(f"stopped{victim_rank}")
+                victim = self.rank_pid(job.pid, victim_rank)
+                try:
+                    os.kill(victim, signal.SIGSTOP)
+                    stopped = time.monotonic()
+                    out, _ = job.communicate(timeout=30)
+                    self.assertLess(time.monotonic() - stopped, 10, out)
+                finally:
+                    for pid in (victim, job.pid):
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    job.wait()
+                self.assertNotEqual(job.returncode, 0)
+                lines = [l for l in out.splitlines() if "has not been heard from" in l]
+                self.assertEqual(len(lines), 1, out)
+                self.assertRegex(lines[0], rf"^error: .*rank {victim_rank} has not been heard "
+                                           r"from for 5\.0 s")
+
     def start_long_job(self, run_dir):
         """A 4-rank run of 100000 epochs, returned once its first step is logged."""
         job = subprocess.Popen(
