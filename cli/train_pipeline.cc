@@ -24,6 +24,7 @@
 #include "executor/comm/mpi_communicator.h"
 #include "executor/comm/nccl_communicator.h"
 #include "executor/measured_profile.h"
+#include "executor/pipeline/job_topology.h"
 #include "executor/pipeline/pipeline_fit.h"
 #include "importer/checkpoint.h"
 #include "importer/importer.h"
@@ -76,7 +77,9 @@ partitioner::Topology local_topology(int workers) {
   return partitioner::parse_topology(std::to_string(workers), "10e9", "");
 }
 
-partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& profile) {
+// `links`: the workers' topology for --stages/--workers (threads: local_topology).
+partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& profile,
+                              const partitioner::Topology& links) {
   partitioner::Plan plan;
   if (!a.plan_path.empty()) {
     plan = partitioner::load_plan(a.plan_path);
@@ -92,12 +95,12 @@ partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& pr
       throw PlanError("--stages " + std::to_string(a.stages) +
                       " is a straight pipeline on as many workers; give --workers alone for a "
                       "plan with replicated stages");
-    plan = partitioner::time_balanced_plan(profile, local_topology(a.stages));
+    plan = partitioner::time_balanced_plan(profile, links);
     if (static_cast<int>(plan.stages.size()) != a.stages)
       throw PlanError("--stages " + std::to_string(a.stages) + " but the model has only " +
                       std::to_string(profile.layers.size()) + " layers");
   } else {
-    plan = partitioner::partition(profile, local_topology(a.workers));
+    plan = partitioner::partition(profile, links);
   }
   return plan;
 }
@@ -236,13 +239,19 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = a.threads > 0 ? a.threads : std::max(1, cores / sharing);
   exec::set_cpu_threads(threads);
+  // Across processes the links are timed (every rank takes part) unless a
+  // plan file brings its own topology; threads hand tensors over in memory.
+  partitioner::Topology links = local_topology(planned_workers);
+  const bool time_links = comm && a.plan_path.empty() && planned_workers == comm->size();
+  if (time_links) links = exec::measure_job_topology(*comm);
   // Rank 0 measures and plans; every rank runs its plan.
   partitioner::Profile profile;
   partitioner::Plan plan;
   if (root) {
+    if (time_links) fmt::print("links between the ranks, measured: {}\n", links.describe());
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
     profile.model = a.model.path;
-    plan = choose_plan(a, profile);
+    plan = choose_plan(a, profile, links);
   }
   if (comm)
     plan = partitioner::plan_from_json(nlohmann::json::parse(
@@ -335,6 +344,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   std::optional<TrainReport> report;
   if (root) {
     std::filesystem::create_directories(a.run_dir);
+    // The plan as run (with the measured links across processes): `--plan` takes it back.
+    write_text(a.run_dir + "/plan.json", partitioner::to_json(plan).dump(2) + "\n");
     report.emplace(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
   }
   exec::PipelineFitOptions fo;
@@ -431,7 +442,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "(its first {} microbatches)\n",
         a.run_dir, a.run_dir, k);
   }
-  fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg\n", a.run_dir, a.run_dir);
+  fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg, plan: {}/plan.json\n", a.run_dir,
+             a.run_dir, a.run_dir);
   if (!a.output.empty()) {
     importer::save_trained_weights(a.model.path, model, a.output);
     fmt::print("trained model: {}\n", a.output);

@@ -27,9 +27,19 @@ StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) cons
   double work = compute(i, j);
   double p = params(i, j);
   c.compute_s = work / r;
-  if (r > 1) c.allreduce_s = 4.0 * (r - 1) * p / (topology_.slowest_link(first, r) * r) / r;
-  if (i > 0) c.transfer_in_s = 2.0 * cut(i - 1) / (topology_.slowest_link(first - 1, r + 1) * r);
-  if (j < n_ - 1) c.transfer_out_s = 2.0 * cut(j) / (topology_.slowest_link(first, r + 1) * r);
+  // Per message a link's latency, then its bandwidth (activation out, gradient back).
+  auto link = [&](int from, int count, double bytes) {
+    return 2.0 *
+           (bytes / topology_.slowest_link(from, count) +
+            topology_.slowest_link_latency(from, count)) /
+           r;
+  };
+  if (r > 1)
+    c.allreduce_s = (4.0 * (r - 1) * p / (topology_.slowest_link(first, r) * r) +
+                     2.0 * (r - 1) * topology_.slowest_link_latency(first, r)) /
+                    r;
+  if (i > 0) c.transfer_in_s = link(first - 1, r + 1, cut(i - 1));
+  if (j < n_ - 1) c.transfer_out_s = link(first, r + 1, cut(j));
   c.time_s = std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s});
   c.in_flight = (downstream + r - 1) / r;
   c.memory_bytes = c.in_flight * (activations(i, j) + cut(i - 1) + p) + p;

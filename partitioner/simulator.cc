@@ -111,7 +111,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       bytes = mean_cut;  // the wrap-around between chunks
     else
       bytes = op.payload == Payload::kActivation ? data[ps].cut_out : data[ps - 1].cut_out;
-    return bytes * scale / bw;
+    return bytes * scale / bw +
+           plan.topology.slowest_link_latency(std::min(a, b), std::abs(a - b) + 1);
   };
   costs.allreduce = [&](int stage, int) {
     const auto& st = plan.stages[plan_stage(stage)];
@@ -119,7 +120,10 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     if (r <= 1) return 0.0;
     double bw =
         plan.topology.slowest_link(st.workers.front(), st.workers.back() - st.workers.front() + 1);
-    return 4.0 * (r - 1) * data[plan_stage(stage)].param_bytes / v / (bw * r);
+    const double latency = plan.topology.slowest_link_latency(
+        st.workers.front(), st.workers.back() - st.workers.front() + 1);
+    return 4.0 * (r - 1) * data[plan_stage(stage)].param_bytes / v / (bw * r) +
+           2.0 * (r - 1) * latency;  // a ring's 2(r - 1) steps
   };
   costs.activation_bytes = [&](int stage) {
     return data[plan_stage(stage)].stash_bytes * scale / v;

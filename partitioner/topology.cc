@@ -17,19 +17,31 @@ int Topology::workers() const {
   return n;
 }
 
-double Topology::slowest_link(int first, int count) const {
-  if (count <= 1) return std::numeric_limits<double>::infinity();
+namespace {
+// Strides from the outermost level in: the first level where a and b fall
+// into different components is the slowest link a range [a, b] crosses.
+const TopologyLevel* crossed_level(const Topology& t, int first, int count) {
+  if (count <= 1) return nullptr;
   int a = first, b = first + count - 1;
-  // Strides from the outermost level in: the first level where a and b fall
-  // into different components is the slowest link a range [a, b] crosses.
-  int stride = workers();
-  for (const auto& l : levels) {
+  int stride = t.workers();
+  for (const auto& l : t.levels) {
     stride /= l.count;
-    if (a / stride != b / stride) return l.bandwidth;
+    if (a / stride != b / stride) return &l;
     a %= stride;
     b %= stride;
   }
-  return std::numeric_limits<double>::infinity();
+  return nullptr;
+}
+}  // namespace
+
+double Topology::slowest_link(int first, int count) const {
+  const TopologyLevel* l = crossed_level(*this, first, count);
+  return l ? l->bandwidth : std::numeric_limits<double>::infinity();
+}
+
+double Topology::slowest_link_latency(int first, int count) const {
+  const TopologyLevel* l = crossed_level(*this, first, count);
+  return l ? l->latency_s : 0.0;
 }
 
 std::string Topology::describe() const {
@@ -39,6 +51,11 @@ std::string Topology::describe() const {
     bw += fmt::format("{}{:g} GB/s", i ? ", " : "", levels[i].bandwidth / 1e9);
   }
   std::string s = shape + " @ " + bw;
+  std::string lat;
+  for (size_t i = 0; i < levels.size(); ++i)
+    if (levels[i].latency_s > 0)
+      lat += fmt::format("{}{:.3g} us", lat.empty() ? "" : ", ", levels[i].latency_s * 1e6);
+  if (!lat.empty()) s += " + " + lat + " per message";
   if (memory_bytes > 0) s += fmt::format(", {:g} GB per worker", memory_bytes / 1e9);
   return s;
 }
@@ -54,6 +71,9 @@ void validate(const Topology& t) {
     if (!std::isfinite(l.bandwidth) || l.bandwidth <= 0)
       throw PlanError(fmt::format("topology level {}: bandwidth {} must be finite and > 0 bytes/s",
                                   i, l.bandwidth));
+    if (!std::isfinite(l.latency_s) || l.latency_s < 0)
+      throw PlanError(
+          fmt::format("topology level {}: latency {} s must be finite and >= 0", i, l.latency_s));
     total *= l.count;
   }
   if (total > (1 << 20)) throw PlanError("topology has more than 2^20 workers");
@@ -107,7 +127,11 @@ Topology parse_topology(const std::string& shape, const std::string& bandwidths,
 
 nlohmann::json to_json(const Topology& t) {
   nlohmann::json levels = nlohmann::json::array();
-  for (const auto& l : t.levels) levels.push_back({{"count", l.count}, {"bandwidth", l.bandwidth}});
+  for (const auto& l : t.levels) {
+    nlohmann::json level = {{"count", l.count}, {"bandwidth", l.bandwidth}};
+    if (l.latency_s > 0) level["latency_s"] = l.latency_s;
+    levels.push_back(level);
+  }
   return {{"levels", levels}, {"memory_bytes", t.memory_bytes}};
 }
 
@@ -119,7 +143,8 @@ Topology topology_from_json(const nlohmann::json& j) {
     std::string w = "topology level " + std::to_string(i);
     int64_t c = ju::integer(levels[i], "count", w);
     if (c < 1 || c > (1 << 20)) throw PlanError(w + ": count must be >= 1");
-    t.levels.push_back({static_cast<int>(c), ju::number(levels[i], "bandwidth", w)});
+    t.levels.push_back({static_cast<int>(c), ju::number(levels[i], "bandwidth", w),
+                        ju::number_or(levels[i], "latency_s", 0, w)});
   }
   t.memory_bytes = ju::number_or(j, "memory_bytes", 0, "topology");
   validate(t);

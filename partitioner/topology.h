@@ -14,6 +14,7 @@ namespace pipetrain::partitioner {
 struct TopologyLevel {
   int count = 1;         // components of this level inside one component of the level above
   double bandwidth = 0;  // bytes/s of the links joining them
+  double latency_s = 0;  // fixed cost per message on those links (measured MPI links have one)
 };
 
 struct Topology {
@@ -25,6 +26,8 @@ struct Topology {
   /// count): the outermost level at which the first and last differ. Infinite
   /// for count <= 1.
   double slowest_link(int first, int count) const;
+  /// Per-message latency of that same link; 0 for count <= 1.
+  double slowest_link_latency(int first, int count) const;
   /// "4x4 @ 10 GB/s, 150 GB/s".
   std::string describe() const;
 };

@@ -137,6 +137,17 @@ std::string share_text(Communicator& comm, const std::string& what, const std::s
   return s;
 }
 
+std::vector<std::string> gather_text(Communicator& comm, const std::string& what,
+                                     const std::string& mine) {
+  if (comm.rank() != 0) {
+    comm.send(0, tag(what, 0), text(mine));
+    return {};
+  }
+  std::vector<std::string> all = {mine};
+  for (int r = 1; r < comm.size(); ++r) all.push_back(text_of(comm.recv(r, tag(what, 0))));
+  return all;
+}
+
 bool any_rank(Communicator& comm, bool flag) {
   std::vector<int> all(static_cast<size_t>(comm.size()));
   std::iota(all.begin(), all.end(), 0);

@@ -53,6 +53,10 @@ std::vector<StateValue> gather_state(Communicator& comm, int64_t round,
 /// Rank 0's `text` on every rank (`what` names the message).
 std::string share_text(Communicator& comm, const std::string& what, const std::string& text);
 
+/// Rank 0 returns every rank's `mine` in rank order; the others return nothing.
+std::vector<std::string> gather_text(Communicator& comm, const std::string& what,
+                                     const std::string& mine);
+
 /// True on every rank when `flag` is true on any rank.
 bool any_rank(Communicator& comm, bool flag);
 

@@ -9,6 +9,7 @@ Usage: mpi_train_test.py PATH/TO/pipetrain PATH/TO/mpiexec
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,6 +213,27 @@ class MpiTrainTest(unittest.TestCase):
                     and int(pid) != launcher):
                 return int(pid)
         raise AssertionError(f"no process of rank {rank}")
+
+    def test_ranks_plan_with_the_links_they_measure(self):
+        r = mpirun(2, *self.args("links", "--stages", 2, "--max-steps", 3), "--comm", "mpi",
+                   timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        m = re.search(r"links between the ranks, measured: 2 @ ([\d.e+]+) GB/s \+ ([\d.e+]+) us "
+                      r"per message", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        with open(self.path("links/plan.json")) as f:
+            level, = json.load(f)["topology"]["levels"]
+        self.assertEqual(level["count"], 2)
+        # The plan (so the DP and the simulator) carries what was printed.
+        self.assertAlmostEqual(level["bandwidth"] / 1e9, float(m.group(1)), delta=0.01 * float(m.group(1)))
+        self.assertAlmostEqual(level["latency_s"] * 1e6, float(m.group(2)), delta=0.01 * float(m.group(2)))
+        self.assertGreater(level["latency_s"], 0)
+        # The thread run keeps the in-memory assumption (no latency).
+        r = run(*self.args("links_threads", "--stages", 2, "--max-steps", 3))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("links between the ranks", r.stdout)
+        with open(self.path("links_threads/plan.json")) as f:
+            self.assertNotIn("latency_s", json.load(f)["topology"]["levels"][0])
 
     def test_a_plan_for_other_rank_counts_is_refused(self):
         r = mpirun(3, *self.args("count", "--plan", self.straight, "--max-steps", 5),

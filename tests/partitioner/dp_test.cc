@@ -157,6 +157,20 @@ TEST(Topology, SlowestLinkIsTheOutermostLevelCrossed) {
   EXPECT_TRUE(std::isinf(t.slowest_link(5, 1)));
 }
 
+TEST(Topology, LatencyIsTheCrossedLevelsAndRoundTrips) {
+  Topology t;
+  t.levels = {{2, 10e9, 30e-6}, {4, 150e9, 2e-6}};
+  EXPECT_EQ(t.slowest_link_latency(0, 4), 2e-6);
+  EXPECT_EQ(t.slowest_link_latency(3, 2), 30e-6);  // workers 3 | 4
+  EXPECT_EQ(t.slowest_link_latency(5, 1), 0.0);
+  const Topology back = topology_from_json(to_json(t));
+  EXPECT_EQ(back.levels[0].latency_s, 30e-6);
+  EXPECT_EQ(back.levels[1].latency_s, 2e-6);
+  EXPECT_EQ(t.describe(), "2x4 @ 10 GB/s, 150 GB/s + 30 us, 2 us per message");
+  t.levels[1].latency_s = -1;
+  EXPECT_THROW(validate(t), PlanError);
+}
+
 TEST(Topology, FlagsAndErrors) {
   Topology t = parse_topology("2x8", "25e9,300e9", "32e9");
   EXPECT_EQ(t.levels[0].count, 2);

@@ -175,6 +175,12 @@ TEST(Simulator, TransfersAndAllreduceTakeTime) {
   SimResult r = simulate(plan, prof, ScheduleKind::kGPipe, o);
   // F0 [0, .5], send [.5, 1.5], F1 [1.5, 2], B1 [2, 2.5], send [2.5, 3.5], B0 [3.5, 4].
   EXPECT_DOUBLE_EQ(r.makespan_s, 4.0);
+  // A link's latency adds to each message: two messages on the critical path.
+  plan.topology.levels[0].latency_s = 0.25;
+  EXPECT_DOUBLE_EQ(simulate(plan, prof, ScheduleKind::kGPipe, o).makespan_s, 4.5);
+  // The DP's cost model prices it too: (1e9 B / 1e9 B/s + 0.25 s) per direction.
+  const ChainCosts costs(prof, plan.topology);
+  EXPECT_DOUBLE_EQ(costs.stage(0, 0, 0, 1, 1).transfer_out_s, 2 * 1.25);
 }
 
 TEST(Schedule, ValidatorFindsDeadlocksAndGaps) {
