@@ -1,6 +1,6 @@
 // The CUDA backend. Each node runs the shared op implementations
-// (executor/device) through CudaExec, cuBLAS for Gemm/MatMul, cuDNN for the
-// Conv/ConvGrad windows it can express; shape
+// (executor/device) through CudaExec, cuBLAS for Gemm/MatMul, cuDNN for
+// convolutions, softmax and pooling where it expresses them exactly; shape
 // metadata ops (Shape, Constant, ...) run on the host. The executor hands
 // kernels host tensors, so a node's inputs are staged to device buffers on
 // the copy stream, the compute stream waits for them (an event), runs the
@@ -18,6 +18,7 @@
 #include "executor/cuda/cuda_blas.h"
 #include "executor/cuda/cuda_exec.h"
 #include "executor/cuda/cudnn_conv.h"
+#include "executor/cuda/cudnn_ops.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
@@ -83,13 +84,7 @@ class CudaBackend final : public Backend {
       const std::string& op = ctx.n().op_type;
       const bool bf16 = bf16_ && device::bf16_ops().count(op);
       if (bf16) round_floats(ex, args.in);  // staged copies: the host masters stay fp32
-      if (op == "Gemm") {
-        cuda::gemm_op(ex, args);
-      } else if (op == "MatMul") {
-        cuda::matmul_op(ex, args);
-      } else if ((op == "Conv" || op == "ConvGrad") && conv_on_cudnn(ex, args)) {
-        // done by cuDNN
-      } else {
+      if (!on_library(ex, args)) {
         const auto& ops = device::device_ops<CudaExec>();
         auto it = ops.find(op);
         if (it == ops.end())
@@ -108,6 +103,28 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // cuBLAS and cuDNN for the ops and windows they express; false: the shared kernels run it.
+  bool on_library(CudaExec& ex, device::DeviceOpArgs& args) {
+    const std::string& op = args.n().op_type;
+    if (op == "Gemm") {
+      cuda::gemm_op(ex, args);
+      return true;
+    }
+    if (op == "MatMul") {
+      cuda::matmul_op(ex, args);
+      return true;
+    }
+    if (op == "Conv" || op == "ConvGrad") return conv_on_cudnn(ex, args);
+    if (op == "Softmax" || op == "LogSoftmax")
+      return cuda::cudnn_softmax(ex, cudnn_, args, op == "LogSoftmax");
+    if (op == "SoftmaxGrad" || op == "LogSoftmaxGrad")
+      return cuda::cudnn_softmax_grad(ex, cudnn_, args, op == "LogSoftmaxGrad");
+    if (op == "MaxPool" || op == "AveragePool") return cuda::cudnn_pool(ex, cudnn_, args);
+    if (op == "MaxPoolGrad" || op == "AveragePoolGrad")
+      return cuda::cudnn_pool_grad(ex, cudnn_, args);
+    return false;
+  }
+
   // Conv / ConvGrad through cuDNN; false when cuDNN cannot express the window
   // (the shared im2col path runs it then).
   bool conv_on_cudnn(CudaExec& ex, device::DeviceOpArgs& args) {

@@ -4,15 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "executor/cuda/cudnn_util.h"
 #include "executor/device/ops_conv.h"
-
-#define PIPETRAIN_CUDNN_CHECK(call)                                            \
-  do {                                                                         \
-    const cudnnStatus_t st_ = (call);                                          \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                           \
-      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
-                                      " failed: " + cudnnGetErrorString(st_)); \
-  } while (0)
 
 namespace pipetrain::exec::cuda {
 
@@ -39,12 +32,6 @@ struct ConvDescriptors {
   ConvDescriptors(const ConvDescriptors&) = delete;
   ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 };
-
-std::vector<int> packed_strides(const std::vector<int>& dims) {
-  std::vector<int> s(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;) s[d - 1] = s[d] * dims[d];
-  return s;
-}
 
 /// Fills the descriptors for a's Conv (1-D as 2-D with a unit height); false
 /// when cuDNN cannot express it: asymmetric or negative pads, or an output
