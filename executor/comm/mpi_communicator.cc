@@ -62,6 +62,8 @@ constexpr int kTagAbort = 3;    // the abort reason, to every rank
 constexpr int kTagBeat = 4;     // "still here", every kBeatEvery to every peer
 constexpr int kTagBye = 5;      // "closing cleanly": stop watching me
 
+constexpr auto kPollIdle = std::chrono::microseconds(500);
+constexpr auto kPollWhileWaiting = std::chrono::microseconds(20);
 constexpr auto kBeatEvery = std::chrono::milliseconds(500);
 // How long teardown waits for queued sends (after an abort: a peer may be
 // gone), then for MPI_Finalize; short enough that a job whose rank died or
@@ -213,11 +215,14 @@ class MpiCommunicator final : public Communicator {
     std::unique_lock<std::mutex> lock(mu_);
     const auto key = std::make_pair(src, tag);
     auto ready = [&] { return aborted_ || mailbox_.count(key) > 0; };
-    if (!timeout) {
+    ++waiting_;
+    bool arrived = true;
+    if (!timeout)
       recv_cv_.wait(lock, ready);
-    } else if (!recv_cv_.wait_for(lock, *timeout, ready)) {
-      throw comm_timed_out(rank_, "recv from", src, tag, timeout);
-    }
+    else
+      arrived = recv_cv_.wait_for(lock, *timeout, ready);
+    --waiting_;
+    if (!arrived) throw comm_timed_out(rank_, "recv from", src, tag, timeout);
     throw_if_aborted();
     auto it = mailbox_.find(key);
     ir::Tensor t = std::move(it->second.front());
@@ -350,8 +355,10 @@ class MpiCommunicator final : public Communicator {
         continue;
       }
       // Back off while nothing moves; a queued send wakes us at once.
-      idle = std::min(std::max(idle * 2, std::chrono::microseconds(10)),
-                      std::chrono::microseconds(500));
+      // While a worker waits for a message, poll often: its arrival is the
+      // critical path (a message's latency); otherwise back off further.
+      const auto cap = waiting_ > 0 ? kPollWhileWaiting : kPollIdle;
+      idle = std::min(std::max(idle * 2, std::chrono::microseconds(10)), cap);
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait_for(lock, idle, [&] { return !outgoing_.empty() || stop_; });
     }
@@ -622,7 +629,8 @@ class MpiCommunicator final : public Communicator {
   mutable std::mutex mu_;
   std::condition_variable recv_cv_, send_cv_, wake_;
   bool started_ = false, stop_ = false, aborted_ = false;
-  bool lost_peer_ = false;  // this rank saw a peer go silent
+  bool lost_peer_ = false;       // this rank saw a peer go silent
+  std::atomic<int> waiting_{0};  // workers blocked in recv (read unlocked by the loop)
   std::string init_error_, abort_message_;
   std::deque<Outgoing> outgoing_;
   std::vector<size_t> pending_bytes_;  // per destination: queued or in flight
