@@ -163,8 +163,9 @@ class MpiCommunicator final : public Communicator {
 
   // Rank 0, or, once rank 0 has gone silent, the lowest rank that has not.
   bool speaks_for_job() const override {
-    if (rank_ == 0) return true;
     std::lock_guard<std::mutex> lock(mu_);
+    if (Clock::now() < muted_until_) return false;
+    if (rank_ == 0) return true;
     // Half the timeout: whoever noticed first may already have stopped us.
     const auto quiet = peer_timeout_ / 2;
     for (int r = 0; r < rank_; ++r)
@@ -320,8 +321,13 @@ class MpiCommunicator final : public Communicator {
     std::map<int, std::deque<Arriving>> arriving;  // per source, in arrival order
     std::optional<Clock::time_point> drain_until;
     Beats beats(static_cast<size_t>(size_));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_watch_ = Clock::now();  // MPI_Init's time is no pause
+    }
     auto idle = std::chrono::microseconds(0);
     for (;;) {
+      check_own_pause();
       bool busy = false, stopping = false;
       std::deque<Outgoing> fresh;
       {
@@ -550,6 +556,20 @@ class MpiCommunicator final : public Communicator {
            now - last_heard_[static_cast<size_t>(r)] > limit;
   }
 
+  // First thing in each round of the loop, before any message is read: when
+  // this thread itself stood still (the process was stopped, then continued)
+  // the peers' beats wait unread, so start their clocks afresh rather than
+  // blame them, and leave the speaking to the peers, which may have reported us.
+  void check_own_pause() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Clock::now();
+    const bool paused = peer_timeout_.count() > 0 && now - last_watch_ > peer_timeout_ / 2;
+    last_watch_ = now;
+    if (!paused) return;
+    std::fill(last_heard_.begin(), last_heard_.end(), now);
+    muted_until_ = now + 2 * peer_timeout_;
+  }
+
   void watch_peers() {
     int lost = -1;
     {
@@ -638,6 +658,8 @@ class MpiCommunicator final : public Communicator {
   std::map<std::vector<int>, int64_t> collective_seq_;  // per group: allreduces so far
   std::vector<Clock::time_point> last_heard_;           // per peer: its last message
   std::vector<bool> said_bye_;                          // per peer: closed cleanly
+  Clock::time_point last_watch_ = Clock::now();         // the progress thread's last look
+  Clock::time_point muted_until_{};                     // after standing still: others speak
 };
 
 }  // namespace
