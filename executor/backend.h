@@ -2,6 +2,7 @@
 // the CUDA backend (executor/cuda) implements the same table.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,19 @@ class Backend {
     (void)n;
     return false;
   }
+
+  // A graph run (ForwardRunner::run) brackets its nodes with begin_run and
+  // end_run, so a device backend can keep the tensors its nodes produce in
+  // device memory between them (executor/device/residency.h). Between the
+  // two, an output's host bytes are current only after to_host(). Outside a
+  // run, run() leaves every output on the host.
+  virtual void begin_run(uint64_t values_version) { (void)values_version; }
+  /// Makes t's host bytes current (the run returns t, or the host reads it).
+  virtual void to_host(const ir::Tensor& t) { (void)t; }
+  /// The run no longer reads t (its last reader ran).
+  virtual void release(const ir::Tensor& t) { (void)t; }
+  /// Ends the run (also after an exception); what was not brought to the host is gone.
+  virtual void end_run() {}
 };
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).

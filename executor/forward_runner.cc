@@ -60,6 +60,12 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     if (std::find(graph_.inputs.begin(), graph_.inputs.end(), name) == graph_.inputs.end())
       throw ModelError("'" + name + "' is not an input of the model");
 
+  // The backend may keep tensors on its device until the run ends.
+  backend_.begin_run(options.values_version);
+  struct EndRun {
+    Backend& b;
+    ~EndRun() { b.end_run(); }
+  } end_run{backend_};
   std::set<std::string> keep(graph_.outputs.begin(), graph_.outputs.end());
   for (size_t pos = 0; pos < order_.size(); ++pos) {
     const ir::Node& n = graph_.nodes[order_[pos]];
@@ -113,13 +119,18 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     for (const auto& in : n.inputs) {
       if (in.empty() || keep.count(in)) continue;
       auto lu = last_use_.find(in);
-      if (lu != last_use_.end() && lu->second == pos) live.erase(in);
+      if (lu == last_use_.end() || lu->second != pos) continue;
+      auto it = live.find(in);
+      if (it == live.end()) continue;
+      backend_.release(it->second);
+      live.erase(it);
     }
   }
   std::map<std::string, ir::Tensor> result;
   for (const auto& o : graph_.outputs) {
     auto it = live.find(o);
     if (it != live.end()) {
+      backend_.to_host(it->second);
       result[o] = it->second;
     } else if (const ir::Tensor* v = graph_.value(o)) {
       result[o] = *v;

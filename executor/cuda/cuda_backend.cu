@@ -1,12 +1,14 @@
 // The CUDA backend. Each node runs the shared op implementations
 // (executor/device) through CudaExec, cuBLAS for Gemm/MatMul, cuDNN for
 // convolutions, softmax and pooling where it expresses them exactly; shape
-// metadata ops (Shape, Constant, ...) run on the host. The executor hands
-// kernels host tensors, so a node's inputs are staged to device buffers on
-// the copy stream, the compute stream waits for them (an event), runs the
-// op, and the copy stream brings the outputs back after a second event.
-// Buffers come from a caching allocator. Staging every node is the simple,
-// correct first step; device-resident tensors are the next one.
+// metadata ops (Shape, Constant, ...) run on the host. Tensors stay on the
+// device for the whole graph run (executor/device/residency.h): a run's
+// feeds and the graph's values go up once (values stay cached while the
+// run's values_version holds), the tensors its nodes produce never leave the
+// device unless the host reads them (the run's outputs, host ops' inputs,
+// the few inputs an op reads on the host). Copies run on the copy stream,
+// kernels on the compute stream, ordered by events (cuda_memory.h); buffers
+// come from a caching allocator.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -17,11 +19,13 @@
 #include "executor/cuda/caching_allocator.h"
 #include "executor/cuda/cuda_blas.h"
 #include "executor/cuda/cuda_exec.h"
+#include "executor/cuda/cuda_memory.h"
 #include "executor/cuda/cudnn_conv.h"
 #include "executor/cuda/cudnn_ops.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
+#include "executor/device/residency.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -35,31 +39,21 @@ class CudaBackend final : public Backend {
   CudaBackend(int device, Precision precision)
       : device_(device), bf16_(precision == Precision::kBf16) {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
-    PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
-    PIPETRAIN_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
-    PIPETRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
-    PIPETRAIN_CUDA_CHECK(cudaEventCreateWithFlags(&outputs_ready_, cudaEventDisableTiming));
     PIPETRAIN_CUBLAS_CHECK(cublasCreate(&blas_));
-    PIPETRAIN_CUBLAS_CHECK(cublasSetStream(blas_, compute_));
+    PIPETRAIN_CUBLAS_CHECK(cublasSetStream(blas_, memory_.compute()));
     // Deterministic: no atomics-based reductions inside cuBLAS.
     PIPETRAIN_CUBLAS_CHECK(cublasSetAtomicsMode(blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
     if (cudnnCreate(&cudnn_) != CUDNN_STATUS_SUCCESS)
       throw RuntimeFault("cudnnCreate failed on CUDA device " + std::to_string(device_));
-    if (cudnnSetStream(cudnn_, compute_) != CUDNN_STATUS_SUCCESS)
+    if (cudnnSetStream(cudnn_, memory_.compute()) != CUDNN_STATUS_SUCCESS)
       throw RuntimeFault("cudnnSetStream failed");
   }
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
-    cudaStreamSynchronize(compute_);
-    cudaStreamSynchronize(copy_);
-    memory_.empty_cache();
+    cudaDeviceSynchronize();
     cudnnDestroy(cudnn_);
     cublasDestroy(blas_);
-    cudaEventDestroy(inputs_ready_);
-    cudaEventDestroy(outputs_ready_);
-    cudaStreamDestroy(compute_);
-    cudaStreamDestroy(copy_);
   }
 
   std::string name() const override {
@@ -70,36 +64,28 @@ class CudaBackend final : public Backend {
     return device::support_reason(g, n, kLibrary, "CUDA");
   }
 
-  void run(KernelContext& ctx) override {
-    if (device::host_ops().count(ctx.n().op_type)) {
-      cpu_->run(ctx);
-      return;
-    }
+  void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
+  void to_host(const ir::Tensor& t) override {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
-    CudaExec ex{compute_, blas_, &memory_, {}};
-    device::DeviceOpArgs args;
-    args.host = &ctx;
+    residency_.to_host(t);
+  }
+  void release(const ir::Tensor& t) override { residency_.release(t); }
+  void end_run() override { residency_.end_run(); }
+
+  void run(KernelContext& ctx) override {
+    PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
+    if (residency_.active()) return run_node(ctx);
+    // A node outside a run: its own run, its outputs back on the host.
+    residency_.begin_run(ctx.values_version);
     try {
-      stage_in(ctx, ex, args);
-      const std::string& op = ctx.n().op_type;
-      const bool bf16 = bf16_ && device::bf16_ops().count(op);
-      if (bf16) round_floats(ex, args.in);  // staged copies: the host masters stay fp32
-      if (!on_library(ex, args)) {
-        const auto& ops = device::device_ops<CudaExec>();
-        auto it = ops.find(op);
-        if (it == ops.end())
-          throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernel for " + op);
-        it->second(ex, args);
-      }
-      if (bf16) round_floats(ex, args.out);
-      stage_out(ctx, args);
+      run_node(ctx);
+      for (const ir::Tensor* t : ctx.outputs)
+        if (t && t->defined()) residency_.to_host(*t);
     } catch (...) {
-      cudaStreamSynchronize(compute_);
-      cudaStreamSynchronize(copy_);
-      release(ex);
+      residency_.end_run();
       throw;
     }
-    release(ex);
+    residency_.end_run();
   }
 
  private:
@@ -150,68 +136,78 @@ class CudaBackend final : public Backend {
                                  args.has_out(2) ? args.out[2].data<float>() : nullptr);
   }
 
-  static void round_floats(CudaExec& ex, const std::vector<device::DeviceTensor>& ts) {
-    for (const device::DeviceTensor& t : ts)
-      if (t.defined() && t.dtype == ir::DType::kF32)
-        ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
-  }
-
-  // Inputs to the device on the copy stream; outputs allocated and zeroed
-  // (the runner promises zero-filled outputs to kernels that accumulate).
-  void stage_in(const KernelContext& ctx, CudaExec& ex, device::DeviceOpArgs& args) {
-    for (const ir::Tensor* t : ctx.inputs) {
-      if (!t || !t->defined()) {
-        args.in.push_back({});
-        continue;
+  void run_node(KernelContext& ctx) {
+    const std::string& op = ctx.n().op_type;
+    if (device::host_ops().count(op)) {
+      // Shape metadata on the host: its inputs brought back, its outputs' device copies dropped.
+      for (const ir::Tensor* t : ctx.inputs)
+        if (t && t->defined()) residency_.to_host(*t);
+      for (const ir::Tensor* t : ctx.outputs)
+        if (t && t->defined()) residency_.host_wrote(*t);
+      cpu_->run(ctx);
+      return;
+    }
+    const bool bf16 = bf16_ && device::bf16_ops().count(op);
+    CudaExec ex{memory_.compute(), blas_, &allocator_, {}};
+    device::DeviceOpArgs args;
+    args.host = &ctx;
+    try {
+      for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+        const ir::Tensor* t = ctx.inputs[i];
+        if (!t || !t->defined()) {
+          args.in.push_back({});
+          continue;
+        }
+        if (device::read_on_host(op, *t)) residency_.to_host(*t);
+        void* p = const_cast<void*>(residency_.input(*t, ctx.in_is_value(i)));
+        if (bf16 && t->dtype() == ir::DType::kF32) {  // a rounded copy: masters stay fp32
+          float* r = ex.scratch<float>(t->numel());
+          ex.for_each(t->numel(), device::RoundedBf16Copy{static_cast<const float*>(p), r});
+          p = r;
+        }
+        args.in.push_back({p, t->dtype(), t->shape()});
       }
-      void* p = ex.scratch<std::byte>(static_cast<int64_t>(t->nbytes()));
-      if (t->nbytes())
-        PIPETRAIN_CUDA_CHECK(
-            cudaMemcpyAsync(p, t->raw(), t->nbytes(), cudaMemcpyHostToDevice, copy_));
-      args.in.push_back({p, t->dtype(), t->shape()});
-    }
-    PIPETRAIN_CUDA_CHECK(cudaEventRecord(inputs_ready_, copy_));
-    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, inputs_ready_, 0));
-    for (ir::Tensor* t : ctx.outputs) {
-      if (!t || !t->defined()) {
-        args.out.push_back({});
-        continue;
+      for (ir::Tensor* t : ctx.outputs)
+        args.out.push_back(t && t->defined()
+                               ? device::DeviceTensor{residency_.output(*t), t->dtype(), t->shape()}
+                               : device::DeviceTensor{});
+      memory_.inputs_ready();  // the compute stream waits for this node's uploads
+      if (!on_library(ex, args)) {
+        const auto& ops = device::device_ops<CudaExec>();
+        auto it = ops.find(op);
+        if (it == ops.end())
+          throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernel for " + op);
+        it->second(ex, args);
       }
-      void* p = ex.scratch<std::byte>(static_cast<int64_t>(t->nbytes()));
-      if (t->nbytes()) PIPETRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, t->nbytes(), compute_));
-      args.out.push_back({p, t->dtype(), t->shape()});
+      if (bf16)
+        for (const device::DeviceTensor& t : args.out)
+          if (t.defined() && t.dtype == ir::DType::kF32)
+            ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
+    } catch (...) {
+      cudaDeviceSynchronize();
+      release_scratch(ex);
+      throw;
     }
+    release_scratch(ex);
   }
 
-  // Outputs back to the host tensors once the compute stream is done.
-  void stage_out(KernelContext& ctx, const device::DeviceOpArgs& args) {
-    PIPETRAIN_CUDA_CHECK(cudaEventRecord(outputs_ready_, compute_));
-    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(copy_, outputs_ready_, 0));
-    for (size_t i = 0; i < ctx.outputs.size(); ++i) {
-      ir::Tensor* t = ctx.outputs[i];
-      if (t && t->defined() && t->nbytes())
-        PIPETRAIN_CUDA_CHECK(
-            cudaMemcpyAsync(t->raw(), args.out[i].ptr, t->nbytes(), cudaMemcpyDeviceToHost, copy_));
-    }
-    const cudaError_t err = cudaStreamSynchronize(copy_);
-    if (err != cudaSuccess)
-      throw RuntimeFault(ctx.n().describe() +
-                         ": the CUDA kernel failed: " + cudaGetErrorString(err));
-  }
-
-  void release(CudaExec& ex) {
-    for (auto& [p, bytes] : ex.temps) memory_.release(p, bytes);
+  // Scratch goes back to the cache: later work on the compute stream is
+  // ordered after this op's, and uploads wait for the compute stream.
+  void release_scratch(CudaExec& ex) {
+    for (auto& [p, bytes] : ex.temps) allocator_.release(p, bytes);
     ex.temps.clear();
   }
 
   const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
   int device_;
   bool bf16_;
-  cudaStream_t compute_ = nullptr, copy_ = nullptr;
-  cudaEvent_t inputs_ready_ = nullptr, outputs_ready_ = nullptr;
+  // Destroyed in reverse: residency returns its blocks to the allocator, the
+  // streams are synchronised, then the allocator frees the blocks.
+  cuda::CachingAllocator allocator_;
+  cuda::CudaMemory memory_{device_, allocator_};
+  device::Residency residency_{memory_};
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
-  cuda::CachingAllocator memory_;
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 

@@ -27,6 +27,13 @@ struct RoundBf16 {
   PIPETRAIN_HD void operator()(int64_t i) const { x[i] = round_bf16(x[i]); }
 };
 
+/// dst = src rounded (the op's copy of an input that stays fp32).
+struct RoundedBf16Copy {
+  const float* src;
+  float* dst;
+  PIPETRAIN_HD void operator()(int64_t i) const { dst[i] = round_bf16(src[i]); }
+};
+
 /// The ops that compute in bf16 under --precision bf16.
 inline const std::set<std::string>& bf16_ops() {
   static const std::set<std::string> ops = {"Gemm",          "MatMul",   "Conv",

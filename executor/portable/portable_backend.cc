@@ -2,8 +2,12 @@
 // (executor/device) run by a host Exec, one loop iteration per element where
 // a GPU runs one thread, and cblas for the GEMMs inside them. It exists so the
 // CPU test suite checks, op by op against the CPU backend, the very code the
-// CUDA backend compiles; the library ops (Gemm, MatMul: cuBLAS calls on the
-// GPU) and host ops go to the CPU kernels.
+// CUDA backend compiles, and the device residency the CUDA backend keeps: its
+// "device" is separate host memory, and the host copy of a tensor whose
+// newest bytes are there is poisoned (NaN) until it comes back. The library
+// ops (Gemm, MatMul: cuBLAS calls on the GPU) and host ops go to the CPU
+// kernels on host copies.
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
@@ -13,6 +17,7 @@
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
+#include "executor/device/residency.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -53,10 +58,19 @@ struct HostExec {
   }
 };
 
-device::DeviceTensor view(const ir::Tensor* t) {
-  if (!t || !t->defined()) return {};
-  return {const_cast<void*>(t->raw()), t->dtype(), t->shape()};
-}
+// The portable backend's "device": host memory of its own.
+class HostMemory final : public device::DeviceMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw RuntimeFault("the portable backend is out of memory");
+    return p;
+  }
+  void release(void* p, size_t) override { std::free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+};
 
 class PortableBackend final : public Backend {
  public:
@@ -67,15 +81,72 @@ class PortableBackend final : public Backend {
     return device::support_reason(g, n, kLibrary, "portable");
   }
 
+  void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
+  void to_host(const ir::Tensor& t) override { residency_.to_host(t); }
+  void release(const ir::Tensor& t) override { residency_.release(t); }
+  void end_run() override { residency_.end_run(); }
+
   void run(KernelContext& ctx) override {
-    if (bf16_ && device::bf16_ops().count(ctx.n().op_type)) return run_bf16(ctx);
-    run_fp32(ctx);
+    if (residency_.active()) return run_node(ctx);
+    // A node outside a run: its own run, its outputs back on the host.
+    residency_.begin_run(ctx.values_version);
+    try {
+      run_node(ctx);
+      for (const ir::Tensor* t : ctx.outputs)
+        if (t && t->defined()) residency_.to_host(*t);
+    } catch (...) {
+      residency_.end_run();
+      throw;
+    }
+    residency_.end_run();
   }
 
  private:
-  // Rounded copies of the float inputs (the originals may be master weights),
-  // then the outputs rounded in place.
-  void run_bf16(KernelContext& ctx) {
+  void run_node(KernelContext& ctx) {
+    const std::string& op = ctx.n().op_type;
+    const bool bf16 = bf16_ && device::bf16_ops().count(op);
+    const auto& ops = device::device_ops<HostExec>();
+    auto it = ops.find(op);
+    if (it == ops.end()) return run_on_host(ctx, bf16);  // host and library ops
+    device::DeviceOpArgs args;
+    args.host = &ctx;
+    HostExec ex;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      const ir::Tensor* t = ctx.inputs[i];
+      if (!t || !t->defined()) {
+        args.in.push_back({});
+        continue;
+      }
+      if (device::read_on_host(op, *t)) residency_.to_host(*t);
+      void* p = const_cast<void*>(residency_.input(*t, ctx.in_is_value(i)));
+      if (bf16 && t->dtype() == ir::DType::kF32) {  // a rounded copy: masters stay fp32
+        float* r = ex.scratch<float>(t->numel());
+        ex.for_each(t->numel(), device::RoundedBf16Copy{static_cast<const float*>(p), r});
+        p = r;
+      }
+      args.in.push_back({p, t->dtype(), t->shape()});
+    }
+    for (ir::Tensor* t : ctx.outputs)
+      args.out.push_back(t && t->defined()
+                             ? device::DeviceTensor{residency_.output(*t), t->dtype(), t->shape()}
+                             : device::DeviceTensor{});
+    it->second(ex, args);
+    if (bf16)
+      for (const device::DeviceTensor& t : args.out)
+        if (t.defined() && t.dtype == ir::DType::kF32)
+          ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
+  }
+
+  // The CPU kernel on host copies: the inputs brought back, the outputs'
+  // device copies (now out of date) dropped.
+  void run_on_host(KernelContext& ctx, bool bf16) {
+    for (const ir::Tensor* t : ctx.inputs)
+      if (t && t->defined()) residency_.to_host(*t);
+    for (const ir::Tensor* t : ctx.outputs)
+      if (t && t->defined()) residency_.host_wrote(*t);
+    if (!bf16) return cpu_->run(ctx);
+    // Rounded copies of the float inputs (the originals may be master
+    // weights), then the outputs rounded in place.
     std::vector<ir::Tensor> rounded;
     KernelContext c = ctx;
     rounded.reserve(ctx.inputs.size());
@@ -88,7 +159,7 @@ class PortableBackend final : public Backend {
       c.inputs[i] = &rounded.back();
       if (i < c.input_is_value.size()) c.input_is_value[i] = false;  // not the cached bytes
     }
-    run_fp32(c);
+    cpu_->run(c);
     for (ir::Tensor* t : ctx.outputs)
       if (t && t->dtype() == ir::DType::kF32) {
         HostExec ex;
@@ -96,24 +167,11 @@ class PortableBackend final : public Backend {
       }
   }
 
-  void run_fp32(KernelContext& ctx) {
-    const auto& ops = device::device_ops<HostExec>();
-    auto it = ops.find(ctx.n().op_type);
-    if (it == ops.end()) {  // host and library ops
-      cpu_->run(ctx);
-      return;
-    }
-    device::DeviceOpArgs args;
-    args.host = &ctx;
-    for (const ir::Tensor* t : ctx.inputs) args.in.push_back(view(t));
-    for (ir::Tensor* t : ctx.outputs) args.out.push_back(view(t));
-    HostExec ex;
-    it->second(ex, args);
-  }
-
   const bool bf16_;
   const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  HostMemory memory_;
+  device::Residency residency_{memory_, /*poison_stale=*/true};
 };
 
 }  // namespace

@@ -54,7 +54,9 @@ std::set<std::string> compare_on(exec::Backend& device, double tolerance,
     auto got = exec::ForwardRunner(cg.training, device).run({}, opts);
     for (const auto& [name, t] : want) {
       if (exact)
-        EXPECT_TRUE(same_bits(got.at(name), t)) << c.name << ": output " << name << " differs";
+        EXPECT_TRUE(same_bits(got.at(name), t))
+            << c.name << ": output " << name << " differs: " << got.at(name).at(0) << " vs "
+            << t.at(0);
       else
         EXPECT_LE(closeness(got.at(name), t, std::max(tolerance, 1e-4), std::max(tolerance, 1e-5)),
                   1.0)
