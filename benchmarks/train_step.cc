@@ -74,8 +74,24 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     if (profile) cli::print_profile(tg.graph, node_seconds, static_cast<int>(warmup + steps));
-    fmt::print("{{\"median_ms\": {:.3f}, \"min_ms\": {:.3f}, \"arena_mib\": {:.1f}}}\n",
-               ms[ms.size() / 2], ms.front(), trainer.memory_plan().arena_bytes / 1048576.0);
+    // A device backend's host-device traffic per step, beside what staging
+    // every node's inputs and outputs (no residency) would move.
+    const exec::TransferStats moved = backend->transfers();
+    double staged = 0;
+    for (const ir::Node& n : tg.graph.nodes)
+      for (const auto* names : {&n.inputs, &n.outputs})
+        for (const std::string& t : *names)
+          if (!t.empty() && tg.graph.has_tensor(t)) {
+            const ir::TensorDesc& d = tg.graph.tensor(t);
+            staged += static_cast<double>(ir::numel(d.shape) * ir::dtype_size(d.dtype));
+          }
+    const double per_step = 1048576.0 * static_cast<double>(warmup + steps);
+    fmt::print(
+        "{{\"median_ms\": {:.3f}, \"min_ms\": {:.3f}, \"arena_mib\": {:.1f}, "
+        "\"to_device_mib_per_step\": {:.2f}, \"to_host_mib_per_step\": {:.2f}, "
+        "\"per_node_staging_mib_per_step\": {:.2f}}}\n",
+        ms[ms.size() / 2], ms.front(), trainer.memory_plan().arena_bytes / 1048576.0,
+        moved.to_device / per_step, moved.to_host / per_step, staged / 1048576.0);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

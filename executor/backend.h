@@ -2,6 +2,7 @@
 // the CUDA backend (executor/cuda) implements the same table.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,6 +11,11 @@
 #include "ir/graph.h"
 
 namespace pipetrain::exec {
+
+/// Bytes a device backend moved between host and device so far.
+struct TransferStats {
+  size_t to_device = 0, to_host = 0;
+};
 
 class Backend {
  public:
@@ -44,6 +50,8 @@ class Backend {
   virtual void release(const ir::Tensor& t) { (void)t; }
   /// Ends the run (also after an exception); what was not brought to the host is gone.
   virtual void end_run() {}
+  /// Host-device traffic so far (zero for the CPU backend).
+  virtual TransferStats transfers() const { return {}; }
 };
 
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).

@@ -71,6 +71,9 @@ class CudaBackend final : public Backend {
   }
   void release(const ir::Tensor& t) override { residency_.release(t); }
   void end_run() override { residency_.end_run(); }
+  TransferStats transfers() const override {
+    return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};
+  }
 
   void run(KernelContext& ctx) override {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));

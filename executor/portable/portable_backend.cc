@@ -85,6 +85,9 @@ class PortableBackend final : public Backend {
   void to_host(const ir::Tensor& t) override { residency_.to_host(t); }
   void release(const ir::Tensor& t) override { residency_.release(t); }
   void end_run() override { residency_.end_run(); }
+  TransferStats transfers() const override {
+    return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};
+  }
 
   void run(KernelContext& ctx) override {
     if (residency_.active()) return run_node(ctx);

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec::device {
@@ -139,3 +141,49 @@ TEST(Residency, RunsDoNotNest) {
 
 }  // namespace
 }  // namespace pipetrain::exec::device
+
+namespace pipetrain::exec {
+namespace {
+
+ir::Node node(std::string name, std::string op, std::vector<std::string> in,
+              std::vector<std::string> out) {
+  return {std::move(name), std::move(op), std::move(in), std::move(out), {}};
+}
+
+// The portable backend in a real run: y = Sigmoid(Relu(x) * w) + b moves x,
+// w and b up and y back, nothing of the intermediates; a second run of the
+// same values_version moves x only; the result equals the CPU backend's.
+TEST(Residency, APortableRunMovesFeedsValuesAndOutputsOnly) {
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {4, 8}, ir::Role::kInput});
+  g.inputs = {"x"};
+  g.set_value("w", ir::Tensor::from_f32(std::vector<float>(32, 0.5f), {4, 8}), ir::Role::kParam);
+  g.set_value("b", ir::Tensor::from_f32(std::vector<float>(8, -0.25f), {8}), ir::Role::kParam);
+  g.nodes = {node("relu", "Relu", {"x"}, {"r"}), node("mul", "Mul", {"r", "w"}, {"m"}),
+             node("sig", "Sigmoid", {"m"}, {"s"}), node("add", "Add", {"s", "b"}, {"y"})};
+  g.outputs = {"y"};
+  g.set_layers({{"l0", {0, 1, 2, 3}}});
+  g.infer_shapes();
+  g.verify();
+  std::vector<float> xs(32);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i) * 0.1f - 1.5f;
+  const std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_f32(xs, {4, 8})}};
+
+  auto portable = make_portable_backend();
+  auto cpu = make_cpu_backend();
+  RunOptions opts;
+  opts.values_version = fresh_values_version();
+  const ir::Tensor want = ForwardRunner(g, *cpu, true).run(feeds, opts).at("y");
+  ForwardRunner runner(g, *portable, true);
+  const ir::Tensor got = runner.run(feeds, opts).at("y");
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+  const size_t x = 32 * 4, w = 32 * 4, b = 8 * 4, y = 32 * 4;
+  EXPECT_EQ(portable->transfers().to_device, x + w + b);
+  EXPECT_EQ(portable->transfers().to_host, y);
+  runner.run(feeds, opts);
+  EXPECT_EQ(portable->transfers().to_device, x + w + b + x);  // the values stayed
+  EXPECT_EQ(portable->transfers().to_host, 2 * y);
+}
+
+}  // namespace
+}  // namespace pipetrain::exec
