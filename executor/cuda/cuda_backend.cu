@@ -151,7 +151,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const bool bf16 = bf16_ && device::bf16_ops().count(op);
-    CudaExec ex{memory_.compute(), blas_, &allocator_, {}};
+    CudaExec ex{memory_.compute(), blas_, &allocator_, {}, bf16};
     device::DeviceOpArgs args;
     args.host = &ctx;
     try {

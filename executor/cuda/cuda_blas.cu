@@ -63,6 +63,17 @@ void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
     return;
   }
   const float alpha = 1.0f, beta = 0.0f;
+  if (ex.bf16_tensor_cores) {
+    PIPETRAIN_CUBLAS_CHECK(cublasGemmBatchedEx(
+        ex.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+        static_cast<int>(k), &alpha, reinterpret_cast<const void* const*>(ex.upload(pb)),
+        CUDA_R_32F, static_cast<int>(n), reinterpret_cast<const void* const*>(ex.upload(pa)),
+        CUDA_R_32F, static_cast<int>(k), &beta,
+        reinterpret_cast<void* const*>(const_cast<float* const*>(ex.upload(py))), CUDA_R_32F,
+        static_cast<int>(n), static_cast<int>(count), CUBLAS_COMPUTE_32F_FAST_16BF,
+        CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   PIPETRAIN_CUBLAS_CHECK(cublasSgemmBatched(
       ex.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
       static_cast<int>(k), &alpha, ex.upload(pb), static_cast<int>(n), ex.upload(pa),

@@ -39,6 +39,12 @@ struct CudaExec {
   cublasHandle_t blas = nullptr;
   CachingAllocator* memory = nullptr;
   std::vector<std::pair<void*, size_t>> temps;  // released by the backend after the op
+  /// Under bf16 mixed precision an op's inputs are bf16 values already, so
+  /// CUBLAS_COMPUTE_32F_FAST_16BF runs its GEMMs on bf16 tensor cores with
+  /// fp32 accumulation, exactly where the operands are those inputs; an LSTM's
+  /// recurrent state, computed inside the op, is rounded there too (as
+  /// autocast's bf16 LSTM computes it). fp32 keeps plain SGEMM.
+  bool bf16_tensor_cores = false;
 
   static constexpr int kThreads = 256;
   static constexpr int64_t kMaxBlocks = 65535;
@@ -60,10 +66,18 @@ struct CudaExec {
       for_each(m * n, ScaleMatrix{c, n, ldc, beta});
       return;
     }
-    PIPETRAIN_CUBLAS_CHECK(cublasSgemm(
-        blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-        static_cast<int>(m), static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
-        static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
+    const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16_tensor_cores) {
+      PIPETRAIN_CUBLAS_CHECK(cublasGemmEx(
+          blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+          b, CUDA_R_32F, static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta, c,
+          CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
+    PIPETRAIN_CUBLAS_CHECK(cublasSgemm(blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                       static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
+                                       static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
   }
   template <typename T>
   T* scratch(int64_t count) {
