@@ -26,6 +26,7 @@
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
 #include "executor/device/residency.h"
+#include "executor/device/resident_node.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -77,18 +78,7 @@ class CudaBackend final : public Backend {
 
   void run(KernelContext& ctx) override {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));
-    if (residency_.active()) return run_node(ctx);
-    // A node outside a run: its own run, its outputs back on the host.
-    residency_.begin_run(ctx.values_version);
-    try {
-      run_node(ctx);
-      for (const ir::Tensor* t : ctx.outputs)
-        if (t && t->defined()) residency_.to_host(*t);
-    } catch (...) {
-      residency_.end_run();
-      throw;
-    }
-    residency_.end_run();
+    device::run_in_a_run(residency_, ctx, [&] { run_node(ctx); });
   }
 
  private:
@@ -152,29 +142,8 @@ class CudaBackend final : public Backend {
     }
     const bool bf16 = bf16_ && device::bf16_ops().count(op);
     CudaExec ex{memory_.compute(), blas_, &allocator_, {}, bf16};
-    device::DeviceOpArgs args;
-    args.host = &ctx;
     try {
-      for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-        const ir::Tensor* t = ctx.inputs[i];
-        if (!t || !t->defined()) {
-          args.in.push_back({});
-          continue;
-        }
-        if (device::read_on_host(op, *t)) residency_.to_host(*t);
-        void* p = const_cast<void*>(residency_.input(*t, ctx.in_is_value(i)));
-        if (bf16 && t->dtype() == ir::DType::kF32) {  // a rounded copy: masters stay fp32
-          float* r = ex.scratch<float>(t->numel());
-          ex.for_each(t->numel(), device::RoundedBf16Copy{static_cast<const float*>(p), r});
-          p = r;
-        }
-        args.in.push_back({p, t->dtype(), t->shape()});
-      }
-      for (ir::Tensor* t : ctx.outputs)
-        args.out.push_back(t && t->defined()
-                               ? device::DeviceTensor{residency_.output(*t), t->dtype(), t->shape()}
-                               : device::DeviceTensor{});
-      memory_.inputs_ready();  // the compute stream waits for this node's uploads
+      device::DeviceOpArgs args = device::resident_args(residency_, ex, ctx, bf16);
       if (!on_library(ex, args)) {
         const auto& ops = device::device_ops<CudaExec>();
         auto it = ops.find(op);
@@ -182,10 +151,7 @@ class CudaBackend final : public Backend {
           throw UnsupportedOp(ctx.n().describe() + ": the CUDA backend has no kernel for " + op);
         it->second(ex, args);
       }
-      if (bf16)
-        for (const device::DeviceTensor& t : args.out)
-          if (t.defined() && t.dtype == ir::DType::kF32)
-            ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
+      if (bf16) device::round_outputs_bf16(ex, args);
     } catch (...) {
       cudaDeviceSynchronize();
       release_scratch(ex);

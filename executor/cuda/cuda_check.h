@@ -1,8 +1,9 @@
-// Error checks for CUDA runtime and cuBLAS calls: a failure becomes a
+// Error checks for CUDA runtime, cuBLAS and cuDNN calls: a failure becomes a
 // RuntimeFault naming the call and the library's own message.
 #pragma once
 
 #include <cublas_v2.h>
+#include <cudnn.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -23,4 +24,12 @@
     if (st_ != CUBLAS_STATUS_SUCCESS)                                            \
       throw ::pipetrain::RuntimeFault(std::string(#call) +                       \
                                       " failed: " + cublasGetStatusString(st_)); \
+  } while (0)
+
+#define PIPETRAIN_CUDNN_CHECK(call)                                            \
+  do {                                                                         \
+    const cudnnStatus_t st_ = (call);                                          \
+    if (st_ != CUDNN_STATUS_SUCCESS)                                           \
+      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
+                                      " failed: " + cudnnGetErrorString(st_)); \
   } while (0)

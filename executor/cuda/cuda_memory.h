@@ -2,9 +2,9 @@
 // with the worker's two streams: kernels run on the compute stream, copies
 // on the copy stream. An upload first waits for the compute work queued so
 // far (its block may be one an earlier kernel still reads, back in the
-// cache), and the compute stream waits for a node's uploads before the node
-// runs (inputs_ready). Downloads wait for the compute stream and finish
-// before returning. nvcc only.
+// cache), and the compute stream waits for each upload before its next
+// kernel. Downloads wait for the compute stream and finish before
+// returning. nvcc only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,7 +44,9 @@ class CudaMemory final : public device::DeviceMemory {
   void upload(void* dst, const void* src, size_t bytes) override {
     copy_after_compute();
     PIPETRAIN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_));
-    uploads_pending_ = true;
+    // Whatever the compute stream runs next may read it.
+    PIPETRAIN_CUDA_CHECK(cudaEventRecord(copies_done_, copy_));
+    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, copies_done_, 0));
   }
 
   void download(void* dst, const void* src, size_t bytes) override {
@@ -59,14 +61,6 @@ class CudaMemory final : public device::DeviceMemory {
     PIPETRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_));
   }
 
-  /// The compute stream waits for the uploads queued since the last call.
-  void inputs_ready() {
-    if (!uploads_pending_) return;
-    PIPETRAIN_CUDA_CHECK(cudaEventRecord(copies_done_, copy_));
-    PIPETRAIN_CUDA_CHECK(cudaStreamWaitEvent(compute_, copies_done_, 0));
-    uploads_pending_ = false;
-  }
-
  private:
   void copy_after_compute() {
     PIPETRAIN_CUDA_CHECK(cudaEventRecord(compute_mark_, compute_));
@@ -76,7 +70,6 @@ class CudaMemory final : public device::DeviceMemory {
   CachingAllocator& allocator_;
   cudaStream_t compute_ = nullptr, copy_ = nullptr;
   cudaEvent_t compute_mark_ = nullptr, copies_done_ = nullptr;
-  bool uploads_pending_ = false;
 };
 
 }  // namespace pipetrain::exec::cuda

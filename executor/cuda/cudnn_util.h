@@ -1,5 +1,5 @@
-// cuDNN error checks and descriptors freed on scope exit, for the cuDNN
-// paths of the CUDA backend (cudnn_conv, cudnn_ops). nvcc only.
+// cuDNN descriptors freed on scope exit, for the cuDNN paths of the CUDA
+// backend (cudnn_conv, cudnn_ops). nvcc only.
 #pragma once
 
 #include <cudnn.h>
@@ -7,15 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/error.h"
-
-#define PIPETRAIN_CUDNN_CHECK(call)                                            \
-  do {                                                                         \
-    const cudnnStatus_t st_ = (call);                                          \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                           \
-      throw ::pipetrain::RuntimeFault(std::string(#call) +                     \
-                                      " failed: " + cudnnGetErrorString(st_)); \
-  } while (0)
+#include "executor/cuda/cuda_check.h"
 
 namespace pipetrain::exec::cuda {
 

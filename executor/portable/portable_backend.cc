@@ -18,6 +18,7 @@
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
 #include "executor/device/residency.h"
+#include "executor/device/resident_node.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -90,18 +91,7 @@ class PortableBackend final : public Backend {
   }
 
   void run(KernelContext& ctx) override {
-    if (residency_.active()) return run_node(ctx);
-    // A node outside a run: its own run, its outputs back on the host.
-    residency_.begin_run(ctx.values_version);
-    try {
-      run_node(ctx);
-      for (const ir::Tensor* t : ctx.outputs)
-        if (t && t->defined()) residency_.to_host(*t);
-    } catch (...) {
-      residency_.end_run();
-      throw;
-    }
-    residency_.end_run();
+    device::run_in_a_run(residency_, ctx, [&] { run_node(ctx); });
   }
 
  private:
@@ -111,33 +101,10 @@ class PortableBackend final : public Backend {
     const auto& ops = device::device_ops<HostExec>();
     auto it = ops.find(op);
     if (it == ops.end()) return run_on_host(ctx, bf16);  // host and library ops
-    device::DeviceOpArgs args;
-    args.host = &ctx;
     HostExec ex;
-    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-      const ir::Tensor* t = ctx.inputs[i];
-      if (!t || !t->defined()) {
-        args.in.push_back({});
-        continue;
-      }
-      if (device::read_on_host(op, *t)) residency_.to_host(*t);
-      void* p = const_cast<void*>(residency_.input(*t, ctx.in_is_value(i)));
-      if (bf16 && t->dtype() == ir::DType::kF32) {  // a rounded copy: masters stay fp32
-        float* r = ex.scratch<float>(t->numel());
-        ex.for_each(t->numel(), device::RoundedBf16Copy{static_cast<const float*>(p), r});
-        p = r;
-      }
-      args.in.push_back({p, t->dtype(), t->shape()});
-    }
-    for (ir::Tensor* t : ctx.outputs)
-      args.out.push_back(t && t->defined()
-                             ? device::DeviceTensor{residency_.output(*t), t->dtype(), t->shape()}
-                             : device::DeviceTensor{});
+    device::DeviceOpArgs args = device::resident_args(residency_, ex, ctx, bf16);
     it->second(ex, args);
-    if (bf16)
-      for (const device::DeviceTensor& t : args.out)
-        if (t.defined() && t.dtype == ir::DType::kF32)
-          ex.for_each(t.numel(), device::RoundBf16{t.data<float>()});
+    if (bf16) device::round_outputs_bf16(ex, args);
   }
 
   // The CPU kernel on host copies: the inputs brought back, the outputs'
