@@ -23,13 +23,16 @@ namespace {
 namespace pt = partitioner;
 
 struct TopologyArgs {
-  std::string shape, bandwidth, memory, json;
+  std::string shape, bandwidth, memory, latency, json;
   void add_to(CLI::App& cmd) {
     cmd.add_option("--topology", shape,
                    "Workers per level, outermost first: 4x4 = 4 servers x 4 GPUs");
     cmd.add_option("--bandwidth", bandwidth,
                    "Bytes/s per level, same order: 10e9,150e9 (one value: every level)");
     cmd.add_option("--memory", memory, "Bytes of memory per worker (default: no limit)");
+    cmd.add_option("--latency", latency,
+                   "Seconds per message per level, same order: 20e-6,5e-6 (default 0; "
+                   "`pipetrain train --comm mpi` measures its own)");
     cmd.add_option("--topology-json", json, "Topology as JSON instead of the flags")
         ->check(CLI::ExistingFile);
   }
@@ -42,10 +45,13 @@ struct TopologyArgs {
         throw PlanError(json + ": " + e.what());
       }
       if (!memory.empty()) t.memory_bytes = pt::parse_topology("1", "1", memory).memory_bytes;
+      pt::set_latencies(t, latency);
       return t;
     }
     if (shape.empty()) throw PlanError("--topology is required (e.g. --topology 4x4)");
-    return pt::parse_topology(shape, bandwidth, memory);
+    pt::Topology t = pt::parse_topology(shape, bandwidth, memory);
+    pt::set_latencies(t, latency);
+    return t;
   }
 };
 

@@ -125,6 +125,17 @@ Topology parse_topology(const std::string& shape, const std::string& bandwidths,
   return t;
 }
 
+void set_latencies(Topology& t, const std::string& latencies) {
+  if (latencies.empty()) return;
+  const auto values = split(latencies, ',');
+  if (values.size() != 1 && values.size() != t.levels.size())
+    throw PlanError(fmt::format("--latency '{}': {} values for {} topology levels", latencies,
+                                values.size(), t.levels.size()));
+  for (size_t i = 0; i < t.levels.size(); ++i)
+    t.levels[i].latency_s = parse_number(values.size() == 1 ? values[0] : values[i], "--latency");
+  validate(t);
+}
+
 nlohmann::json to_json(const Topology& t) {
   nlohmann::json levels = nlohmann::json::array();
   for (const auto& l : t.levels) {

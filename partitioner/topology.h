@@ -41,6 +41,9 @@ void validate(const Topology& t);
 /// "16e9" ("" or "0": unlimited). Throws PlanError naming the flag.
 Topology parse_topology(const std::string& shape, const std::string& bandwidths,
                         const std::string& memory);
+/// Sets each level's per-message latency from "20e-6,5e-6" (seconds, one per
+/// level or one for all; "" leaves them). Throws PlanError naming --latency.
+void set_latencies(Topology& t, const std::string& latencies);
 
 nlohmann::json to_json(const Topology& t);
 Topology topology_from_json(const nlohmann::json& j);

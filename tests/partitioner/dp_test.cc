@@ -167,6 +167,15 @@ TEST(Topology, LatencyIsTheCrossedLevelsAndRoundTrips) {
   EXPECT_EQ(back.levels[0].latency_s, 30e-6);
   EXPECT_EQ(back.levels[1].latency_s, 2e-6);
   EXPECT_EQ(t.describe(), "2x4 @ 10 GB/s, 150 GB/s + 30 us, 2 us per message");
+  Topology flags = parse_topology("2x4", "10e9,150e9", "");
+  set_latencies(flags, "30e-6,2e-6");
+  EXPECT_EQ(flags.describe(), t.describe());
+  set_latencies(flags, "1e-6");
+  EXPECT_EQ(flags.levels[0].latency_s, 1e-6);
+  EXPECT_EQ(flags.levels[1].latency_s, 1e-6);
+  EXPECT_THROW(set_latencies(flags, "1,2,3"), PlanError);
+  EXPECT_THROW(set_latencies(flags, "soon"), PlanError);
+  EXPECT_THROW(set_latencies(flags, "-1"), PlanError);
   t.levels[1].latency_s = -1;
   EXPECT_THROW(validate(t), PlanError);
 }
