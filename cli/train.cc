@@ -67,6 +67,13 @@ void train(TrainArgs& a) {
              [&](const exec::EpochReport& e) { report.epoch(e); }});
   report.write_loss_svg(a.run_dir + "/loss.svg");
   if (a.profile) print_profile(tg.graph, node_seconds, static_cast<int>(trainer.steps_done()));
+  if (const exec::TransferStats moved = backend->transfers();
+      moved.to_device + moved.to_host > 0 && trainer.steps_done() > 0)
+    fmt::print(
+        "host-device traffic: {:.1f} MiB to the device, {:.1f} MiB back ({:.2f} MiB per step, "
+        "evaluation included)\n",
+        moved.to_device / 1048576.0, moved.to_host / 1048576.0,
+        (moved.to_device + moved.to_host) / 1048576.0 / static_cast<double>(trainer.steps_done()));
   fmt::print("metrics: {}/metrics.jsonl, loss curve: {}/loss.svg\n", a.run_dir, a.run_dir);
   if (!a.output.empty()) {
     importer::save_trained_weights(a.model.path, model, a.output);

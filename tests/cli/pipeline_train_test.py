@@ -175,6 +175,8 @@ class PipelineTrainTest(unittest.TestCase):
                                    "-o", self.path("p.onnx")))
             if extra:
                 self.assertIn("backend portable", r.stdout)
+            else:  # one worker reports what its device traffic was
+                self.assertRegex(r.stdout, r"host-device traffic: [\d.]+ MiB to the device")
             self.assert_same_weights(self.path("c.onnx"), self.path("p.onnx"))
 
     def test_bf16_mixed_precision_trains_and_needs_a_device_backend(self):
