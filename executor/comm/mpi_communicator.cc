@@ -501,14 +501,20 @@ class MpiCommunicator final : public Communicator {
     beats.last_sent = now;
     for (int r = 0; r < size_; ++r) {
       MPI_Request& req = beats.requests[static_cast<size_t>(r)];
-      int done = 1;
-      if (req != MPI_REQUEST_NULL) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      int done = 1, rc = MPI_SUCCESS;
+      if (req != MPI_REQUEST_NULL) rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       // A peer that does not take the last beat is not sent another.
-      if (r != rank_ && done) MPI_Isend(&kBeatByte, 1, MPI_BYTE, r, kTagBeat, MPI_COMM_WORLD, &req);
+      if (rc == MPI_SUCCESS && r != rank_ && done)
+        rc = MPI_Isend(&kBeatByte, 1, MPI_BYTE, r, kTagBeat, MPI_COMM_WORLD, &req);
+      if (rc != MPI_SUCCESS) {
+        mpi_failed("sending a heartbeat to rank " + std::to_string(r), rc);
+        return;
+      }
     }
   }
 
-  // Best effort: a peer that misses it may later call us silent, harmlessly.
+  // Best effort, errors ignored (we are closing): a peer that misses the bye
+  // may later call us silent, harmlessly.
   void say_bye(Beats& beats) {
     for (int r = 0; r < size_; ++r) {
       MPI_Request& req = beats.requests[static_cast<size_t>(r)];
@@ -534,7 +540,10 @@ class MpiCommunicator final : public Communicator {
         if (MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
           break;
         char byte = 0;
-        MPI_Recv(&byte, 1, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        const int rc =
+            MPI_Recv(&byte, 1, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+          return mpi_failed("receiving a heartbeat from rank " + std::to_string(st.MPI_SOURCE), rc);
         any = true;
         heard_from(st.MPI_SOURCE);
         if (tag == kTagBye) {
