@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: builds with the CUDA backend, runs the op
 # table CPU against CUDA for every op (and the NCCL contract test), trains the
-# LeNet demo on one GPU with 2 pipeline stages, and times ResNet-50 and a
-# Transformer training step against PyTorch on the same GPU, printing the
-# ratios. Exits non-zero on the first check that fails.
+# LeNet demo on one GPU with 2 pipeline stages, reports a step's host-device
+# traffic, and times ResNet-50 and a Transformer training step against
+# PyTorch on the same GPU, printing the ratios. Exits non-zero on the first
+# check that fails.
 #
 # Usage: benchmarks/gpu_check.sh [--steps N]
 set -euo pipefail
@@ -35,6 +36,9 @@ work=$(mktemp -d)
 "$build/cli/pipetrain" train "$work/lenet.onnx" --data fashion-mnist --batch 64 --epochs 1 \
   --loss cross-entropy --optimizer adam --lr 0.002 --seed 0 --stages 2 --schedule 1f1b \
   --backend cuda --quiet --run-dir "$work/lenet-run"
+
+echo "== host-device traffic of a LeNet step (device-resident tensors) against per-node staging =="
+"$build/benchmarks/train_step" "$work/lenet.onnx" --backend cuda --batch 64 --steps 3 --warmup 1
 
 echo "== training step against PyTorch on the same GPU =="
 /usr/bin/python3 "$root/benchmarks/compare_training.py" "$build" --device cuda \
