@@ -11,28 +11,69 @@
 
 namespace pipetrain::exec::device {
 
-/// Per channel: y = x * a[c] + b[c]; training also gives running statistics.
+// BatchNorm's sums over (N, D...) run in two levels, so a GPU has N x C
+// threads at work rather than C: per (n, c) plane a sum in lanes (sum_row's
+// order), then per channel the N plane sums in order. The CPU kernels add
+// in the same order, so the results agree bitwise.
+
+/// Per plane i of (N, C, size): the sum of its elements, in double.
+struct PlaneSums {
+  const float* x;
+  double* out;  // (N, C)
+  int64_t size;
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = sum_row(x + i * size, size); }
+};
+
+/// Per plane i: the sum of (x - mean[c])^2, c = i mod C.
+struct PlaneSqDev {
+  const float* x;
+  const double* mean;  // (C)
+  double* out;         // (N, C)
+  int64_t channels, size;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    out[i] = sum_sq_dev_row(x + i * size, size, mean[i % channels]);
+  }
+};
+
+/// Per plane i: sum dY and sum dY (x - mean[c]).
+struct PlaneGradSums {
+  const float *dy, *x;
+  const double* mean;  // (C)
+  double *g, *gx;      // (N, C)
+  int64_t channels, size;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    sum_grad_row(dy + i * size, nullptr, x + i * size, size, mean[i % channels], &g[i], &gx[i]);
+  }
+};
+
+/// Per channel c: sum over n of planes[n][c], in n order, divided by `divisor`.
+struct ChannelTotal {
+  const double* planes;  // (N, C)
+  double* out;           // (C)
+  int64_t n_batch, channels;
+  double divisor;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    double s = 0;
+    for (int64_t n = 0; n < n_batch; ++n) s += planes[n * channels + c];
+    out[c] = s / divisor;
+  }
+};
+
+/// Per channel: y = x * a[c] + b[c] from the batch statistics (training:
+/// mean and the sum of squared deviations; also the running statistics) or
+/// the running ones.
 struct BatchNormStats {
-  const float *x, *scale, *bias, *in_mean, *in_var;
-  float *a, *b, *run_mean, *run_var;  // run_*: may be null
-  int64_t n_batch, channels, size;
+  const float *scale, *bias, *in_mean, *in_var;
+  const double *batch_mean, *batch_sq;  // (C); training only
+  float *a, *b, *run_mean, *run_var;    // run_*: may be null
+  double count;
   float eps, momentum;
   bool training;
   PIPETRAIN_HD void operator()(int64_t c) const {
     double mean = in_mean[c], var = in_var[c];
     if (training) {
-      double sum = 0, sq = 0;
-      for (int64_t n = 0; n < n_batch; ++n) {
-        const float* p = x + (n * channels + c) * size;
-        for (int64_t i = 0; i < size; ++i) sum += p[i];
-      }
-      const double count = static_cast<double>(n_batch * size);
-      mean = count > 0 ? sum / count : 0.0;
-      for (int64_t n = 0; n < n_batch; ++n) {
-        const float* p = x + (n * channels + c) * size;
-        for (int64_t i = 0; i < size; ++i) sq += (p[i] - mean) * (p[i] - mean);
-      }
-      var = count > 0 ? sq / count : 0.0;
+      mean = count > 0 ? batch_mean[c] : 0.0;
+      var = count > 0 ? batch_sq[c] / count : 0.0;
       if (run_mean)
         run_mean[c] = static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
       if (run_var) run_var[c] = static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
@@ -60,52 +101,50 @@ template <typename Exec>
 void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
   const DeviceTensor& x = a.in[0];
   const int64_t n_batch = x.shape[0], channels = x.shape[1];
-  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
+  const int64_t planes = n_batch * channels;
+  const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+  const double count = static_cast<double>(n_batch * size);
+  const bool training = a.n().attr_int("training_mode", 0) != 0;
+  double* mean = ex.template scratch<double>(channels);  // (C)
+  double* sq = ex.template scratch<double>(channels);    // (C)
+  if (training && count > 0) {
+    double* part = ex.template scratch<double>(planes);  // (N, C)
+    ex.for_each(planes, PlaneSums{x.data<float>(), part, size});
+    ex.for_each(channels, ChannelTotal{part, mean, n_batch, channels, count});
+    ex.for_each(planes, PlaneSqDev{x.data<float>(), mean, part, channels, size});
+    ex.for_each(channels, ChannelTotal{part, sq, n_batch, channels, 1.0});
+  }
   float* af = ex.template scratch<float>(channels);
   float* bf = ex.template scratch<float>(channels);
-  ex.for_each(
-      channels,
-      BatchNormStats{x.data<float>(), a.in[1].data<float>(), a.in[2].data<float>(),
-                     a.in[3].data<float>(), a.in[4].data<float>(), af, bf,
-                     a.has_out(1) ? a.out[1].data<float>() : nullptr,
-                     a.has_out(2) ? a.out[2].data<float>() : nullptr, n_batch, channels, size,
-                     a.n().attr_float("epsilon", 1e-5f), a.n().attr_float("momentum", 0.9f),
-                     a.n().attr_int("training_mode", 0) != 0});
+  ex.for_each(channels, BatchNormStats{a.in[1].data<float>(), a.in[2].data<float>(),
+                                       a.in[3].data<float>(), a.in[4].data<float>(), mean, sq, af,
+                                       bf, a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                                       a.has_out(2) ? a.out[2].data<float>() : nullptr, count,
+                                       a.n().attr_float("epsilon", 1e-5f),
+                                       a.n().attr_float("momentum", 0.9f), training});
   if (size > 0)
     ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), af,
                                          nullptr, bf, channels, size});
 }
 
-/// Per channel of BatchNormalizationGrad: dB, dscale and dX's coefficients.
+/// Per channel of BatchNormalizationGrad, from the channel totals: dB,
+/// dscale and dX's coefficients.
 struct BatchNormGradStats {
-  const float *dy, *x, *scale;
-  float *dscale, *db;  // may be null
-  float *a, *b1, *b0;  // dX = a dY + b1 x + b0
-  int64_t n_batch, channels, size;
-  double eps;
+  const float* scale;
+  const double *mean, *sq, *sum_g, *sum_gx;  // (C)
+  float *dscale, *db;                        // may be null
+  float *a, *b1, *b0;                        // dX = a dY + b1 x + b0
+  double count, eps;
   PIPETRAIN_HD void operator()(int64_t c) const {
-    const double count = static_cast<double>(n_batch * size);
-    double sum = 0;
-    for (int64_t n = 0; n < n_batch; ++n) sum += sum_row(x + (n * channels + c) * size, size);
-    const double mean = sum / count;
-    double sq = 0, sum_g = 0, sum_gx = 0;
-    for (int64_t n = 0; n < n_batch; ++n) {
-      const int64_t off = (n * channels + c) * size;
-      sq += sum_sq_dev_row(x + off, size, mean);
-      double g = 0, gx = 0;
-      sum_grad_row(dy + off, nullptr, x + off, size, mean, &g, &gx);
-      sum_g += g;
-      sum_gx += gx;
-    }
-    const double invstd = 1.0 / ::sqrt(sq / count + eps);
-    const double sum_gxhat = sum_gx * invstd;
-    if (db) db[c] = static_cast<float>(sum_g);
+    const double invstd = 1.0 / ::sqrt(sq[c] / count + eps);
+    const double sum_gxhat = sum_gx[c] * invstd;
+    if (db) db[c] = static_cast<float>(sum_g[c]);
     if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
     const double ad = scale[c] * invstd;
     const double b1d = -ad * invstd * sum_gxhat / count;
     a[c] = static_cast<float>(ad);
     b1[c] = static_cast<float>(b1d);
-    b0[c] = static_cast<float>(-b1d * mean - ad * sum_g / count);
+    b0[c] = static_cast<float>(-b1d * mean[c] - ad * sum_g[c] / count);
   }
 };
 
@@ -113,20 +152,35 @@ template <typename Exec>
 void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
   const DeviceTensor& x = a.in[1];
   const int64_t n_batch = x.shape[0], channels = x.shape[1];
-  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
-  if (n_batch * size == 0) return;  // the zero-filled outputs are the gradients
+  const int64_t planes = n_batch * channels;
+  const int64_t size = planes == 0 ? 0 : x.numel() / planes;
+  const double count = static_cast<double>(n_batch * size);
+  if (count == 0) return;  // the zero-filled outputs are the gradients
+  const float *xd = x.data<float>(), *dy = a.in[0].data<float>();
+  double* part = ex.template scratch<double>(planes);     // (N, C)
+  double* part_gx = ex.template scratch<double>(planes);  // (N, C)
+  double* mean = ex.template scratch<double>(channels);   // (C)
+  double* sq = ex.template scratch<double>(channels);
+  double* sum_g = ex.template scratch<double>(channels);
+  double* sum_gx = ex.template scratch<double>(channels);
+  ex.for_each(planes, PlaneSums{xd, part, size});
+  ex.for_each(channels, ChannelTotal{part, mean, n_batch, channels, count});
+  ex.for_each(planes, PlaneSqDev{xd, mean, part, channels, size});
+  ex.for_each(channels, ChannelTotal{part, sq, n_batch, channels, 1.0});
+  ex.for_each(planes, PlaneGradSums{dy, xd, mean, part, part_gx, channels, size});
+  ex.for_each(channels, ChannelTotal{part, sum_g, n_batch, channels, 1.0});
+  ex.for_each(channels, ChannelTotal{part_gx, sum_gx, n_batch, channels, 1.0});
   float* af = ex.template scratch<float>(channels);
   float* b1 = ex.template scratch<float>(channels);
   float* b0 = ex.template scratch<float>(channels);
-  ex.for_each(
-      channels,
-      BatchNormGradStats{a.in[0].data<float>(), x.data<float>(), a.in[2].data<float>(),
-                         a.has_out(1) ? a.out[1].data<float>() : nullptr,
-                         a.has_out(2) ? a.out[2].data<float>() : nullptr, af, b1, b0, n_batch,
-                         channels, size, static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
+  ex.for_each(channels,
+              BatchNormGradStats{a.in[2].data<float>(), mean, sq, sum_g, sum_gx,
+                                 a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                                 a.has_out(2) ? a.out[2].data<float>() : nullptr, af, b1, b0, count,
+                                 static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
   if (a.has_out(0))
-    ex.for_each(x.numel(), ChannelAffine{a.in[0].data<float>(), x.data<float>(),
-                                         a.out[0].data<float>(), af, b1, b0, channels, size});
+    ex.for_each(x.numel(),
+                ChannelAffine{dy, xd, a.out[0].data<float>(), af, b1, b0, channels, size});
 }
 
 /// A parameter broadcast to LayerNorm's normalised shape (aligned right;

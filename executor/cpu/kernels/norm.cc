@@ -1,6 +1,6 @@
 // BatchNormalization and LayerNormalization (f32). Statistics accumulate in
-// double, in a fixed order (LayerNormalization: in interleaved lanes, so the
-// row loops vectorise).
+// double, in a fixed order: interleaved lanes per row (per sample's plane for
+// BatchNorm), so the loops vectorise and the device kernels match.
 #include <cmath>
 #include <vector>
 
@@ -27,18 +27,15 @@ void batch_norm(KernelContext& ctx) {
   for (int64_t c = 0; c < channels; ++c) {
     double mean = in_mean[c], var = in_var[c];
     if (training) {
-      // Batch statistics over (N, D...): two passes, biased variance.
+      // Batch statistics over (N, D...): two passes, biased variance; per
+      // sample's plane a sum in lanes, planes in order (the device kernels'
+      // two-level order, device/ops_norm.h).
       double sum = 0, sq = 0;
-      for (int64_t n = 0; n < n_batch; ++n) {
-        const float* p = xd + (n * channels + c) * size;
-        for (int64_t i = 0; i < size; ++i) sum += p[i];
-      }
+      for (int64_t n = 0; n < n_batch; ++n) sum += sum_row(xd + (n * channels + c) * size, size);
       double count = static_cast<double>(n_batch * size);
       mean = count > 0 ? sum / count : 0.0;
-      for (int64_t n = 0; n < n_batch; ++n) {
-        const float* p = xd + (n * channels + c) * size;
-        for (int64_t i = 0; i < size; ++i) sq += (p[i] - mean) * (p[i] - mean);
-      }
+      for (int64_t n = 0; n < n_batch; ++n)
+        sq += device::sum_sq_dev_row(xd + (n * channels + c) * size, size, mean);
       var = count > 0 ? sq / count : 0.0;
       if (ctx.has_out(1))
         ctx.out(1).data<float>()[c] =
