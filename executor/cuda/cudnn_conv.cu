@@ -156,8 +156,7 @@ bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a, cons
   }
   if (db) {
     const int64_t n_batch = a.y[0], m_out = a.y[1];
-    ex.for_each(m_out,
-                device::BiasGrad{dy, db, n_batch, m_out, ir::numel(a.y) / (n_batch * m_out)});
+    device::bias_grad(ex, dy, db, n_batch, m_out, ir::numel(a.y) / (n_batch * m_out));
   }
   return true;
 }

@@ -7,6 +7,7 @@
 
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/device/ops_pool.h"
+#include "executor/device/row_math.h"
 
 namespace pipetrain::exec::device {
 
@@ -68,18 +69,15 @@ struct AddBias {
   PIPETRAIN_HD void operator()(int64_t i) const { y[i] += b[i / size]; }
 };
 
-/// dB[m] = sum over n and o of dY[n, m, o], in double, in order.
-struct BiasGrad {
-  const float* dy;
-  float* db;
-  int64_t n_batch, m_out, o_size;
-  PIPETRAIN_HD void operator()(int64_t m) const {
-    double sum = 0;
-    for (int64_t n = 0; n < n_batch; ++n)
-      for (int64_t o = 0; o < o_size; ++o) sum += dy[(n * m_out + m) * o_size + o];
-    db[m] = static_cast<float>(sum);
-  }
-};
+/// dB[m]: dY summed over (N, O...) per output channel, in two levels
+/// (row_math.h's plane sums), in double.
+template <typename Exec>
+void bias_grad(Exec& ex, const float* dy, float* db, int64_t n_batch, int64_t m_out,
+               int64_t o_size) {
+  double* part = ex.template scratch<double>(n_batch * m_out);  // (N, M)
+  ex.for_each(n_batch * m_out, PlaneSums{dy, part, o_size});
+  ex.for_each(m_out, ChannelTotal<float>{part, db, n_batch, m_out, 1.0});
+}
 
 /// conv_plain: Conv as im2col + GEMM per sample and group; ConvTranspose as
 /// GEMM + col2im.
@@ -151,7 +149,7 @@ inline cpu::ConvArgs conv_grad_shapes(const ir::Node& n, bool transposed, const 
 }
 
 /// (dY, X, W) -> (dX, dW, dB), each when present: dX by the adjoint op, dW by
-/// im2col + GEMM accumulated over the samples, dB by BiasGrad.
+/// im2col + GEMM accumulated over the samples, dB by bias_grad.
 template <bool kTransposed, typename Exec>
 void conv_grad_op(Exec& ex, DeviceOpArgs& args) {
   cpu::ConvArgs a =
@@ -200,8 +198,8 @@ void conv_grad_op(Exec& ex, DeviceOpArgs& args) {
   }
   if (args.has_out(2)) {
     const int64_t n_batch = a.y[0], m_out = a.y[1];
-    ex.for_each(m_out, BiasGrad{dy, args.out[2].data<float>(), n_batch, m_out,
-                                ir::numel(a.y) / (n_batch * m_out)});
+    bias_grad(ex, dy, args.out[2].data<float>(), n_batch, m_out,
+              ir::numel(a.y) / (n_batch * m_out));
   }
 }
 

@@ -16,14 +16,6 @@ namespace pipetrain::exec::device {
 // order), then per channel the N plane sums in order. The CPU kernels add
 // in the same order, so the results agree bitwise.
 
-/// Per plane i of (N, C, size): the sum of its elements, in double.
-struct PlaneSums {
-  const float* x;
-  double* out;  // (N, C)
-  int64_t size;
-  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = sum_row(x + i * size, size); }
-};
-
 /// Per plane i: the sum of (x - mean[c])^2, c = i mod C.
 struct PlaneSqDev {
   const float* x;
@@ -43,19 +35,6 @@ struct PlaneGradSums {
   int64_t channels, size;
   PIPETRAIN_HD void operator()(int64_t i) const {
     sum_grad_row(dy + i * size, nullptr, x + i * size, size, mean[i % channels], &g[i], &gx[i]);
-  }
-};
-
-/// Per channel c: sum over n of planes[n][c], in n order, divided by `divisor`.
-struct ChannelTotal {
-  const double* planes;  // (N, C)
-  double* out;           // (C)
-  int64_t n_batch, channels;
-  double divisor;
-  PIPETRAIN_HD void operator()(int64_t c) const {
-    double s = 0;
-    for (int64_t n = 0; n < n_batch; ++n) s += planes[n * channels + c];
-    out[c] = s / divisor;
   }
 };
 
@@ -110,9 +89,9 @@ void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
   if (training && count > 0) {
     double* part = ex.template scratch<double>(planes);  // (N, C)
     ex.for_each(planes, PlaneSums{x.data<float>(), part, size});
-    ex.for_each(channels, ChannelTotal{part, mean, n_batch, channels, count});
+    ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
     ex.for_each(planes, PlaneSqDev{x.data<float>(), mean, part, channels, size});
-    ex.for_each(channels, ChannelTotal{part, sq, n_batch, channels, 1.0});
+    ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
   }
   float* af = ex.template scratch<float>(channels);
   float* bf = ex.template scratch<float>(channels);
@@ -164,12 +143,12 @@ void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
   double* sum_g = ex.template scratch<double>(channels);
   double* sum_gx = ex.template scratch<double>(channels);
   ex.for_each(planes, PlaneSums{xd, part, size});
-  ex.for_each(channels, ChannelTotal{part, mean, n_batch, channels, count});
+  ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
   ex.for_each(planes, PlaneSqDev{xd, mean, part, channels, size});
-  ex.for_each(channels, ChannelTotal{part, sq, n_batch, channels, 1.0});
+  ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
   ex.for_each(planes, PlaneGradSums{dy, xd, mean, part, part_gx, channels, size});
-  ex.for_each(channels, ChannelTotal{part, sum_g, n_batch, channels, 1.0});
-  ex.for_each(channels, ChannelTotal{part_gx, sum_gx, n_batch, channels, 1.0});
+  ex.for_each(channels, ChannelTotal<double>{part, sum_g, n_batch, channels, 1.0});
+  ex.for_each(channels, ChannelTotal<double>{part_gx, sum_gx, n_batch, channels, 1.0});
   float* af = ex.template scratch<float>(channels);
   float* b1 = ex.template scratch<float>(channels);
   float* b0 = ex.template scratch<float>(channels);

@@ -110,4 +110,30 @@ PIPETRAIN_HD inline void sum_grad_row(const float* dy, const float* scale, const
   *sum_gx = fold_lanes(acc_gx);
 }
 
+// Sums over (N, C, size) per channel in two levels, so a GPU runs N x C
+// threads rather than C: per (n, c) plane a sum in lanes (sum_row's order),
+// then per channel the N plane sums in n order.
+
+/// Per plane i of (N, C, size): the sum of its elements, in double.
+struct PlaneSums {
+  const float* x;
+  double* out;  // (N, C)
+  int64_t size;
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = sum_row(x + i * size, size); }
+};
+
+/// Per channel c: sum over n of planes[n][c], in n order, divided by `divisor`.
+template <typename Out>
+struct ChannelTotal {
+  const double* planes;  // (N, C)
+  Out* out;              // (C)
+  int64_t n_batch, channels;
+  double divisor;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    double s = 0;
+    for (int64_t n = 0; n < n_batch; ++n) s += planes[n * channels + c];
+    out[c] = static_cast<Out>(s / divisor);
+  }
+};
+
 }  // namespace pipetrain::exec::device
