@@ -56,11 +56,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int kTagHeader = 1;   // a message's tag, dtype and shape
-constexpr int kTagPayload = 2;  // its bytes, right behind the header (same source, in order)
-constexpr int kTagAbort = 3;    // the abort reason, to every rank
-constexpr int kTagBeat = 4;     // "still here", every kBeatEvery to every peer
-constexpr int kTagBye = 5;      // "closing cleanly": stop watching me
+constexpr int kTagHeader = 1;     // a message's tag, dtype and shape
+constexpr int kTagPayload = 2;    // its bytes, right behind the header (same source, in order)
+constexpr int kTagAbort = 3;      // the abort reason, to every rank
+constexpr int kTagAbortLost = 6;  // the same, when a rank went silent (MPI_Finalize would hang)
+constexpr int kTagBeat = 4;       // "still here", every kBeatEvery to every peer
+constexpr int kTagBye = 5;        // "closing cleanly": stop watching me
 
 constexpr auto kPollIdle = std::chrono::microseconds(500);
 constexpr auto kPollWhileWaiting = std::chrono::microseconds(20);
@@ -117,6 +118,7 @@ struct Outgoing {
   std::vector<char> header;  // or the abort text
   ir::Tensor payload;        // kept alive until MPI is done with it
   bool abort = false;
+  bool lost = false;  // an abort because a rank went silent
 };
 
 struct Posted {
@@ -180,7 +182,8 @@ class MpiCommunicator final : public Communicator {
       set_aborted_locked("communicator aborted by rank " + std::to_string(rank_) + ": " + why);
       for (int r = 0; r < size_; ++r)
         if (r != rank_)
-          outgoing_.push_back({r, {abort_message_.begin(), abort_message_.end()}, {}, true});
+          outgoing_.push_back(
+              {r, {abort_message_.begin(), abort_message_.end()}, {}, true, lost_peer_});
       wake_.notify_all();
     } catch (...) {  // out of memory: the local flag is what matters
     }
@@ -374,7 +377,7 @@ class MpiCommunicator final : public Communicator {
     Posted p;
     p.message = std::move(o);
     Outgoing& m = p.message;
-    const int tag = m.abort ? kTagAbort : kTagHeader;
+    const int tag = !m.abort ? kTagHeader : m.lost ? kTagAbortLost : kTagAbort;
     int rc = MPI_Isend(m.header.data(), static_cast<int>(m.header.size()), MPI_BYTE, m.dst, tag,
                        MPI_COMM_WORLD, &p.requests[0]);
     if (rc == MPI_SUCCESS && !m.abort && m.payload.nbytes() > 0)
@@ -470,18 +473,21 @@ class MpiCommunicator final : public Communicator {
   }
 
   bool receive_aborts() {
-    int flag = 0;
-    MPI_Status st;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagAbort, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
-      return false;
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    std::string text(static_cast<size_t>(count), '\0');
-    MPI_Recv(text.data(), count, MPI_BYTE, st.MPI_SOURCE, kTagAbort, MPI_COMM_WORLD,
-             MPI_STATUS_IGNORE);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_) set_aborted_locked(text);
-    return true;
+    for (int tag : {kTagAbort, kTagAbortLost}) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag)
+        continue;
+      int count = 0;
+      MPI_Get_count(&st, MPI_BYTE, &count);
+      std::string text(static_cast<size_t>(count), '\0');
+      MPI_Recv(text.data(), count, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (tag == kTagAbortLost) lost_peer_ = true;  // finalize would wait for the silent rank
+      if (!aborted_) set_aborted_locked(text);
+      return true;
+    }
+    return false;
   }
 
   // Heartbeats: each rank tells every peer it is alive every kBeatEvery, from
@@ -658,7 +664,7 @@ class MpiCommunicator final : public Communicator {
   mutable std::mutex mu_;
   std::condition_variable recv_cv_, send_cv_, wake_;
   bool started_ = false, stop_ = false, aborted_ = false;
-  bool lost_peer_ = false;       // this rank saw a peer go silent
+  bool lost_peer_ = false;       // a rank went silent (seen here, or told)
   std::atomic<int> waiting_{0};  // workers blocked in recv (read unlocked by the loop)
   std::string init_error_, abort_message_;
   std::deque<Outgoing> outgoing_;
