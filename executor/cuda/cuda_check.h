@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cublas_v2.h>
-#include <cudnn.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <string>
 
