@@ -64,6 +64,11 @@ class CudaBackend final : public Backend {
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
     return device::support_reason(g, n, kLibrary, "CUDA");
   }
+  // Device ops get zeroed device buffers (Residency::output): the host
+  // buffer needs zeroing only for the host ops.
+  bool kernel_fills_outputs(const ir::Node& n) const override {
+    return device::host_ops().count(n.op_type) ? cpu_->kernel_fills_outputs(n) : true;
+  }
 
   void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
   void to_host(const ir::Tensor& t) override {

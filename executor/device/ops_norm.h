@@ -76,6 +76,18 @@ struct ChannelAffine {
   }
 };
 
+/// Per channel of x (N, C, size): the batch mean and the sum of squared
+/// deviations from it, through the two-level sums above.
+template <typename Exec>
+void batch_channel_stats(Exec& ex, const float* x, int64_t n_batch, int64_t channels, int64_t size,
+                         double count, double* mean, double* sq) {
+  double* part = ex.template scratch<double>(n_batch * channels);  // (N, C)
+  ex.for_each(n_batch * channels, PlaneSums{x, part, size});
+  ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
+  ex.for_each(n_batch * channels, PlaneSqDev{x, mean, part, channels, size});
+  ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
+}
+
 template <typename Exec>
 void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
   const DeviceTensor& x = a.in[0];
@@ -86,13 +98,8 @@ void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
   const bool training = a.n().attr_int("training_mode", 0) != 0;
   double* mean = ex.template scratch<double>(channels);  // (C)
   double* sq = ex.template scratch<double>(channels);    // (C)
-  if (training && count > 0) {
-    double* part = ex.template scratch<double>(planes);  // (N, C)
-    ex.for_each(planes, PlaneSums{x.data<float>(), part, size});
-    ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
-    ex.for_each(planes, PlaneSqDev{x.data<float>(), mean, part, channels, size});
-    ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
-  }
+  if (training && count > 0)
+    batch_channel_stats(ex, x.data<float>(), n_batch, channels, size, count, mean, sq);
   float* af = ex.template scratch<float>(channels);
   float* bf = ex.template scratch<float>(channels);
   ex.for_each(channels, BatchNormStats{a.in[1].data<float>(), a.in[2].data<float>(),
@@ -142,10 +149,7 @@ void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
   double* sq = ex.template scratch<double>(channels);
   double* sum_g = ex.template scratch<double>(channels);
   double* sum_gx = ex.template scratch<double>(channels);
-  ex.for_each(planes, PlaneSums{xd, part, size});
-  ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
-  ex.for_each(planes, PlaneSqDev{xd, mean, part, channels, size});
-  ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
+  batch_channel_stats(ex, xd, n_batch, channels, size, count, mean, sq);
   ex.for_each(planes, PlaneGradSums{dy, xd, mean, part, part_gx, channels, size});
   ex.for_each(channels, ChannelTotal<double>{part, sum_g, n_batch, channels, 1.0});
   ex.for_each(channels, ChannelTotal<double>{part_gx, sum_gx, n_batch, channels, 1.0});

@@ -81,6 +81,11 @@ class PortableBackend final : public Backend {
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {
     return device::support_reason(g, n, kLibrary, "portable");
   }
+  // Device ops get zeroed device buffers (Residency::output): the host
+  // buffer needs zeroing only for what runs on the host.
+  bool kernel_fills_outputs(const ir::Node& n) const override {
+    return device::device_ops<HostExec>().count(n.op_type) ? true : cpu_->kernel_fills_outputs(n);
+  }
 
   void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
   void to_host(const ir::Tensor& t) override { residency_.to_host(t); }
