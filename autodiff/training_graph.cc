@@ -63,15 +63,39 @@ void attach_loss(ir::Graph& g, const LossSpec& spec, TrainingGraph& tg) {
     if (pred.shape.size() < 2)
       throw ModelError("cross-entropy needs logits (N, C, ...); output '" + out + "' is " +
                        ir::shape_str(pred.shape));
+    const bool last = spec.classes_last && pred.shape.size() > 2;
+    tg.class_axis = last ? static_cast<int64_t>(pred.shape.size()) - 1 : 1;
+    tg.classes = pred.shape[static_cast<size_t>(tg.class_axis)];
+    tg.ignore_index = spec.ignore_index;
     ir::Shape label_shape = {pred.shape[0]};
-    label_shape.insert(label_shape.end(), pred.shape.begin() + 2, pred.shape.end());
+    if (last)
+      label_shape.assign(pred.shape.begin(), pred.shape.end() - 1);
+    else
+      label_shape.insert(label_shape.end(), pred.shape.begin() + 2, pred.shape.end());
     g.set_tensor({tg.labels, ir::DType::kI64, label_shape, ir::Role::kInput});
     g.inputs.push_back(tg.labels);
+    std::string logits = out, ids = tg.labels;
+    if (last) {
+      // (N, T.., V) -> (N T.., V) and labels (N, T..) -> (N T..): SoftmaxCrossEntropyLoss
+      // wants the classes on axis 1; reshapes are views, a transpose would copy the logits.
+      ir::Tensor rows(ir::DType::kI64, {2});
+      rows.data<int64_t>()[0] = -1;
+      rows.data<int64_t>()[1] = tg.classes;
+      ir::Tensor flat(ir::DType::kI64, {1});
+      flat.data<int64_t>()[0] = -1;
+      g.set_value("loss/logits_shape", rows, ir::Role::kConstant);
+      g.set_value("loss/labels_shape", flat, ir::Role::kConstant);
+      append(g, {"loss/logits/Reshape", "Reshape", {out, "loss/logits_shape"}, {"loss/logits"}, {}});
+      append(g, {"loss/labels/Reshape", "Reshape", {tg.labels, "loss/labels_shape"},
+                 {"loss/labels"}, {}});
+      logits = "loss/logits";
+      ids = "loss/labels";
+    }
     append(g, {"loss/SoftmaxCrossEntropyLoss",
                "SoftmaxCrossEntropyLoss",
-               {out, tg.labels},
+               {logits, ids},
                {tg.loss},
-               {}});
+               {{"ignore_index", ir::Attribute(spec.ignore_index)}}});
   } else if (spec.kind == "mse") {
     g.set_tensor({tg.labels, pred.dtype, pred.shape, ir::Role::kInput});
     g.inputs.push_back(tg.labels);

@@ -19,6 +19,12 @@ struct LossSpec {
   std::string kind;
   /// The model output the attached loss reads; default: the first output.
   std::string output;
+  /// cross-entropy on logits of rank 3 or more: true when the classes are the
+  /// last axis (a language model's (N, T, V) with labels (N, T)), false for
+  /// ONNX's (N, C, d1, ...) with labels (N, d1, ...).
+  bool classes_last = false;
+  /// cross-entropy: labels equal to this add nothing; the mean is over the others.
+  int64_t ignore_index = -100;
 };
 
 struct TrainingGraph {
@@ -26,6 +32,11 @@ struct TrainingGraph {
   std::string loss;        // the scalar loss tensor
   std::string prediction;  // the model output the loss reads ("" for a model's own loss)
   std::string labels;      // the label input attach added ("" for a model's own loss)
+  /// Attached cross-entropy: the number of classes, the prediction's class axis and the
+  /// ignored label id (0 classes for mse and a model's own loss).
+  int64_t classes = 0;
+  int64_t class_axis = 1;
+  int64_t ignore_index = -100;
   std::map<std::string, std::string> grads;  // param -> its gradient tensor
   /// (tensor the step computes, buffer it replaces): BatchNorm running statistics.
   std::vector<std::pair<std::string, std::string>> buffer_updates;

@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "cli/op_time_table.h"
 #include "cli/train_args.h"
+#include "cli/train_data.h"
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
@@ -31,15 +32,10 @@ void train(TrainArgs& a) {
   exec::set_cpu_threads(a.threads > 0 ? a.threads : 1);
   ir::Graph model = importer::import_model(a.model.path, a.model.import_options());
   if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
-  const std::string input = model.inputs[0];
-
-  data::DataOptions dopt;
-  dopt.seed = a.seed;
-  dopt.test_fraction = a.test_fraction;
-  dopt.max_samples = a.max_samples;
-  data::DataSplit split = data::load_data(a.data, dopt);
-
-  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {a.loss, a.loss_output});
+  data::DataSplit split = load_train_data(a, model);
+  autodiff::TrainingGraph tg =
+      autodiff::build_training_graph(model, train_loss_spec(a, model, split));
+  const exec::DataBinding binding = bind_train_data(a, tg, split);
   auto backend = exec::make_backend(a.backend, 0, a.precision_kind());
   a.trainer.seed = a.seed;
   if (a.trainer.schedule.total_steps == 0)
@@ -58,11 +54,12 @@ void train(TrainArgs& a) {
              plan.naive_bytes / 1048576.0);
   std::filesystem::create_directories(a.run_dir);
   TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  report.set_unigram_loss(split.unigram_loss);
   exec::FitOptions fo;
   fo.epochs = a.epochs;
   fo.seed = a.seed;
   fo.max_steps = a.max_steps;
-  exec::fit(trainer, tg, model, *backend, input, split, fo,
+  exec::fit(trainer, tg, model, *backend, binding, split, fo,
             {[&](const exec::StepReport& s) { report.step(s); },
              [&](const exec::EpochReport& e) { report.epoch(e); }});
   report.write_loss_svg(a.run_dir + "/loss.svg");
@@ -89,9 +86,21 @@ void add_train_command(CLI::App& app) {
       app.add_subcommand("train", "Train a model on one worker, or pipelined over worker threads");
   a->model.add_to(*cmd);
   cmd->add_option("--data", a->data,
-                  "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, or files "
-                  "(IDX directory, .csv, .npy pair, .npz)")
+                  "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, "
+                  "text:PATH (UTF-8 file or directory), tokens:FILE (.npy or uint16 .bin), or "
+                  "files (IDX directory, .csv, .npy pair, .npz or directory of NAME.npy arrays "
+                  "named after the model's inputs)")
       ->required();
+  cmd->add_option("--labels", a->labels_key,
+                  "Named-array datasets: the array holding the labels")
+      ->capture_default_str();
+  cmd->add_option("--ignore-index", a->ignore_index,
+                  "cross-entropy: labels equal to this count for nothing (the mean is over the "
+                  "others)")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", a->seq_len,
+                  "text:/tokens: tokens per window (default: the model's input length)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--epochs", a->epochs, "Passes over the training split")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-steps", a->max_steps, "Stop after this many steps in all");

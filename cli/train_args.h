@@ -21,6 +21,9 @@ struct TrainArgs {
   double test_fraction = 0.2;
   std::string loss;
   std::string loss_output;
+  std::string labels_key = "labels";  // named-array datasets: the labels' array
+  int64_t ignore_index = -100;        // cross-entropy: label id that counts for nothing
+  int64_t seq_len = 0;                // text:/tokens: window length (0: the model's)
   exec::TrainerOptions trainer;
   std::string output;
   std::string run_dir = "pipetrain-run";

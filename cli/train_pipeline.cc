@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/random_inputs.h"
 #include "cli/train_args.h"
+#include "cli/train_data.h"
 #include "cli/train_report.h"
 #include "data/dataset.h"
 #include "executor/backend.h"
@@ -221,14 +222,10 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   ModelOptions full_opts = a.model;
   ir::Graph full = importer::import_model(a.model.path, full_opts.import_options());
   if (full.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
-  const autodiff::LossSpec loss{a.loss, a.loss_output};
+  data::DataSplit split = load_train_data(a, full);
+  const autodiff::LossSpec loss = train_loss_spec(a, full, split);
   autodiff::TrainingGraph full_tg = autodiff::build_training_graph(full, loss);
-  data::DataOptions dopt;
-  dopt.seed = a.seed;
-  dopt.test_fraction = a.test_fraction;
-  dopt.max_samples = a.max_samples;
-  data::DataSplit split = data::load_data(a.data, dopt);
-  exec::check_dataset(full_tg, full.inputs[0], split.train);
+  const exec::DataBinding binding = bind_train_data(a, full_tg, split);
   // The workers share the cores (across processes: this host's ranks do).
   // The profile is measured with the thread count the workers will use
   // (oneDNN tunes its kernels to it).
@@ -278,8 +275,6 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       m == 1 ? std::move(full) : importer::import_model(a.model.path, micro_opts.import_options());
   autodiff::TrainingGraph tg =
       m == 1 ? std::move(full_tg) : autodiff::build_training_graph(model, loss);
-  const std::string input = model.inputs[0];
-
   const std::string checkpoint =
       a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
   int64_t start_step = 0;
@@ -347,6 +342,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // The plan as run (with the measured links across processes): `--plan` takes it back.
     write_text(a.run_dir + "/plan.json", partitioner::to_json(plan).dump(2) + "\n");
     report.emplace(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+    report->set_unigram_loss(split.unigram_loss);
   }
   exec::PipelineFitOptions fo;
   fo.epochs = a.epochs;
@@ -364,7 +360,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   exec::PipelineFitResult result;
   try {
     result =
-        exec::fit_pipeline(pipe, tg, model, *backend, input, split, fo,
+        exec::fit_pipeline(pipe, tg, model, *backend, binding, split, fo,
                            {[&](const exec::StepReport& s) {
                               if (report) report->step(s);
                             },

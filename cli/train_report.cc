@@ -58,8 +58,13 @@ void TrainReport::step(const exec::StepReport& s) {
 void TrainReport::epoch(const exec::EpochReport& e) {
   if (!quiet_) fmt::print(stderr, "\n");
   std::string test;
-  if (e.test.samples > 0) test = fmt::format("  test loss {:.4f}", e.test.loss);
-  if (e.test.has_accuracy) test += fmt::format("  test accuracy {:.2f}%", 100 * e.test.accuracy);
+  if (unigram_loss_ > 0 && e.test.samples > 0) {
+    test = fmt::format("  val loss {:.4f}  perplexity {:.2f} (unigram {:.2f})", e.test.loss,
+                       std::exp(e.test.loss), std::exp(unigram_loss_));
+  } else {
+    if (e.test.samples > 0) test = fmt::format("  test loss {:.4f}", e.test.loss);
+    if (e.test.has_accuracy) test += fmt::format("  test accuracy {:.2f}%", 100 * e.test.accuracy);
+  }
   fmt::print("epoch {}/{}: train loss {:.4f}{}  ({:.1f} s, {:.0f} samples/s)\n", e.epoch + 1,
              epochs_, e.train_loss, test, e.seconds, e.samples_per_s);
   std::fflush(stdout);
@@ -68,8 +73,10 @@ void TrainReport::epoch(const exec::EpochReport& e) {
   if (metrics_) {
     metrics_ << fmt::format(
         "{{\"epoch\": {}, \"train_loss\": {:.6g}, \"test_loss\": {:.6g}, \"test_accuracy\": "
-        "{:.6g}, \"seconds\": {:.3f}, \"samples_per_s\": {:.1f}}}\n",
-        e.epoch, e.train_loss, e.test.loss, e.test.accuracy, e.seconds, e.samples_per_s);
+        "{:.6g}, \"test_perplexity\": {:.6g}, \"unigram_perplexity\": {:.6g}, \"seconds\": "
+        "{:.3f}, \"samples_per_s\": {:.1f}}}\n",
+        e.epoch, e.train_loss, e.test.loss, e.test.accuracy, std::exp(e.test.loss),
+        unigram_loss_ > 0 ? std::exp(unigram_loss_) : 0.0, e.seconds, e.samples_per_s);
     metrics_.flush();
   }
 }

@@ -17,6 +17,9 @@ class TrainReport {
   TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path);
   void step(const exec::StepReport& s);
   void epoch(const exec::EpochReport& e);
+  /// A language model's data (text:, tokens:): the epoch lines call the test split validation
+  /// and add its perplexity beside the unigram baseline's (nats per token, > 0).
+  void set_unigram_loss(double nats) { unigram_loss_ = nats; }
   /// Loss per step (and test loss per epoch) as an SVG line chart; atomic.
   void write_loss_svg(const std::string& path) const;
 
@@ -30,6 +33,7 @@ class TrainReport {
   double ema_loss_ = 0;
   double last_draw_ = -1;
   int64_t first_step_ = -1;  // the first step this run reported
+  double unigram_loss_ = 0;  // 0: not a language model's data
 };
 
 }  // namespace pipetrain::cli

@@ -72,6 +72,10 @@ CLI::App* add_zoo_command(CLI::App& app) {
   exp->add_option("--width-divisor", a->options.width_divisor,
                   "Divide every width of the big models by this (1, 2, 4, ..., 64)")
       ->capture_default_str();
+  exp->add_option("--layers", a->options.num_layers, "bert, gpt2: transformer blocks (default 12)");
+  exp->add_option("--vocab", a->options.vocab_size,
+                  "bert, gpt2: vocabulary size (default: the published one / --width-divisor; "
+                  "256 fits the byte-level tokenizer)");
   exp->add_flag("--no-weights", a->no_weights,
                 "Write randomly initialised parameters as zeros (fast; for partitioning)");
   exp->callback([a] { export_model(*a); });

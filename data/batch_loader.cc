@@ -66,8 +66,10 @@ Batch BatchLoader::make_batch(const std::vector<int64_t>& order, int64_t epoch,
   b.index = index;
   b.indices.assign(order.begin() + begin, order.begin() + end);
   const int64_t m = end - begin;
-  for (auto [src, dst] :
-       {std::pair{&dataset_.features, &b.features}, {&dataset_.labels, &b.labels}}) {
+  std::vector<std::pair<const ir::Tensor*, ir::Tensor*>> arrays = {{&dataset_.labels, &b.labels}};
+  if (dataset_.features.defined()) arrays.emplace_back(&dataset_.features, &b.features);
+  for (const auto& [name, t] : dataset_.inputs) arrays.emplace_back(&t, &b.inputs[name]);
+  for (auto [src, dst] : arrays) {
     ir::Shape shape = src->shape();
     shape[0] = m;
     *dst = ir::Tensor(src->dtype(), shape);

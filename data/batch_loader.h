@@ -7,6 +7,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -32,8 +33,9 @@ struct LoaderOptions {
 
 /// One minibatch: fresh tensors that the caller owns.
 struct Batch {
-  ir::Tensor features;           // (B, ...) f32
-  ir::Tensor labels;             // (B) i64 or (B, k) f32
+  ir::Tensor features;                       // (B, ...) as the dataset's features, or undefined
+  std::map<std::string, ir::Tensor> inputs;  // named arrays, (B, ...) each
+  ir::Tensor labels;                         // (B, ...) i64 or f32
   std::vector<int64_t> indices;  // the samples' rows in the dataset, in batch order
   int64_t epoch = 0;
   int64_t index = 0;  // batch number within the epoch

@@ -11,6 +11,7 @@
 #include "data/npz.h"
 #include "data/prepare.h"
 #include "data/synthetic.h"
+#include "data/text.h"
 #include "ir/error.h"
 #include "ir/npy.h"
 
@@ -93,7 +94,27 @@ struct Source {
   bool fixed = false;  // a fixed train/test split; otherwise split.train holds everything
 };
 
-Source read_directory(const std::string& dir) {
+Dataset single_array(const ir::Tensor& features, const ir::Tensor& labels) {
+  Dataset ds;
+  ds.features = features;
+  ds.labels = labels;
+  return ds;
+}
+
+// Arrays keyed by graph input name, the labels under labels_key.
+Dataset named_arrays(std::map<std::string, ir::Tensor> arrays, const std::string& labels_key,
+                     const std::string& what) {
+  Dataset ds;
+  ds.name = fs::path(what).filename().string();
+  ds.labels = arrays.at(labels_key);
+  arrays.erase(labels_key);
+  if (arrays.empty())
+    throw ModelError(what + ": has labels ('" + labels_key + "') but no input arrays");
+  ds.inputs = std::move(arrays);
+  return ds;
+}
+
+Source read_directory(const std::string& dir, const std::string& labels_key) {
   Source s;
   std::string tr_x = find_prefixed(dir, {"train-images"}),
               tr_y = find_prefixed(dir, {"train-labels"});
@@ -116,38 +137,52 @@ Source read_directory(const std::string& dir) {
       return s;
     }
   }
+  const fs::path labels = fs::path(dir) / (labels_key + ".npy");
+  if (fs::is_regular_file(labels)) {
+    std::map<std::string, ir::Tensor> arrays;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file() && e.path().extension() == ".npy")
+        arrays[e.path().stem().string()] = ir::load_npy(e.path().string());
+    s.split.train = named_arrays(std::move(arrays), labels_key, dir);
+    return s;
+  }
   throw ModelError(dir +
                    ": no dataset found in this directory (expected IDX files "
-                   "train-images-*/train-labels-* [+ t10k-* or test-*], or x.npy + y.npy, or "
-                   "features.npy + labels.npy)");
+                   "train-images-*/train-labels-* [+ t10k-* or test-*], x.npy + y.npy, "
+                   "features.npy + labels.npy, or NAME.npy arrays beside " +
+                   labels_key + ".npy)");
 }
 
-Source read_npz_source(const std::string& path) {
+Source read_npz_source(const std::string& path, const std::string& labels_key) {
   auto arrays = read_npz(path);
   Source s;
   auto has = [&](const char* k) { return arrays.count(k) != 0; };
   if (has("x_train") && has("y_train")) {
-    s.split.train = {"", arrays["x_train"], arrays["y_train"], 0};
+    s.split.train = single_array(arrays["x_train"], arrays["y_train"]);
     if (has("x_test") != has("y_test"))
       throw ModelError(path + ": has only one of x_test / y_test");
     if (has("x_test")) {
-      s.split.test = {"", arrays["x_test"], arrays["y_test"], 0};
+      s.split.test = single_array(arrays["x_test"], arrays["y_test"]);
       s.fixed = true;
     }
     return s;
   }
   for (auto [x, y] : {std::pair{"x", "y"}, {"features", "labels"}, {"X", "y"}}) {
     if (has(x) && has(y)) {
-      s.split.train = {"", arrays[x], arrays[y], 0};
+      s.split.train = single_array(arrays[x], arrays[y]);
       return s;
     }
+  }
+  if (has(labels_key.c_str())) {
+    s.split.train = named_arrays(std::move(arrays), labels_key, path);
+    return s;
   }
   std::string keys;
   for (const auto& [k, v] : arrays) keys += (keys.empty() ? "" : ", ") + k;
   throw ModelError(path +
-                   ": expected arrays x/y, features/labels or x_train/y_train[/x_test/y_test]"
-                   ", found: " +
-                   (keys.empty() ? "none" : keys));
+                   ": expected arrays x/y, features/labels, x_train/y_train[/x_test/y_test], or "
+                   "arrays named after the model's inputs beside '" +
+                   labels_key + "' (--labels), found: " + (keys.empty() ? "none" : keys));
 }
 
 Source read_source(const std::string& name, const DataOptions& options) {
@@ -158,7 +193,7 @@ Source read_source(const std::string& name, const DataOptions& options) {
       throw ModelError(
           std::string("fashion-mnist: not found in ") + kFashionMnistDir +
           " (install Debian's dataset-fashion-mnist, or set PIPETRAIN_FASHION_MNIST_DIR)");
-    s = read_directory(dir);
+    s = read_directory(dir, options.labels_key);
     if (!s.fixed) throw ModelError(dir + ": fashion-mnist needs the t10k test files too");
     return s;
   }
@@ -174,6 +209,14 @@ Source read_source(const std::string& name, const DataOptions& options) {
     // 8x8 images of 4x4-block counts, 0..16: scaled to [0, 1].
     float* x = s.split.train.features.data<float>();
     for (int64_t i = 0; i < s.split.train.features.numel(); ++i) x[i] /= 16.0f;
+    return s;
+  }
+  if (name.rfind("text:", 0) == 0 || name.rfind("tokens:", 0) == 0) {
+    TokenWindows w = name[1] == 'e' ? text_windows(name.substr(5), options)
+                                    : token_windows(name.substr(7), options);
+    s.split = std::move(w.split);
+    s.split.unigram_loss = unigram_loss(s.split, w.vocab);
+    s.fixed = true;
     return s;
   }
   if (name.rfind("synthetic:", 0) == 0) {
@@ -193,8 +236,8 @@ Source read_source(const std::string& name, const DataOptions& options) {
     throw ModelError(name +
                      ": no such file or directory, and not a built-in dataset "
                      "(fashion-mnist, digits, synthetic:blobs|regression|spirals)");
-  if (fs::is_directory(name)) return read_directory(name);
-  if (ends_with(name, ".npz")) return read_npz_source(name);
+  if (fs::is_directory(name)) return read_directory(name, options.labels_key);
+  if (ends_with(name, ".npz")) return read_npz_source(name, options.labels_key);
   if (ends_with(name, ".csv") || ends_with(name, ".csv.gz")) {
     s.split.train = read_csv_dataset(name, options);
     return s;
@@ -246,12 +289,13 @@ DataSplit load_data(const std::string& name_or_path, const DataOptions& options)
   check_dataset(s.split.train, o, what);
   if (s.fixed) {
     check_dataset(s.split.test, o, what + " (test split)");
-    if (s.split.test.features.shape().size() != s.split.train.features.shape().size() ||
-        !std::equal(s.split.test.features.shape().begin() + 1, s.split.test.features.shape().end(),
-                    s.split.train.features.shape().begin() + 1))
-      throw ModelError(what + ": train samples " + ir::shape_str(s.split.train.features.shape()) +
-                       " and test samples " + ir::shape_str(s.split.test.features.shape()) +
-                       " differ in shape");
+    const ir::Tensor& a = s.split.train.features;
+    const ir::Tensor& b = s.split.test.features;
+    if (a.defined() && b.defined() &&
+        (a.rank() != b.rank() || !std::equal(b.shape().begin() + 1, b.shape().end(),
+                                             a.shape().begin() + 1)))
+      throw ModelError(what + ": train samples " + ir::shape_str(a.shape()) +
+                       " and test samples " + ir::shape_str(b.shape()) + " differ in shape");
   } else {
     s.split = split_dataset(s.split.train, o.test_fraction, o.seed);
   }

@@ -5,24 +5,38 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "ir/tensor.h"
 
 namespace pipetrain::data {
 
-/// Samples along dimension 0 of both tensors.
+/// Samples along dimension 0 of every array. A dataset is a set of arrays fed
+/// to a model's graph inputs: `inputs` by name (from an .npz or a directory of
+/// NAME.npy files), and `features`, the one array of a single-array source
+/// (IDX, CSV, an x/y pair, the built-ins, text), which feeds the model's first
+/// input that no named array takes.
 struct Dataset {
   std::string name;
-  ir::Tensor features;      // (N, ...) f32
-  ir::Tensor labels;        // (N) i64 class ids, or (N, k) f32 regression targets
+  ir::Tensor features;  // (N, ...) f32, or i64 for integer arrays (token ids); may be undefined
+  std::map<std::string, ir::Tensor> inputs;  // input name -> (N, ...) f32, i64 or bool
+  /// (N) or (N, ...) i64 class ids (ids equal to DataOptions::ignore_index allowed), or
+  /// (N, ...) f32 regression targets.
+  ir::Tensor labels;
   int64_t num_classes = 0;  // 0 for regression
-  int64_t size() const { return features.defined() ? features.shape()[0] : 0; }
+  int64_t size() const {
+    if (features.defined()) return features.shape()[0];
+    return inputs.empty() ? 0 : inputs.begin()->second.shape()[0];
+  }
   bool is_classification() const { return num_classes > 0; }
 };
 
 struct DataSplit {
   Dataset train, test;
+  /// text: and tokens: sources: the test tokens' cross-entropy under the train tokens' unigram
+  /// frequencies (nats per token), the baseline a language model must beat; 0 otherwise.
+  double unigram_loss = 0;
 };
 
 struct DataOptions {
@@ -41,6 +55,12 @@ struct DataOptions {
   int64_t num_classes = 0;
   /// When > 0, keep only the first max_samples of each split (fast experiments and tests).
   int64_t max_samples = 0;
+  /// Named-array sources (.npz, a directory of NAME.npy): the array that holds the labels.
+  std::string labels_key = "labels";
+  /// Class ids equal to this are allowed in labels (tokens a loss ignores: PyTorch's -100).
+  int64_t ignore_index = -100;
+  /// text: and tokens: sources: tokens per training window (the labels are the next tokens).
+  int64_t seq_len = 0;
   /// synthetic:<kind> sizes: samples (before the split), features, classes, noise std.
   int64_t synthetic_samples = 1000;
   int64_t synthetic_features = 2;
@@ -62,6 +82,14 @@ struct DataOptions {
 ///                      "a.npy,b.npy" names the pair explicitly.
 ///   *-images-*[.gz]    an IDX images file with its sibling labels file.
 ///   file.csv[.gz]      one sample per row, header optional, labels from label_column.
+///   named arrays       an .npz or a directory of NAME.npy files that holds labels_key: every
+///                      other array feeds the graph input of its name (any dtype).
+///   text:PATH          UTF-8 text (a file, or a directory's *.txt and extensionless files)
+///                      tokenized byte by byte (vocab 256), cut into windows of seq_len
+///                      tokens with the next tokens as labels; the last test_fraction of the
+///                      windows is held out (text follows text: no shuffled split).
+///   tokens:FILE        a pre-tokenized stream: a 1-D integer .npy, or a flat uint16 .bin
+///                      (nanoGPT's format), windowed and split like text.
 DataSplit load_data(const std::string& name_or_path, const DataOptions& options = {});
 
 /// Where the built-in sources live (overridable for tests through the environment variables

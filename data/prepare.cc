@@ -14,6 +14,23 @@ namespace pipetrain::data {
 
 namespace {
 
+// Arrays keep one of three element types: f32 (any float), i64 (any integer:
+// token ids, class ids) or bool (masks).
+ir::Tensor canonical(const ir::Tensor& t) {
+  if (t.dtype() == ir::DType::kF32 || t.dtype() == ir::DType::kI64 ||
+      t.dtype() == ir::DType::kBool)
+    return t;
+  const bool to_float = ir::is_float(t.dtype());
+  ir::Tensor out(to_float ? ir::DType::kF32 : ir::DType::kI64, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (to_float)
+      out.data<float>()[i] = static_cast<float>(t.at(i));
+    else
+      out.data<int64_t>()[i] = static_cast<int64_t>(t.at(i));
+  }
+  return out;
+}
+
 ir::Tensor to_f32(const ir::Tensor& t) {
   if (t.dtype() == ir::DType::kF32) return t;
   ir::Tensor out(ir::DType::kF32, t.shape());
@@ -25,19 +42,36 @@ int64_t row_elems(const ir::Tensor& t) {
   return t.shape()[0] == 0 ? 0 : t.numel() / t.shape()[0];
 }
 
+// Every array of the dataset with the name errors use for it.
+std::vector<std::pair<std::string, ir::Tensor*>> arrays_of(Dataset& ds) {
+  std::vector<std::pair<std::string, ir::Tensor*>> out;
+  if (ds.features.defined()) out.emplace_back("features", &ds.features);
+  for (auto& [name, t] : ds.inputs) out.emplace_back("array '" + name + "'", &t);
+  return out;
+}
+
 }  // namespace
 
 void check_dataset(Dataset& ds, const DataOptions& options, const std::string& what) {
-  if (!ds.features.defined() || ds.features.rank() == 0)
+  if (!ds.features.defined() && ds.inputs.empty())
+    throw ModelError(what + ": the dataset has no input arrays");
+  if (ds.features.defined() && ds.features.rank() == 0)
     throw ModelError(what + ": features must have a sample dimension, got a scalar");
   if (!ds.labels.defined() || ds.labels.rank() == 0)
     throw ModelError(what + ": labels must have a sample dimension, got a scalar");
-  const int64_t n = ds.features.shape()[0];
+  const int64_t n = ds.size();
+  for (auto& [name, t] : arrays_of(ds)) {
+    if (t->rank() == 0 || t->shape()[0] != n)
+      throw ModelError(what + ": " + name + " has shape " + ir::shape_str(t->shape()) +
+                       " but the dataset has " + std::to_string(n) + " samples");
+    *t = canonical(*t);
+  }
   if (ds.labels.shape()[0] != n)
     throw ModelError(what + ": " + std::to_string(ds.labels.shape()[0]) + " labels for " +
                      std::to_string(n) + " samples");
-  ds.features = to_f32(ds.features);
-  if (ds.features.rank() == 1) ds.features = ds.features.reshaped({n, 1});
+  // A single float array is a feature matrix: (N) means one feature each.
+  if (ds.features.defined() && ds.features.rank() == 1 && ds.features.dtype() == ir::DType::kF32)
+    ds.features = ds.features.reshaped({n, 1});
 
   const ir::DType lt = ds.labels.dtype();
   const bool integer_labels =
@@ -50,22 +84,32 @@ void check_dataset(Dataset& ds, const DataOptions& options, const std::string& w
     ds.num_classes = 0;
     return;
   }
-  if (ds.labels.rank() != 1)
-    throw ModelError(what + ": class labels must have shape (N), got " +
-                     ir::shape_str(ds.labels.shape()));
-  ir::Tensor ids(ir::DType::kI64, {n});
+  // Class ids: one per sample (N), or one per position (N, T...) for per-token losses.
+  ir::Tensor ids(ir::DType::kI64, ds.labels.shape());
+  const int64_t per_sample = row_elems(ds.labels);
   int64_t max_id = -1;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < ds.labels.numel(); ++i) {
     double v = ds.labels.at(i);
+    const std::string where =
+        per_sample == 1 ? "sample " + std::to_string(i)
+                        : "sample " + std::to_string(i / per_sample) + ", position " +
+                              std::to_string(i % per_sample);
     if (v != std::floor(v))
-      throw ModelError(what + ": label " + std::to_string(v) + " of sample " + std::to_string(i) +
+      throw ModelError(what + ": label " + std::to_string(v) + " of " + where +
                        " is not an integer class id");
     int64_t id = static_cast<int64_t>(v);
+    if (id == options.ignore_index) {
+      ids.data<int64_t>()[i] = id;
+      continue;
+    }
     if (id < 0 || (options.num_classes > 0 && id >= options.num_classes))
-      throw ModelError(what + ": label " + std::to_string(id) + " of sample " + std::to_string(i) +
+      throw ModelError(what + ": label " + std::to_string(id) + " of " + where +
                        " is out of range [0, " +
                        (options.num_classes > 0 ? std::to_string(options.num_classes) : "inf") +
-                       ")");
+                       ")" +
+                       (id < 0 ? " (ids equal to the ignore index " +
+                                     std::to_string(options.ignore_index) + " are skipped)"
+                               : ""));
     ids.data<int64_t>()[i] = id;
     max_id = std::max(max_id, id);
   }
@@ -79,7 +123,10 @@ Dataset take_rows(const Dataset& ds, const std::vector<int64_t>& indices) {
   out.name = ds.name;
   out.num_classes = ds.num_classes;
   const int64_t m = static_cast<int64_t>(indices.size());
-  for (auto [src, dst] : {std::pair{&ds.features, &out.features}, {&ds.labels, &out.labels}}) {
+  std::vector<std::pair<const ir::Tensor*, ir::Tensor*>> arrays = {{&ds.labels, &out.labels}};
+  if (ds.features.defined()) arrays.emplace_back(&ds.features, &out.features);
+  for (const auto& [name, t] : ds.inputs) arrays.emplace_back(&t, &out.inputs[name]);
+  for (auto [src, dst] : arrays) {
     ir::Shape shape = src->shape();
     shape[0] = m;
     *dst = ir::Tensor(src->dtype(), shape);
@@ -99,10 +146,11 @@ DataSplit split_dataset(const Dataset& ds, double test_fraction, uint64_t seed) 
   const int64_t n = ds.size();
   std::mt19937_64 rng(seed);
   std::vector<int64_t> train, test;
-  // Groups: one per class (stratified), or all samples for regression.
-  std::vector<std::vector<int64_t>> groups(ds.is_classification() ? ds.num_classes : 1);
-  for (int64_t i = 0; i < n; ++i)
-    groups[ds.is_classification() ? ds.labels.data<int64_t>()[i] : 0].push_back(i);
+  // Groups: one per class (stratified) when each sample has one class id; else one group.
+  bool stratify = ds.is_classification() && ds.labels.rank() == 1;
+  for (int64_t i = 0; stratify && i < n; ++i) stratify = ds.labels.data<int64_t>()[i] >= 0;
+  std::vector<std::vector<int64_t>> groups(stratify ? ds.num_classes : 1);
+  for (int64_t i = 0; i < n; ++i) groups[stratify ? ds.labels.data<int64_t>()[i] : 0].push_back(i);
   for (auto& g : groups) {
     fisher_yates(g, rng);
     const size_t n_test =
@@ -125,7 +173,8 @@ void finish_split(DataSplit& s, const std::string& name, const DataOptions& opti
     }
   }
   s.train.num_classes = s.test.num_classes = std::max(s.train.num_classes, s.test.num_classes);
-  if (options.normalize && s.train.size() > 0) {
+  if (options.normalize && s.train.size() > 0 && s.train.features.defined() &&
+      s.train.features.dtype() == ir::DType::kF32) {
     // Per feature f over the train rows: mean = sum x / N, std = sqrt(sum (x - mean)^2 / N),
     // in double and in row order; a constant feature keeps std 1 (it becomes 0 everywhere).
     const int64_t n = s.train.size(), f = row_elems(s.train.features);

@@ -17,40 +17,21 @@ double since(Clock::time_point t) {
 
 }  // namespace
 
-std::string label_input(const autodiff::TrainingGraph& tg, const std::string& input) {
-  if (!tg.labels.empty()) return tg.labels;
-  for (const auto& in : tg.graph.inputs)
-    if (in != input) return in;
-  throw ModelError("the model's loss takes no labels input; cannot feed the dataset's labels");
-}
-
-void check_dataset(const autodiff::TrainingGraph& tg, const std::string& input,
-                   const data::Dataset& train) {
-  const ir::TensorDesc& in = tg.graph.tensor(input);
-  const std::string labels = label_input(tg, input);
-  const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
-  ir::Shape sample(train.features.shape().begin() + 1, train.features.shape().end());
-  if (ir::Shape(in.shape.begin() + 1, in.shape.end()) != sample)
-    throw ModelError("dataset '" + train.name + "' has samples of shape " + ir::shape_str(sample) +
-                     " but input '" + input + "' takes " +
-                     ir::shape_str(ir::Shape(in.shape.begin() + 1, in.shape.end())));
-  if (train.labels.dtype() != label_desc.dtype)
-    throw ModelError("dataset '" + train.name + "' has " + ir::dtype_name(train.labels.dtype()) +
-                     " labels but '" + labels + "' takes " + ir::dtype_name(label_desc.dtype) +
-                     (label_desc.dtype == ir::DType::kI64
-                          ? " class ids (use --loss mse for regression)"
-                          : " targets"));
+EvalResult evaluate_epoch(const autodiff::TrainingGraph& tg, const ir::Graph& model,
+                          Backend& backend, const DataBinding& binding, const data::Dataset& test) {
+  if (test.size() == 0 || tg.prediction.empty() || binding.labels != tg.labels) return {};
+  EvalSpec spec;
+  spec.class_axis = tg.class_axis;
+  spec.ignore_index = tg.ignore_index;
+  spec.classification = tg.classes > 0;
+  return evaluate(model, backend, binding.inputs, tg.prediction, test, spec);
 }
 
 std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg,
-                             const ir::Graph& model, Backend& backend, const std::string& input,
+                             const ir::Graph& model, Backend& backend, const DataBinding& binding,
                              const data::DataSplit& data, const FitOptions& options,
                              const FitCallbacks& callbacks) {
-  const ir::TensorDesc& in = tg.graph.tensor(input);
-  const std::string labels = label_input(tg, input);
-  const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
-  const int64_t batch = in.shape.at(0);
-  check_dataset(tg, input, data.train);
+  const int64_t batch = tg.graph.tensor(binding.inputs.at(0)).shape.at(0);
   data::LoaderOptions lo;
   lo.batch_size = batch;
   lo.shuffle = true;
@@ -69,8 +50,7 @@ std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg
     while (auto b = loader.next()) {
       if (options.max_steps > 0 && step >= options.max_steps) break;
       StepReport sr;
-      sr.result =
-          trainer.step({{input, b->features}, {labels, b->labels.reshaped(label_desc.shape)}});
+      sr.result = trainer.step(batch_feeds(binding, *b));
       sr.step = step++;
       sr.epoch = epoch;
       sr.batch = b->index;
@@ -84,8 +64,7 @@ std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg
     rep.seconds = since(epoch_start);
     if (steps_in_epoch > 0) rep.train_loss /= static_cast<double>(steps_in_epoch);
     rep.samples_per_s = rep.seconds > 0 ? double(steps_in_epoch * batch) / rep.seconds : 0;
-    if (options.evaluate && data.test.size() > 0 && tg.labels == labels && !tg.prediction.empty())
-      rep.test = evaluate(model, backend, input, tg.prediction, data.test);
+    if (options.evaluate) rep.test = evaluate_epoch(tg, model, backend, binding, data.test);
     reports.push_back(rep);
     if (callbacks.on_epoch) callbacks.on_epoch(rep);
     if (options.max_steps > 0 && step >= options.max_steps) break;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "executor/data_binding.h"
 #include "executor/evaluate.h"
 #include "executor/trainer.h"
 
@@ -43,22 +44,18 @@ struct FitCallbacks {
   std::function<void(const EpochReport&)> on_epoch;
 };
 
-/// The training graph's input that takes the labels: the one the loss
-/// attachment added, else the model's input other than `input`.
-std::string label_input(const autodiff::TrainingGraph& tg, const std::string& input);
-/// ModelError naming the shapes when the dataset's samples or labels do not
-/// fit the training graph's input and label input.
-void check_dataset(const autodiff::TrainingGraph& tg, const std::string& input,
-                   const data::Dataset& train);
-
 /// Trains `trainer` on data.train; `model` (sharing the trainer's params) is
-/// evaluated on data.test. `input` is the model input fed with the features;
-/// labels go to the training graph's label input (or the model's second input
-/// when it brings its own loss). Batches of a partial size are dropped (the
-/// graph's shapes are static).
+/// evaluated on data.test. `data` is bound to the training graph (see
+/// bind_dataset); `binding` says which inputs its arrays and labels feed.
+/// Batches of a partial size are dropped (the graph's shapes are static).
 std::vector<EpochReport> fit(Trainer& trainer, const autodiff::TrainingGraph& tg,
-                             const ir::Graph& model, Backend& backend, const std::string& input,
+                             const ir::Graph& model, Backend& backend, const DataBinding& binding,
                              const data::DataSplit& data, const FitOptions& options,
                              const FitCallbacks& callbacks = {});
+
+/// The test-set evaluation after an epoch, when the training graph has an
+/// attached loss to score (a model's own loss is not evaluated).
+EvalResult evaluate_epoch(const autodiff::TrainingGraph& tg, const ir::Graph& model,
+                          Backend& backend, const DataBinding& binding, const data::Dataset& test);
 
 }  // namespace pipetrain::exec

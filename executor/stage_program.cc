@@ -58,27 +58,137 @@ std::vector<int> node_stages(const ir::Graph& g, const std::vector<int>& stage_o
   return stage;
 }
 
-/// Param -> owning stage. A param read by nodes of two stages (tied weights)
-/// would need its gradient summed and its updates mirrored across stages,
-/// which the pipeline does not do: refuse it.
-std::map<std::string, int> param_owners(const ir::Graph& g, const std::vector<int>& stage) {
+/// Param -> the stages whose nodes read it (more than one: tied weights).
+std::map<std::string, std::set<int>> param_readers(const ir::Graph& g,
+                                                   const std::vector<int>& stage) {
   std::map<std::string, std::set<int>> readers;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     for (const auto& in : g.nodes[i].inputs)
       if (!in.empty() && g.has_value(in) && g.tensor(in).role == ir::Role::kParam)
         readers[in].insert(stage[i]);
-  std::map<std::string, int> owner;
-  for (const auto& [param, stages] : readers) {
-    if (stages.size() > 1) {
-      std::string list;
-      for (int s : stages) list += (list.empty() ? "" : ", ") + std::to_string(s);
-      throw PlanError("param '" + param + "' is read by stages " + list +
-                      " (tied weights): each param must live in one stage; put its readers' "
-                      "layers in one stage");
-    }
-    owner[param] = *stages.begin();
+  return readers;
+}
+
+/// The gradient contributions autodiff summed into `grad` (its chain of
+/// `<param>_grad/Sum_k` Adds), in summation order, and the chain's nodes.
+std::vector<std::string> gradient_parts(const ir::Graph& g, const std::string& param,
+                                        const std::string& grad, std::set<size_t>* chain) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& t : g.nodes[i].outputs)
+      if (!t.empty()) producer[t] = i;
+  std::vector<std::string> parts;
+  std::string t = grad;
+  for (;;) {
+    auto it = producer.find(t);
+    const ir::Node* n = it == producer.end() ? nullptr : &g.nodes[it->second];
+    if (!n || n->op_type != "Add" || n->name.rfind(param + "_grad/Sum_", 0) != 0) break;
+    chain->insert(it->second);
+    parts.push_back(n->inputs[1]);
+    t = n->inputs[0];
   }
-  return owner;
+  parts.push_back(t);
+  return {parts.rbegin(), parts.rend()};
+}
+
+/// Tied weights: every stage that reads a shared param keeps a copy and sums
+/// its own gradient contributions into "<param>_grad@stage<s>"; the pipeline
+/// then sums those partial gradients across the sharing stages before each
+/// update (so the copies stay equal). Rewrites g's backward accordingly and
+/// returns param -> (stage -> its partial gradient).
+std::map<std::string, std::map<int, std::string>> split_tied_gradients(
+    ir::Graph& g, const autodiff::TrainingGraph& tg, std::vector<int>& stage,
+    const std::map<std::string, std::set<int>>& readers) {
+  std::map<std::string, std::map<int, std::string>> partials;
+  std::set<size_t> removed;
+  std::vector<ir::Node> added;
+  std::vector<int> added_stage;
+  for (const auto& [param, stages] : readers) {
+    if (stages.size() < 2) continue;
+    auto grad = tg.grads.find(param);
+    if (grad == tg.grads.end()) continue;  // not trained: every copy stays as loaded
+    std::set<size_t> chain;
+    const auto parts = gradient_parts(g, param, grad->second, &chain);
+    removed.insert(chain.begin(), chain.end());
+    std::map<int, std::vector<std::string>> by_stage;  // stage -> its parts, in order
+    std::map<int, int> layer_of;                       // stage -> layer of its first part
+    std::map<std::string, size_t> producer;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      for (const auto& t : g.nodes[i].outputs)
+        if (!t.empty()) producer[t] = i;
+    for (const auto& part : parts) {
+      auto it = producer.find(part);
+      if (it == producer.end())
+        throw PlanError("the gradient of tied param '" + param + "' has a part '" + part +
+                        "' that no node computes");
+      const int s = stage[it->second];
+      by_stage[s].push_back(part);
+      layer_of.emplace(s, g.nodes[it->second].layer);
+    }
+    for (int s : stages)
+      if (!by_stage.count(s))
+        throw PlanError("param '" + param + "' is read on stage " + std::to_string(s) +
+                        " but no gradient reaches it there; tied copies must all be trained");
+    for (const auto& [s, list] : by_stage) {
+      const std::string out = param + "_grad@stage" + std::to_string(s);
+      std::string acc = list[0];
+      const ir::TensorDesc d = g.tensor(list[0]);
+      if (list.size() == 1) {
+        // One part: an Identity names the stage's partial gradient.
+        added.push_back({param + "_grad/stage" + std::to_string(s) + "/Identity",
+                         "Identity",
+                         {acc},
+                         {out},
+                         {},
+                         layer_of[s],
+                         true});
+        added_stage.push_back(s);
+      }
+      for (size_t k = 1; k < list.size(); ++k) {
+        const std::string sum = k + 1 == list.size()
+                                    ? out
+                                    : param + "_grad@stage" + std::to_string(s) + "/sum_" +
+                                          std::to_string(k);
+        added.push_back({param + "_grad/stage" + std::to_string(s) + "/Sum_" + std::to_string(k),
+                         "Add",
+                         {acc, list[k]},
+                         {sum},
+                         {},
+                         layer_of[s],
+                         true});
+        added_stage.push_back(s);
+        g.set_tensor({sum, d.dtype, d.shape, ir::Role::kGrad});
+        acc = sum;
+      }
+      g.set_tensor({out, d.dtype, d.shape, ir::Role::kGrad});
+      partials[param][s] = out;
+    }
+    auto& outs = g.outputs;
+    outs.erase(std::remove(outs.begin(), outs.end(), grad->second), outs.end());
+    for (const auto& [s, out] : partials[param]) outs.push_back(out);
+  }
+  if (partials.empty()) return partials;
+  // Rebuild the node list without the removed chains, the new sums appended,
+  // and the layers' node lists from each node's layer.
+  std::vector<ir::Node> nodes;
+  std::vector<int> stages;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) {
+      nodes.push_back(std::move(g.nodes[i]));
+      stages.push_back(stage[i]);
+    }
+  for (size_t k = 0; k < added.size(); ++k) {
+    nodes.push_back(std::move(added[k]));
+    stages.push_back(added_stage[k]);
+  }
+  g.nodes = std::move(nodes);
+  stage = std::move(stages);
+  std::vector<ir::Layer> layers = g.layers;
+  for (auto& l : layers) l.nodes.clear();
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    layers[static_cast<size_t>(g.nodes[i].layer)].nodes.push_back(i);
+  g.set_layers(std::move(layers));
+  return partials;
 }
 
 /// What one subgraph reads from outside and must produce.
@@ -123,10 +233,11 @@ ir::Graph make_subgraph(const ir::Graph& g, const SubgraphSpec& spec, int first_
 
 std::vector<StageProgram> build_stage_programs(
     const autodiff::TrainingGraph& tg, const std::vector<std::pair<int, int>>& stage_layers) {
-  const ir::Graph& g = tg.graph;
+  ir::Graph g = tg.graph;  // values shared; tied weights rewrite the backward
   const std::vector<int> stage_of = layer_to_stage(stage_layers, static_cast<int>(g.layers.size()));
-  const std::vector<int> stage = node_stages(g, stage_of);
-  const std::map<std::string, int> owner = param_owners(g, stage);
+  std::vector<int> stage = node_stages(g, stage_of);
+  const auto readers = param_readers(g, stage);
+  const auto partials = split_tied_gradients(g, tg, stage, readers);
   const int num_stages = static_cast<int>(stage_layers.size());
   const std::set<std::string> graph_inputs(g.inputs.begin(), g.inputs.end());
 
@@ -185,16 +296,27 @@ std::vector<StageProgram> build_stage_programs(
       programs[static_cast<size_t>(it->second.stage)].results.push_back(out);
   }
   for (const auto& [param, grad] : tg.grads) {
-    auto own = owner.find(param);
+    auto own = readers.find(param);
+    if (own == readers.end()) continue;
+    if (auto tied = partials.find(param); tied != partials.end()) {
+      const std::vector<int> sharing(own->second.begin(), own->second.end());
+      for (const auto& [s, partial] : tied->second) {
+        programs[static_cast<size_t>(s)].grads[param] = partial;
+        programs[static_cast<size_t>(s)].shared[param] = sharing;
+      }
+      continue;
+    }
     auto it = origin.find(grad);
-    if (own == owner.end() || it == origin.end()) continue;
-    if (it->second.stage != own->second)
+    if (it == origin.end()) continue;
+    const int owner = *own->second.begin();
+    if (it->second.stage != owner)
       throw PlanError("the gradient of param '" + param + "' is computed on stage " +
                       std::to_string(it->second.stage) + " but the param lives on stage " +
-                      std::to_string(own->second));
-    programs[static_cast<size_t>(own->second)].grads[param] = grad;
+                      std::to_string(owner));
+    programs[static_cast<size_t>(owner)].grads[param] = grad;
   }
-  for (const auto& [param, s] : owner) programs[static_cast<size_t>(s)].params.push_back(param);
+  for (const auto& [param, stages] : readers)
+    for (int s : stages) programs[static_cast<size_t>(s)].params.push_back(param);
 
   for (int p = 0; p < 2; ++p)
     for (const Transfer& tr : transfers[p]) {

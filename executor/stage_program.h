@@ -42,8 +42,14 @@ struct StageProgram {
   std::vector<std::string> inputs;
   /// Forward-phase tensors (own or received) this stage's backward reads.
   std::vector<std::string> stash;
-  /// Params owned by this stage (sorted); nobody else reads them.
+  /// Params this stage reads and keeps (sorted). A param read by several
+  /// stages (tied weights: GPT-2's token embedding and LM head) has a copy in
+  /// each, listed in `shared`.
   std::vector<std::string> params;
+  /// Tied param -> the stages holding a copy (sorted, this one included):
+  /// after each backward they sum their gradients of it (each stage's is the
+  /// sum of its own nodes' contributions) and apply the same update.
+  std::map<std::string, std::vector<int>> shared;
   /// Owned param -> its gradient tensor (an output of `backward`).
   std::map<std::string, std::string> grads;
   /// Outputs of the training graph (loss, buffer updates) this stage's forward computes.
@@ -54,8 +60,8 @@ struct StageProgram {
 /// layer range of stage s; the ranges must be contiguous from layer 0 and
 /// cover every layer. Each node goes to the stage owning its layer (the loss,
 /// appended to the last layer, to the last stage). Throws PlanError for bad
-/// ranges, a node without a layer, or a param read by two stages (tied
-/// weights), naming the param and the stages.
+/// ranges or a node without a layer. A param read by two or more stages
+/// gets a copy in each and its gradient split per stage (see `shared`).
 std::vector<StageProgram> build_stage_programs(
     const autodiff::TrainingGraph& tg, const std::vector<std::pair<int, int>>& stage_layers);
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "ir/error.h"
 
@@ -19,6 +20,48 @@ const char* descr_of(DType t) {
     case DType::kBool: return "|b1";
     default: return nullptr;
   }
+}
+
+// NumPy dtypes pipetrain has no IR type for, read into the nearest one: the
+// small integer types (token ids, uint8 images) into i64, float64 into f32.
+struct Widened {
+  const char* descr;
+  size_t bytes;
+  DType to;
+};
+constexpr Widened kWidened[] = {
+    {"|u1", 1, DType::kI64}, {"|i1", 1, DType::kI64}, {"<u2", 2, DType::kI64},
+    {"<i2", 2, DType::kI64}, {"<u4", 4, DType::kI64}, {"<f8", 8, DType::kF32},
+};
+
+template <typename From, typename To>
+void convert(const std::vector<char>& bytes, To* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof(From), sizeof(From));
+    out[i] = static_cast<To>(v);
+  }
+}
+
+Tensor read_widened(std::istream& f, const Widened& w, const Shape& shape,
+                    const std::string& path) {
+  Tensor t(w.to, shape);
+  std::vector<char> bytes(static_cast<size_t>(t.numel()) * w.bytes);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw ModelError(path + ": .npy data is shorter than its shape " + shape_str(shape));
+  const std::string d = w.descr;
+  const int64_t n = t.numel();
+  if (d == "<f8") {
+    convert<double>(bytes, t.data<float>(), n);
+  } else {
+    int64_t* out = t.data<int64_t>();
+    if (d == "|u1") convert<uint8_t>(bytes, out, n);
+    if (d == "|i1") convert<int8_t>(bytes, out, n);
+    if (d == "<u2") convert<uint16_t>(bytes, out, n);
+    if (d == "<i2") convert<int16_t>(bytes, out, n);
+    if (d == "<u4") convert<uint32_t>(bytes, out, n);
+  }
+  return t;
 }
 
 std::string field(const std::string& header, const std::string& key, const std::string& path) {
@@ -58,9 +101,12 @@ Tensor read_npy(std::istream& f, const std::string& path) {
   DType dtype = DType::kUndefined;
   for (DType t : {DType::kF32, DType::kF16, DType::kI64, DType::kI32, DType::kBool})
     if (descr == descr_of(t) || (t == DType::kBool && descr == "<b1")) dtype = t;
-  if (dtype == DType::kUndefined)
+  const Widened* widen = nullptr;
+  for (const Widened& w : kWidened)
+    if (descr == w.descr) widen = &w;
+  if (dtype == DType::kUndefined && !widen)
     throw ModelError(path + ": .npy dtype '" + descr +
-                     "' is not supported (f32, f16, i64, i32, bool)");
+                     "' is not supported (f32, f64, f16, i64, i32, i16, i8, u32, u16, u8, bool)");
   if (field(header, "fortran_order", path).find("True") < 8)
     throw ModelError(path + ": Fortran-order .npy is not supported");
   std::string s = field(header, "shape", path);
@@ -72,6 +118,7 @@ Tensor read_npy(std::istream& f, const std::string& path) {
     if (tok.find_first_not_of(" ") == std::string::npos) continue;
     shape.push_back(std::stoll(tok));
   }
+  if (widen) return read_widened(f, *widen, shape, path);
   Tensor t(dtype, shape);
   f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
   if (!f) throw ModelError(path + ": .npy data is shorter than its shape " + shape_str(shape));

@@ -29,7 +29,7 @@ namespace pipetrain::models {
 namespace {
 
 constexpr int64_t kHeads = 12;
-constexpr int kLayers = 12;
+constexpr int64_t kLayers = 12;  // the default; ZooOptions::num_layers overrides
 constexpr float kDropout = 0.1f;
 const Init kNormal = Init::normal(0.02f);
 const Init kZero = Init::constant(0.0f);
@@ -121,7 +121,9 @@ std::string bert_layer(OnnxBuilder& b, const Dims& d, const std::string& x) {
 void build_bert(OnnxBuilder& b, const ZooOptions& o) {
   constexpr int64_t kPositions = 512, kTypes = 2;
   const Dims d{768 / o.width_divisor, 3072 / o.width_divisor};
-  const int64_t h = d.hidden, vocab = 30522 / o.width_divisor;
+  const int64_t h = d.hidden;
+  const int64_t vocab = option_or("bert", "vocab_size", o.vocab_size, 30522 / o.width_divisor);
+  const int64_t layers = option_or("bert", "num_layers", o.num_layers, kLayers);
   int64_t seq = option_or("bert", "seq_len", o.seq_len, 128);
   if (seq > kPositions)
     throw ModelError("bert: seq_len " + std::to_string(seq) + " exceeds the 512 positions");
@@ -141,7 +143,7 @@ void build_bert(OnnxBuilder& b, const ZooOptions& o) {
   }
   {
     auto s = b.scope("encoder");
-    for (int i = 0; i < kLayers; ++i) {
+    for (int64_t i = 0; i < layers; ++i) {
       auto layer = b.scope("layer." + std::to_string(i));  // a ModuleList item
       x = bert_layer(b, d, x);
     }
@@ -160,11 +162,13 @@ void build_bert(OnnxBuilder& b, const ZooOptions& o) {
 void build_gpt2(OnnxBuilder& b, const ZooOptions& o) {
   constexpr int64_t kPositions = 1024;
   const Dims d{768 / o.width_divisor, 3072 / o.width_divisor};
-  const int64_t h = d.hidden, vocab = 50257 / o.width_divisor;
+  const int64_t h = d.hidden;
+  const int64_t vocab = option_or("gpt2", "vocab_size", o.vocab_size, 50257 / o.width_divisor);
   int64_t seq = option_or("gpt2", "seq_len", o.seq_len, kPositions);
   if (seq > kPositions)
     throw ModelError("gpt2: seq_len " + std::to_string(seq) + " exceeds the 1024 positions");
-  const Init proj_init = Init::normal(0.02f / std::sqrt(2.0f * kLayers));
+  const int64_t layers = option_or("gpt2", "num_layers", o.num_layers, kLayers);
+  const Init proj_init = Init::normal(0.02f / std::sqrt(2.0f * static_cast<float>(layers)));
   std::string ids = b.input("input_ids", onnx::TensorProto::INT64, {o.batch, seq});
   std::string wte, x;
   {
@@ -182,7 +186,7 @@ void build_gpt2(OnnxBuilder& b, const ZooOptions& o) {
     for (int64_t q = 0; q < seq; ++q)
       for (int64_t k = q + 1; k < seq; ++k) causal[static_cast<size_t>(q * seq + k)] = -1e9f;
     std::string mask = b.constant_f32(causal, {seq, seq});
-    for (int i = 0; i < kLayers; ++i) {
+    for (int64_t i = 0; i < layers; ++i) {
       auto layer = b.scope("h." + std::to_string(i));  // a ModuleList item
       std::string a = layer_norm(b, "ln_1", x, h, 1e-5f);
       {

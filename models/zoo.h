@@ -34,6 +34,10 @@ struct ZooOptions {
   /// positions) by this: same graph at a fraction of the size, for quick runs
   /// and tests. 1 is the published architecture; must divide 64.
   int64_t width_divisor = 1;
+  /// bert and gpt2: transformer blocks (default 12) and vocabulary size
+  /// (default the published one divided by width_divisor).
+  int64_t num_layers = 0;
+  int64_t vocab_size = 0;
   /// Seeds the one std::mt19937_64 every parameter is drawn from, in order.
   uint64_t seed = 0;
   /// false: parameters that would be drawn at random are written as zeros

@@ -52,6 +52,12 @@ bool is_flush(ScheduleKind k) {
   return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB;
 }
 
+std::string describe_stages(const std::vector<int>& stages) {
+  std::string s;
+  for (int st : stages) s += (s.empty() ? "" : ", ") + std::to_string(st);
+  return s;
+}
+
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -79,6 +85,14 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       if (st.replicas != 1)
         throw PlanError("vertical sync needs unreplicated stages (replicas update out of step)");
   programs_ = build_stage_programs(tg, ranges);
+  for (const auto& prog : programs_)
+    for (const auto& [param, sharing] : prog.shared)
+      for (int s : sharing)
+        if (stages_[static_cast<size_t>(s)].replicas != 1)
+          throw PlanError("param '" + param + "' is shared by stages " + describe_stages(sharing) +
+                          " (tied weights) and stage " + std::to_string(s) +
+                          " is replicated: tied weights need unreplicated stages (use --stages, "
+                          "or a plan without replication)");
 
   int total = 0;
   for (const auto& st : stages_) total += st.replicas;
@@ -362,7 +376,15 @@ void Pipeline::run_program(Worker& w) {
         break;
       case OpKind::kStep: {
         sw.seal_gradients(op.microbatch);
-        if (!sw.gradients_finite(op.microbatch, /*recheck=*/replicas > 1))
+        // Tied params: the stages holding a copy sum their partial gradients
+        // (one allreduce per param, in name order on every worker), so every
+        // copy takes the same update.
+        for (const auto& [param, sharing] : sp.shared) {
+          std::vector<int> group;
+          for (int s : sharing) group.push_back(worker_of(s, 0));
+          w.comm->allreduce_sum(group, {sw.sealed_gradient(op.microbatch, param)});
+        }
+        if (!sw.gradients_finite(op.microbatch, /*recheck=*/replicas > 1 || !sp.shared.empty()))
           throw RuntimeFault("step " + std::to_string(sw.version()) + ", stage " +
                              std::to_string(w.stage) + ": a gradient is not finite");
         const bool keep_old =

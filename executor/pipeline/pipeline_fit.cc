@@ -20,14 +20,10 @@ ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows) {
 }
 
 PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, const ir::Graph& model,
-                               Backend& backend, const std::string& input,
+                               Backend& backend, const DataBinding& binding,
                                const data::DataSplit& data, const PipelineFitOptions& options,
                                const PipelineFitCallbacks& callbacks) {
-  check_dataset(tg, input, data.train);
-  const std::string labels = label_input(tg, input);
-  const ir::TensorDesc& in_desc = tg.graph.tensor(input);
-  const ir::TensorDesc& label_desc = tg.graph.tensor(labels);
-  const int64_t micro = in_desc.shape.at(0);
+  const int64_t micro = tg.graph.tensor(binding.inputs.at(0)).shape.at(0);
   const int64_t mini = options.minibatch;
   if (mini <= 0 || mini % micro != 0)
     throw ModelError("the minibatch (" + std::to_string(mini) +
@@ -93,10 +89,12 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
       }
       std::vector<TensorMap> microbatches;
       for (const auto& b : batches)
-        for (int64_t j = 0; j < parts; ++j)
-          microbatches.push_back(
-              {{input, slice_rows(b.features, j * micro, micro)},
-               {labels, slice_rows(b.labels, j * micro, micro).reshaped(label_desc.shape)}});
+        for (int64_t j = 0; j < parts; ++j) {
+          TensorMap feeds;
+          for (const auto& [name, t] : batch_feeds(binding, b))
+            feeds[name] = slice_rows(t, j * micro, micro);
+          microbatches.push_back(std::move(feeds));
+        }
       RoundResult r = pipe.run(microbatches);
       epoch_train_s += r.seconds;
       result.train_seconds += r.seconds;
@@ -138,9 +136,8 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
     if (steps_in_epoch > 0) rep.train_loss /= static_cast<double>(steps_in_epoch);
     rep.samples_per_s = rep.seconds > 0 ? double(steps_in_epoch * mini) / rep.seconds : 0;
     pipe.write_back(tg.graph);
-    if (options.evaluate && pipe.is_root() && data.test.size() > 0 && tg.labels == labels &&
-        !tg.prediction.empty())
-      rep.test = evaluate(model, backend, input, tg.prediction, data.test);
+    if (options.evaluate && pipe.is_root())
+      rep.test = evaluate_epoch(tg, model, backend, binding, data.test);
     result.epochs.push_back(rep);
     if (callbacks.on_epoch) callbacks.on_epoch(rep);
   }

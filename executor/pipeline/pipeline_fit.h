@@ -50,10 +50,10 @@ struct PipelineFitResult {
 
 /// Trains `pipe` (built on `tg` at the microbatch size) on data.train;
 /// `model` (whose values pipe.write_back() updates through tg) is evaluated on
-/// data.test. `input` takes the features, the labels go to the training
-/// graph's label input.
+/// data.test. `data` is bound to the training graph (bind_dataset) as
+/// `binding` says.
 PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, const ir::Graph& model,
-                               Backend& backend, const std::string& input,
+                               Backend& backend, const DataBinding& binding,
                                const data::DataSplit& data, const PipelineFitOptions& options,
                                const PipelineFitCallbacks& callbacks = {});
 

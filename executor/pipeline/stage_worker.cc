@@ -253,6 +253,10 @@ std::vector<ir::Tensor*> StageWorker::gradient_set(int64_t round) {
   return out;
 }
 
+ir::Tensor* StageWorker::sealed_gradient(int64_t round, const std::string& param) {
+  return &sealed_.at(round).grads.at(param);
+}
+
 bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
   const GradientSet& set = sealed_.at(round);
   if (!set.finite) return false;

@@ -58,6 +58,9 @@ class StageWorker {
   void seal_gradients(int64_t round);
   /// The sealed set of `round`, in param order (allreduce sums it in place).
   std::vector<ir::Tensor*> gradient_set(int64_t round);
+  /// The gradient of `param` in the sealed set of `round` (summed in place
+  /// across the stages sharing a tied param).
+  ir::Tensor* sealed_gradient(int64_t round, const std::string& param);
   /// False when a gradient of the sealed set holds a NaN or an Inf: known
   /// from the accumulation pass, or read again with `recheck` (after an
   /// allreduce brought in other replicas' gradients).

@@ -182,7 +182,9 @@ std::map<std::string, ir::Tensor> delayed_reference(autodiff::TrainingGraph& tg,
                                                     const std::vector<exec::PipelineStage>& stages,
                                                     const std::vector<TensorMap>& minibatches,
                                                     const std::function<int(int s, int b)>& version,
-                                                    int group) {
+                                                    int group,
+                                                    const std::vector<std::pair<std::string, std::string>>&
+                                                        ties = {}) {
   auto backend = exec::make_cpu_backend();
   std::vector<std::pair<int, int>> ranges;
   for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
@@ -213,6 +215,14 @@ std::map<std::string, ir::Tensor> delayed_reference(autodiff::TrainingGraph& tg,
         sum[p].data<float>()[i] += outs.at(g).data<float>()[i];
     }
     if ((b + 1) % group != 0) continue;
+    // Tied copies (a read on an earlier stage than b): both take a + b, summed in stage order.
+    for (const auto& [a, b2] : ties) {
+      ir::Tensor total = sum.at(a).clone();
+      for (int64_t i = 0; i < total.numel(); ++i)
+        total.data<float>()[i] += sum.at(b2).data<float>()[i];
+      sum[a] = total;
+      sum[b2] = total.clone();
+    }
     for (auto& [p, g] : sum)
       for (int64_t i = 0; i < g.numel(); ++i)
         g.data<float>()[i] = static_cast<float>(g.data<float>()[i] * (1.0 / group));
@@ -407,6 +417,82 @@ TEST(Pipeline, SkipConnectionsTravelStraightToTheirStage) {
     auto want = delayed_reference(
         tg, stages, mbs, [](int s, int b) { return std::max(0, b - (3 - s) + 1); }, 1);
     expect_close(params_of(got.graph), want, 1e-5, "pipedream, skip");
+  }
+}
+
+// Token ids and per-token next-token labels for testing_models::tied_lm.
+TensorMap token_minibatch(const autodiff::TrainingGraph& tg, int i, int64_t rows) {
+  std::mt19937 rng(static_cast<unsigned>(500 + i));
+  const ir::Shape shape = {rows, tg.graph.tensor("ids").shape[1]};
+  std::vector<int64_t> ids(static_cast<size_t>(ir::numel(shape))), next(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ids[k] = static_cast<int64_t>(rng() % 7);
+    next[k] = static_cast<int64_t>(rng() % 7);
+  }
+  return {{"ids", ir::Tensor::from_i64(ids, shape)}, {tg.labels, ir::Tensor::from_i64(next, shape)}};
+}
+
+// The embedding tied to the LM head lives on the first and the last stage;
+// flush schedules still equal one worker on the whole minibatch.
+TEST(Pipeline, TiedWeightsUnderFlushSchedulesMatchSingleWorker) {
+  constexpr int64_t kBatch = 8;
+  constexpr int kSteps = 3;
+  auto full = testing_models::tied_lm(kBatch);
+  auto backend = exec::make_cpu_backend();
+  exec::TrainerOptions to;
+  to.optimizer = sgd_momentum();
+  {
+    exec::Trainer trainer(full, *backend, to);
+    for (int k = 0; k < kSteps; ++k) trainer.step(token_minibatch(full, k, kBatch));
+  }
+  const auto want = params_of(full.graph);
+  for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
+    for (int p : {2, 3, 4}) {
+      const int m = 4;
+      const std::string what =
+          std::string(partitioner::schedule_name(kind)) + ", p = " + std::to_string(p);
+      auto micro = testing_models::tied_lm(kBatch / m);
+      exec::PipelineOptions po;
+      po.schedule = kind;
+      po.microbatches = m;
+      po.optimizer = sgd_momentum();
+      exec::Pipeline pipe(
+          micro, split(static_cast<int>(micro.graph.layers.size()), std::vector<int>(p, 1)), po);
+      for (int k = 0; k < kSteps; ++k)
+        pipe.run(microbatches_of(token_minibatch(full, k, kBatch), m, kBatch));
+      pipe.write_back(micro.graph);
+      expect_close(params_of(micro.graph), want, 1e-5, what);
+    }
+}
+
+// Asynchronous 1F1B: the tied copies follow PipeDream's delays of their own
+// stages (the embedding's version b - p, the head's b - 1) and take the same
+// summed update; the reference is the untied twin with both gradients added.
+TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
+  constexpr int64_t kBatch = 4;
+  constexpr int kMinibatches = 7;
+  for (int p : {2, 3}) {
+    const std::string what = "p = " + std::to_string(p);
+    auto tg = testing_models::tied_lm(kBatch);
+    const auto stages =
+        split(static_cast<int>(tg.graph.layers.size()), std::vector<int>(p, 1));
+    std::vector<TensorMap> mbs;
+    for (int b = 0; b < kMinibatches; ++b) mbs.push_back(token_minibatch(tg, b, kBatch));
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kPipeDream;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(tg, stages, po);
+    pipe.run(mbs);
+    auto got = testing_models::tied_lm(kBatch);
+    pipe.write_back(got.graph);
+
+    auto untied = testing_models::tied_lm(kBatch, "w_head");
+    auto version = [&](int s, int b) { return std::max(0, b - (p - s) + 1); };
+    auto want = delayed_reference(untied, stages, mbs, version, 1, {{"w_emb", "w_head"}});
+    const ir::Tensor head = want.at("w_head");
+    want.erase("w_head");
+    expect_close({{"w_emb", head}}, {{"w_emb", want.at("w_emb")}}, 0, what + ": copies");
+    expect_close(params_of(got.graph), want, 1e-5, what);
   }
 }
 

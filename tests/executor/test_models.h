@@ -73,4 +73,37 @@ inline autodiff::TrainingGraph zoo_mlp(int64_t batch, int64_t features, std::vec
   return autodiff::build_training_graph(model, {"cross-entropy", ""});
 }
 
+// A tiny language model whose LM head reuses the token embedding (tied, as
+// in GPT-2), one node per layer: ids (B, T) -> Gather(w_emb (V, H)) ->
+// (B T, H) -> Gemm(w_mid) -> Tanh -> Gemm(w_emb^T) -> logits (B, T, V), with
+// per-token cross-entropy. `head` names the LM head's weight: "w_emb" ties
+// it; another name gives the untied twin (a copy of the same values).
+inline autodiff::TrainingGraph tied_lm(int64_t batch, const std::string& head = "w_emb") {
+  constexpr int64_t kT = 3, kV = 7, kH = 5;
+  ir::Graph g;
+  g.name = "tied_lm";
+  g.set_tensor({"ids", ir::DType::kI64, {batch, kT}, ir::Role::kInput});
+  g.inputs = {"ids"};
+  g.set_value("w_emb", wave({kV, kH}, 0.2, 0.5), ir::Role::kParam);
+  if (head != "w_emb") g.set_value(head, wave({kV, kH}, 0.2, 0.5), ir::Role::kParam);
+  g.set_value("w_mid", wave({kH, kH}, 0.4, 0.6), ir::Role::kParam);
+  g.set_value("rows", ir::Tensor::from_i64({-1, kH}, {2}), ir::Role::kConstant);
+  g.set_value("lm_shape", ir::Tensor::from_i64({batch, kT, kV}, {3}), ir::Role::kConstant);
+  ir::Node head_gemm = node("head", "Gemm", {"t", head}, {"logits2"});
+  head_gemm.attrs["transB"] = ir::Attribute(int64_t{1});
+  g.nodes = {node("emb", "Gather", {"w_emb", "ids"}, {"e"}),
+             node("flat", "Reshape", {"e", "rows"}, {"e2"}),
+             node("mid", "Gemm", {"e2", "w_mid"}, {"m"}),
+             node("act", "Tanh", {"m"}, {"t"}),
+             head_gemm,
+             node("unflat", "Reshape", {"logits2", "lm_shape"}, {"logits"})};
+  g.outputs = {"logits"};
+  g.set_layers({{"emb", {0}}, {"flat", {1}}, {"mid", {2}}, {"act", {3}}, {"head", {4}},
+                {"unflat", {5}}});
+  g.infer_shapes();
+  autodiff::LossSpec loss{"cross-entropy", ""};
+  loss.classes_last = true;
+  return autodiff::build_training_graph(g, loss);
+}
+
 }  // namespace pipetrain::testing_models

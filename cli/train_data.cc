@@ -1,0 +1,71 @@
+#include "cli/train_data.h"
+
+#include "ir/error.h"
+
+namespace pipetrain::cli {
+
+namespace {
+
+bool is_token_source(const std::string& data) {
+  return data.rfind("text:", 0) == 0 || data.rfind("tokens:", 0) == 0;
+}
+
+}  // namespace
+
+data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
+  data::DataOptions o;
+  o.seed = a.seed;
+  o.test_fraction = a.test_fraction;
+  o.max_samples = a.max_samples;
+  o.labels_key = a.labels_key;
+  o.ignore_index = a.ignore_index;
+  o.seq_len = a.seq_len;
+  if (is_token_source(a.data)) {
+    if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
+    const ir::TensorDesc& in = model.tensor(model.inputs[0]);
+    if (in.shape.size() != 2)
+      throw ModelError("--data " + a.data + " gives (N, T) token windows but the model's input '" +
+                       in.name + "' is " + ir::shape_str(in.shape));
+    const int64_t positions = in.shape[1];
+    if (o.seq_len == 0) o.seq_len = positions;
+    if (o.seq_len != positions)
+      throw ModelError("--seq-len " + std::to_string(o.seq_len) +
+                       (o.seq_len > positions ? " is beyond" : " differs from") + " the model's " +
+                       std::to_string(positions) + " positions (input '" + in.name + "' " +
+                       ir::shape_str(in.shape) + "; export it with --seq-len " +
+                       std::to_string(o.seq_len) + ")");
+  } else if (a.seq_len > 0) {
+    throw ModelError("--seq-len applies to text: and tokens: data");
+  }
+  return data::load_data(a.data, o);
+}
+
+autodiff::LossSpec train_loss_spec(const TrainArgs& a, const ir::Graph& model,
+                                   const data::DataSplit& split) {
+  autodiff::LossSpec spec{a.loss, a.loss_output};
+  spec.ignore_index = a.ignore_index;
+  if (a.loss != "cross-entropy") return spec;
+  const std::string out = a.loss_output.empty() ? model.outputs.at(0) : a.loss_output;
+  if (!model.has_tensor(out)) return spec;  // attach_loss names the problem
+  const ir::Shape& pred = model.tensor(out).shape;
+  const ir::Shape& labels = split.train.labels.shape();
+  if (pred.size() < 3 || labels.size() != pred.size() - 1) return spec;
+  // Labels (N, T..) fit (N, T.., V) (classes last) or ONNX's (N, C, T..): a language model's
+  // logits are the first; take it whenever the labels match it.
+  spec.classes_last =
+      std::equal(labels.begin() + 1, labels.end(), pred.begin() + 1, pred.end() - 1);
+  return spec;
+}
+
+exec::DataBinding bind_train_data(const TrainArgs& a, const autodiff::TrainingGraph& tg,
+                                  data::DataSplit& split) {
+  const std::string labels = exec::label_input(tg, a.labels_key, split.train);
+  if (labels.empty())
+    throw ModelError(a.model.path +
+                     ": no model input takes the labels (its loss is its own output, and no "
+                     "input is named '" +
+                     a.labels_key + "'; name it with --labels)");
+  return exec::bind_dataset(tg.graph, labels, split, a.data, tg.classes, tg.ignore_index);
+}
+
+}  // namespace pipetrain::cli
