@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "cli/op_time_table.h"
 #include "cli/random_inputs.h"
+#include "data/npz.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "ir/cost.h"
@@ -39,14 +40,40 @@ std::string file_name_for(const std::string& tensor) {
   return s + ".npy";
 }
 
+std::map<std::string, ir::Tensor> named_arrays(const std::string& path) {
+  if (std::filesystem::is_directory(path)) {
+    std::map<std::string, ir::Tensor> out;
+    for (const auto& e : std::filesystem::directory_iterator(path))
+      if (e.is_regular_file() && e.path().extension() == ".npy")
+        out[e.path().stem().string()] = ir::load_npy(e.path().string());
+    if (out.empty()) throw ModelError(path + ": no NAME.npy arrays in this directory");
+    return out;
+  }
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0) return data::read_npz(path);
+  throw ModelError("--input '" + path + "': expected NAME=file.npy, an .npz or a directory of "
+                   "NAME.npy files");
+}
+
 void run(const RunArgs& a) {
   ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
   std::map<std::string, ir::Tensor> feeds;
   for (const auto& spec : a.inputs) {
     size_t eq = spec.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw ModelError("--input '" + spec + "': expected NAME=file.npy");
-    feeds[spec.substr(0, eq)] = ir::load_npy(spec.substr(eq + 1));
+    if (eq == 0) throw ModelError("--input '" + spec + "': expected NAME=file.npy");
+    if (eq != std::string::npos) {
+      feeds[spec.substr(0, eq)] = ir::load_npy(spec.substr(eq + 1));
+      continue;
+    }
+    // Named arrays, as `train --data` takes them: an .npz or a directory of NAME.npy.
+    for (auto& [name, t] : named_arrays(spec)) {
+      if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
+        std::string known;
+        for (const auto& in : g.inputs) known += (known.empty() ? "" : ", ") + in;
+        throw ModelError(spec + ": array '" + name + "' is no input of the model (its inputs: " +
+                         known + ")");
+      }
+      feeds[name] = t;
+    }
   }
   std::mt19937_64 rng(a.seed);
   for (const auto& in : g.inputs)
@@ -94,7 +121,9 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a model forward on the CPU (.npy in, .npy out)");
   auto a = std::make_shared<RunArgs>();
   a->model.add_to(*cmd);
-  cmd->add_option("--input", a->inputs, "An input value: NAME=file.npy (repeatable)");
+  cmd->add_option("--input", a->inputs,
+                  "Input values: NAME=file.npy, or an .npz / a directory of NAME.npy arrays "
+                  "keyed by input name (repeatable)");
   cmd->add_option("--output-dir", a->output_dir, "Write every output as DIR/<name>.npy");
   cmd->add_flag("--random-inputs", a->random_inputs,
                 "Fill inputs not given with seeded N(0,1) values (f32) or 0/1 (i64)");
