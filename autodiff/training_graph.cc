@@ -85,9 +85,13 @@ void attach_loss(ir::Graph& g, const LossSpec& spec, TrainingGraph& tg) {
       flat.data<int64_t>()[0] = -1;
       g.set_value("loss/logits_shape", rows, ir::Role::kConstant);
       g.set_value("loss/labels_shape", flat, ir::Role::kConstant);
-      append(g, {"loss/logits/Reshape", "Reshape", {out, "loss/logits_shape"}, {"loss/logits"}, {}});
-      append(g, {"loss/labels/Reshape", "Reshape", {tg.labels, "loss/labels_shape"},
-                 {"loss/labels"}, {}});
+      append(g,
+             {"loss/logits/Reshape", "Reshape", {out, "loss/logits_shape"}, {"loss/logits"}, {}});
+      append(g, {"loss/labels/Reshape",
+                 "Reshape",
+                 {tg.labels, "loss/labels_shape"},
+                 {"loss/labels"},
+                 {}});
       logits = "loss/logits";
       ids = "loss/labels";
     }

@@ -51,15 +51,19 @@ void generate(GenerateArgs& a) {
   a.model.batch = 1;
   ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
   if (g.inputs.size() != 1)
-    throw ModelError(a.model.path + ": generate runs a language model with one input (token ids), "
-                     "this one has " + std::to_string(g.inputs.size()));
+    throw ModelError(a.model.path +
+                     ": generate runs a language model with one input (token ids), "
+                     "this one has " +
+                     std::to_string(g.inputs.size()));
   const ir::TensorDesc& in = g.tensor(g.inputs[0]);
   const ir::TensorDesc& out = g.tensor(g.outputs.at(0));
   if (in.dtype != ir::DType::kI64 || in.shape.size() != 2 || out.shape.size() != 3 ||
       out.shape[1] != in.shape[1])
-    throw ModelError(a.model.path + ": generate needs token ids i64 (1, T) in and logits (1, T, "
-                     "V) out; the model takes " + ir::dtype_name(in.dtype) + " " +
-                     ir::shape_str(in.shape) + " and gives " + ir::shape_str(out.shape));
+    throw ModelError(a.model.path +
+                     ": generate needs token ids i64 (1, T) in and logits (1, T, "
+                     "V) out; the model takes " +
+                     ir::dtype_name(in.dtype) + " " + ir::shape_str(in.shape) + " and gives " +
+                     ir::shape_str(out.shape));
   const auto tokenizer = data::make_tokenizer();
   const int64_t window = in.shape[1], vocab = out.shape[2];
   if (vocab < tokenizer->vocab_size())

@@ -50,7 +50,8 @@ std::map<std::string, ir::Tensor> named_arrays(const std::string& path) {
     return out;
   }
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0) return data::read_npz(path);
-  throw ModelError("--input '" + path + "': expected NAME=file.npy, an .npz or a directory of "
+  throw ModelError("--input '" + path +
+                   "': expected NAME=file.npy, an .npz or a directory of "
                    "NAME.npy files");
 }
 
@@ -69,8 +70,8 @@ void run(const RunArgs& a) {
       if (std::find(g.inputs.begin(), g.inputs.end(), name) == g.inputs.end()) {
         std::string known;
         for (const auto& in : g.inputs) known += (known.empty() ? "" : ", ") + in;
-        throw ModelError(spec + ": array '" + name + "' is no input of the model (its inputs: " +
-                         known + ")");
+        throw ModelError(spec + ": array '" + name +
+                         "' is no input of the model (its inputs: " + known + ")");
       }
       feeds[name] = t;
     }

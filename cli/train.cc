@@ -91,8 +91,7 @@ void add_train_command(CLI::App& app) {
                   "files (IDX directory, .csv, .npy pair, .npz or directory of NAME.npy arrays "
                   "named after the model's inputs)")
       ->required();
-  cmd->add_option("--labels", a->labels_key,
-                  "Named-array datasets: the array holding the labels")
+  cmd->add_option("--labels", a->labels_key, "Named-array datasets: the array holding the labels")
       ->capture_default_str();
   cmd->add_option("--ignore-index", a->ignore_index,
                   "cross-entropy: labels equal to this count for nothing (the mean is over the "

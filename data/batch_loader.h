@@ -36,7 +36,7 @@ struct Batch {
   ir::Tensor features;                       // (B, ...) as the dataset's features, or undefined
   std::map<std::string, ir::Tensor> inputs;  // named arrays, (B, ...) each
   ir::Tensor labels;                         // (B, ...) i64 or f32
-  std::vector<int64_t> indices;  // the samples' rows in the dataset, in batch order
+  std::vector<int64_t> indices;              // the samples' rows in the dataset, in batch order
   int64_t epoch = 0;
   int64_t index = 0;  // batch number within the epoch
 };

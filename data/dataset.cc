@@ -292,10 +292,10 @@ DataSplit load_data(const std::string& name_or_path, const DataOptions& options)
     const ir::Tensor& a = s.split.train.features;
     const ir::Tensor& b = s.split.test.features;
     if (a.defined() && b.defined() &&
-        (a.rank() != b.rank() || !std::equal(b.shape().begin() + 1, b.shape().end(),
-                                             a.shape().begin() + 1)))
-      throw ModelError(what + ": train samples " + ir::shape_str(a.shape()) +
-                       " and test samples " + ir::shape_str(b.shape()) + " differ in shape");
+        (a.rank() != b.rank() ||
+         !std::equal(b.shape().begin() + 1, b.shape().end(), a.shape().begin() + 1)))
+      throw ModelError(what + ": train samples " + ir::shape_str(a.shape()) + " and test samples " +
+                       ir::shape_str(b.shape()) + " differ in shape");
   } else {
     s.split = split_dataset(s.split.train, o.test_fraction, o.seed);
   }

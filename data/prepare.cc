@@ -17,8 +17,7 @@ namespace {
 // Arrays keep one of three element types: f32 (any float), i64 (any integer:
 // token ids, class ids) or bool (masks).
 ir::Tensor canonical(const ir::Tensor& t) {
-  if (t.dtype() == ir::DType::kF32 || t.dtype() == ir::DType::kI64 ||
-      t.dtype() == ir::DType::kBool)
+  if (t.dtype() == ir::DType::kF32 || t.dtype() == ir::DType::kI64 || t.dtype() == ir::DType::kBool)
     return t;
   const bool to_float = ir::is_float(t.dtype());
   ir::Tensor out(to_float ? ir::DType::kF32 : ir::DType::kI64, t.shape());
@@ -90,10 +89,9 @@ void check_dataset(Dataset& ds, const DataOptions& options, const std::string& w
   int64_t max_id = -1;
   for (int64_t i = 0; i < ds.labels.numel(); ++i) {
     double v = ds.labels.at(i);
-    const std::string where =
-        per_sample == 1 ? "sample " + std::to_string(i)
-                        : "sample " + std::to_string(i / per_sample) + ", position " +
-                              std::to_string(i % per_sample);
+    const std::string where = per_sample == 1 ? "sample " + std::to_string(i)
+                                              : "sample " + std::to_string(i / per_sample) +
+                                                    ", position " + std::to_string(i % per_sample);
     if (v != std::floor(v))
       throw ModelError(what + ": label " + std::to_string(v) + " of " + where +
                        " is not an integer class id");
@@ -103,13 +101,12 @@ void check_dataset(Dataset& ds, const DataOptions& options, const std::string& w
       continue;
     }
     if (id < 0 || (options.num_classes > 0 && id >= options.num_classes))
-      throw ModelError(what + ": label " + std::to_string(id) + " of " + where +
-                       " is out of range [0, " +
-                       (options.num_classes > 0 ? std::to_string(options.num_classes) : "inf") +
-                       ")" +
-                       (id < 0 ? " (ids equal to the ignore index " +
-                                     std::to_string(options.ignore_index) + " are skipped)"
-                               : ""));
+      throw ModelError(
+          what + ": label " + std::to_string(id) + " of " + where + " is out of range [0, " +
+          (options.num_classes > 0 ? std::to_string(options.num_classes) : "inf") + ")" +
+          (id < 0 ? " (ids equal to the ignore index " + std::to_string(options.ignore_index) +
+                        " are skipped)"
+                  : ""));
     ids.data<int64_t>()[i] = id;
     max_id = std::max(max_id, id);
   }

@@ -11,7 +11,7 @@
 namespace pipetrain::data {
 
 struct TokenWindows {
-  DataSplit split;  // features (N, T) i64 token ids, labels (N, T) i64 next tokens
+  DataSplit split;     // features (N, T) i64 token ids, labels (N, T) i64 next tokens
   int64_t tokens = 0;  // in the stream
   int64_t vocab = 0;   // the tokenizer's (text) or max id + 1 (token files)
 };

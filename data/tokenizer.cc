@@ -91,8 +91,9 @@ std::vector<std::string> text_files(const std::string& path) {
   }
   std::sort(files.begin(), files.end());
   if (files.empty())
-    throw ModelError(path + ": no text files in this directory (*.txt or files without an "
-                            "extension)");
+    throw ModelError(path +
+                     ": no text files in this directory (*.txt or files without an "
+                     "extension)");
   return files;
 }
 
@@ -102,8 +103,7 @@ std::string read_utf8_file(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   std::string text = ss.str();
-  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos)
-  {
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
     throw ModelError(path + ": not UTF-8 text (invalid byte " + hex + " at offset " +

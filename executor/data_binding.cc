@@ -126,8 +126,8 @@ DataBinding bind_dataset(const ir::Graph& g, const std::string& labels, data::Da
   for (const auto& in : wanted) {
     const bool named = split.train.inputs.count(in) != 0;
     if (!named && (in != features_input || !split.train.features.defined()))
-      throw ModelError("dataset '" + what + "' has no array for the model's input '" + in +
-                       "' " + ir::dtype_name(g.tensor(in).dtype) + " " +
+      throw ModelError("dataset '" + what + "' has no array for the model's input '" + in + "' " +
+                       ir::dtype_name(g.tensor(in).dtype) + " " +
                        ir::shape_str(g.tensor(in).shape) + " (name an array '" + in +
                        "' in an .npz or as " + in + ".npy)");
     b.inputs.push_back(in);
@@ -174,8 +174,8 @@ DataBinding bind_dataset(const ir::Graph& g, const std::string& labels, data::Da
                          "' takes " + ir::dtype_name(d.dtype) +
                          (d.dtype == ir::DType::kI64 ? " class ids (use --loss mse for regression)"
                                                      : " targets"));
-      check_ids(ds->labels, label_classes, array, "the model's " +
-                std::to_string(label_classes) + " classes", &ignore_index);
+      check_ids(ds->labels, label_classes, array,
+                "the model's " + std::to_string(label_classes) + " classes", &ignore_index);
     }
   }
   return b;

@@ -26,9 +26,9 @@ void score(const float* logits, int64_t classes, int64_t stride, int64_t label, 
 
 }  // namespace
 
-EvalResult evaluate(const ir::Graph& model, Backend& backend, const std::vector<std::string>& inputs,
-                    const std::string& prediction, const data::Dataset& test,
-                    const EvalSpec& spec) {
+EvalResult evaluate(const ir::Graph& model, Backend& backend,
+                    const std::vector<std::string>& inputs, const std::string& prediction,
+                    const data::Dataset& test, const EvalSpec& spec) {
   if (inputs.empty()) throw ModelError("evaluate: the model takes no inputs");
   const ir::TensorDesc& pred = model.tensor(prediction);
   const int64_t batch = model.tensor(inputs[0]).shape.at(0);

@@ -30,8 +30,8 @@ struct EvalSpec {
 /// `inputs`) in batches of the model's (static) batch size, reading
 /// `prediction`; the last partial batch is padded with zeros and the padding
 /// ignored. ModelError when an array's sample shape does not match its input.
-EvalResult evaluate(const ir::Graph& model, Backend& backend, const std::vector<std::string>& inputs,
-                    const std::string& prediction, const data::Dataset& test,
-                    const EvalSpec& spec = {});
+EvalResult evaluate(const ir::Graph& model, Backend& backend,
+                    const std::vector<std::string>& inputs, const std::string& prediction,
+                    const data::Dataset& test, const EvalSpec& spec = {});
 
 }  // namespace pipetrain::exec

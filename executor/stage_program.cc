@@ -145,10 +145,9 @@ std::map<std::string, std::map<int, std::string>> split_tied_gradients(
         added_stage.push_back(s);
       }
       for (size_t k = 1; k < list.size(); ++k) {
-        const std::string sum = k + 1 == list.size()
-                                    ? out
-                                    : param + "_grad@stage" + std::to_string(s) + "/sum_" +
-                                          std::to_string(k);
+        const std::string sum = k + 1 == list.size() ? out
+                                                     : param + "_grad@stage" + std::to_string(s) +
+                                                           "/sum_" + std::to_string(k);
         added.push_back({param + "_grad/stage" + std::to_string(s) + "/Sum_" + std::to_string(k),
                          "Add",
                          {acc, list[k]},

@@ -101,6 +101,27 @@ class MpiTrainTest(unittest.TestCase):
                 self.assert_same(self.path(name + "-t/checkpoint.onnx"),
                                  self.path(name + "-m/checkpoint.onnx"))
 
+    @unittest.skipUnless(os.path.exists("/usr/share/games/fortunes/computers"),
+                         "Debian's fortunes is not installed")
+    def test_tied_gpt_trains_on_ranks_exactly_as_threads(self):
+        # GPT-2's LM head reads the token embedding: a copy on each rank, the
+        # partial gradients summed between the two ranks before every update.
+        gpt = self.path("gpt.onnx")
+        self.assertEqual(run("zoo", "export", "gpt2", "--width-divisor", 16, "--layers", 2,
+                             "--vocab", 256, "--seq-len", 16, "-o", gpt).returncode, 0)
+        for schedule in (["1f1b"], ["1f1b-flush", "--microbatches", 2]):
+            with self.subTest(schedule[0]):
+                common = ["train", gpt, "--data", "text:/usr/share/games/fortunes/computers",
+                          "--batch", 8, "--loss", "cross-entropy", "--optimizer", "adam",
+                          "--max-steps", 12, "--quiet", "--schedule", *schedule]
+                t = run(*common, "--stages", 2, "--run-dir", self.path("gpt-t"), "-o",
+                        self.path("gpt-t.onnx"))
+                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+                m = mpirun(2, *common, "--plan", self.path("gpt-t/plan.json"), "--comm", "mpi",
+                           "--run-dir", self.path("gpt-m"), "-o", self.path("gpt-m.onnx"))
+                self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+                self.assert_same(self.path("gpt-t.onnx"), self.path("gpt-m.onnx"))
+
     def test_checkpoints_resume_across_ranks_as_threads_train(self):
         common = ["--plan", self.straight, "--schedule", "1f1b-flush", "--microbatches", 2]
         t = run(*self.args("whole", *common, "--max-steps", 40, "-o", self.path("whole.onnx")))

@@ -88,8 +88,7 @@ TEST(TextData, RefusesNonUtf8EmptyAndTooShort) {
   o.seq_len = 0;
   e = error_of("text:" + dir.file("short.txt"), o);
   EXPECT_NE(e.find("--seq-len"), std::string::npos) << e;
-  EXPECT_NE(error_of("text:" + dir.file("missing.txt"), o).find("no such file"),
-            std::string::npos);
+  EXPECT_NE(error_of("text:" + dir.file("missing.txt"), o).find("no such file"), std::string::npos);
 }
 
 TEST(TextData, Utf8ChecksOverlongAndSurrogates) {

@@ -178,13 +178,10 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
 // PipeDream's semantics on one thread: minibatch b runs the whole training
 // graph with stage s's params taken from version v(s, b) (the weights after
 // v updates) and the update goes to the newest weights.
-std::map<std::string, ir::Tensor> delayed_reference(autodiff::TrainingGraph& tg,
-                                                    const std::vector<exec::PipelineStage>& stages,
-                                                    const std::vector<TensorMap>& minibatches,
-                                                    const std::function<int(int s, int b)>& version,
-                                                    int group,
-                                                    const std::vector<std::pair<std::string, std::string>>&
-                                                        ties = {}) {
+std::map<std::string, ir::Tensor> delayed_reference(
+    autodiff::TrainingGraph& tg, const std::vector<exec::PipelineStage>& stages,
+    const std::vector<TensorMap>& minibatches, const std::function<int(int s, int b)>& version,
+    int group, const std::vector<std::pair<std::string, std::string>>& ties = {}) {
   auto backend = exec::make_cpu_backend();
   std::vector<std::pair<int, int>> ranges;
   for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
@@ -429,7 +426,8 @@ TensorMap token_minibatch(const autodiff::TrainingGraph& tg, int i, int64_t rows
     ids[k] = static_cast<int64_t>(rng() % 7);
     next[k] = static_cast<int64_t>(rng() % 7);
   }
-  return {{"ids", ir::Tensor::from_i64(ids, shape)}, {tg.labels, ir::Tensor::from_i64(next, shape)}};
+  return {{"ids", ir::Tensor::from_i64(ids, shape)},
+          {tg.labels, ir::Tensor::from_i64(next, shape)}};
 }
 
 // The embedding tied to the LM head lives on the first and the last stage;
@@ -474,8 +472,7 @@ TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
   for (int p : {2, 3}) {
     const std::string what = "p = " + std::to_string(p);
     auto tg = testing_models::tied_lm(kBatch);
-    const auto stages =
-        split(static_cast<int>(tg.graph.layers.size()), std::vector<int>(p, 1));
+    const auto stages = split(static_cast<int>(tg.graph.layers.size()), std::vector<int>(p, 1));
     std::vector<TensorMap> mbs;
     for (int b = 0; b < kMinibatches; ++b) mbs.push_back(token_minibatch(tg, b, kBatch));
     exec::PipelineOptions po;

@@ -98,8 +98,8 @@ inline autodiff::TrainingGraph tied_lm(int64_t batch, const std::string& head = 
              head_gemm,
              node("unflat", "Reshape", {"logits2", "lm_shape"}, {"logits"})};
   g.outputs = {"logits"};
-  g.set_layers({{"emb", {0}}, {"flat", {1}}, {"mid", {2}}, {"act", {3}}, {"head", {4}},
-                {"unflat", {5}}});
+  g.set_layers(
+      {{"emb", {0}}, {"flat", {1}}, {"mid", {2}}, {"act", {3}}, {"head", {4}}, {"unflat", {5}}});
   g.infer_shapes();
   autodiff::LossSpec loss{"cross-entropy", ""};
   loss.classes_last = true;
