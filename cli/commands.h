@@ -15,6 +15,7 @@ void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 /// The `zoo` group (list, export); returns it so other files can add
 /// subcommands to the group.
 CLI::App* add_zoo_command(CLI::App& app);

@@ -1,5 +1,6 @@
 // `pipetrain generate model.onnx --prompt "..." --tokens N [--top-k K]`:
-// text from a trained causal language model (byte-level tokens, vocab 256).
+// text from a trained causal language model, tokenized as it was trained
+// (byte-level tokens by default, `--tokenizer tok.model` for SentencePiece).
 // The model's shapes are static, so each new token is one windowed forward:
 // the last T tokens of the text so far (left-aligned; positions past the
 // text are padding that a causal model's earlier positions never see) and
@@ -23,6 +24,7 @@ namespace {
 
 struct GenerateArgs {
   ModelOptions model;
+  std::string tokenizer;
   std::string prompt;
   int64_t tokens = 200;
   int64_t top_k = 1;  // 1: greedy
@@ -64,7 +66,7 @@ void generate(GenerateArgs& a) {
                      "V) out; the model takes " +
                      ir::dtype_name(in.dtype) + " " + ir::shape_str(in.shape) + " and gives " +
                      ir::shape_str(out.shape));
-  const auto tokenizer = data::make_tokenizer();
+  const auto tokenizer = data::make_tokenizer(a.tokenizer);
   const int64_t window = in.shape[1], vocab = out.shape[2];
   if (vocab < tokenizer->vocab_size())
     throw ModelError(a.model.path + ": its " + std::to_string(vocab) + " logits cannot cover the " +
@@ -77,6 +79,9 @@ void generate(GenerateArgs& a) {
   auto backend = exec::make_cpu_backend();
   exec::ForwardRunner runner(g, *backend);
   std::mt19937_64 rng(a.seed);
+  // Printed as the decoded continuation grows: a subword's text can depend on
+  // its neighbours (SentencePiece's word-initial spaces), so decode them all.
+  std::string shown = tokenizer->decode(text);  // the prompt as the tokenizer sees it
   fmt::print("{}", a.prompt);
   std::fflush(stdout);
   for (int64_t n = 0; n < a.tokens; ++n) {
@@ -90,9 +95,16 @@ void generate(GenerateArgs& a) {
     // Only ids the tokenizer can decode are candidates.
     const int64_t next = pick(last, tokenizer->vocab_size(), a.top_k, a.temperature, rng);
     text.push_back(next);
-    fmt::print("{}", tokenizer->decode({next}));
+    const std::string decoded = tokenizer->decode(text);
+    if (decoded.compare(0, shown.size(), shown) == 0) {
+      fmt::print("{}", decoded.substr(shown.size()));
+      shown = decoded;
+    }
     std::fflush(stdout);
   }
+  // Whatever a late decode changed in text already shown.
+  const std::string decoded = tokenizer->decode(text);
+  if (decoded.compare(0, shown.size(), shown) == 0) fmt::print("{}", decoded.substr(shown.size()));
   fmt::print("\n");
 }
 
@@ -100,10 +112,13 @@ void generate(GenerateArgs& a) {
 
 void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "generate", "Continue a prompt with a trained causal language model (byte-level tokens)");
+      "generate", "Continue a prompt with a trained causal language model");
   auto a = std::make_shared<GenerateArgs>();
   cmd->add_option("model", a->model.path, "ONNX model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "The SentencePiece .model the model was trained with (default: bytes)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--tokens", a->tokens, "Tokens to generate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_run_command(app);
   pipetrain::cli::add_train_command(app);
   pipetrain::cli::add_generate_command(app);
+  pipetrain::cli::add_tokenize_command(app);
   pipetrain::cli::add_zoo_compare_command(*pipetrain::cli::add_zoo_command(app));
   pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_partition_command(app);

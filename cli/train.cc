@@ -97,6 +97,10 @@ void add_train_command(CLI::App& app) {
                   "cross-entropy: labels equal to this count for nothing (the mean is over the "
                   "others)")
       ->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "text: data: a SentencePiece .model (pipetrain tokenize makes one; default: "
+                  "bytes)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--seq-len", a->seq_len,
                   "text:/tokens: tokens per window (default: the model's input length)")
       ->check(CLI::PositiveNumber);

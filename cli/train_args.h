@@ -24,6 +24,7 @@ struct TrainArgs {
   std::string labels_key = "labels";  // named-array datasets: the labels' array
   int64_t ignore_index = -100;        // cross-entropy: label id that counts for nothing
   int64_t seq_len = 0;                // text:/tokens: window length (0: the model's)
+  std::string tokenizer;              // text: a SentencePiece .model; empty: bytes
   exec::TrainerOptions trainer;
   std::string output;
   std::string run_dir = "pipetrain-run";

@@ -20,6 +20,9 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
   o.labels_key = a.labels_key;
   o.ignore_index = a.ignore_index;
   o.seq_len = a.seq_len;
+  o.tokenizer = a.tokenizer;
+  if (!a.tokenizer.empty() && a.data.rfind("text:", 0) != 0)
+    throw ModelError("--tokenizer applies to text: data, not " + a.data);
   if (is_token_source(a.data)) {
     if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
     const ir::TensorDesc& in = model.tensor(model.inputs[0]);

@@ -61,6 +61,8 @@ struct DataOptions {
   int64_t ignore_index = -100;
   /// text: and tokens: sources: tokens per training window (the labels are the next tokens).
   int64_t seq_len = 0;
+  /// text: sources: a SentencePiece .model file; empty for the byte-level tokenizer.
+  std::string tokenizer;
   /// synthetic:<kind> sizes: samples (before the split), features, classes, noise std.
   int64_t synthetic_samples = 1000;
   int64_t synthetic_features = 2;

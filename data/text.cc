@@ -53,8 +53,7 @@ TokenWindows window_stream(const std::vector<int64_t>& stream, int64_t seq_len,
 }
 
 TokenWindows text_windows(const std::string& path, const DataOptions& options) {
-  // Byte-level: every UTF-8 byte one token.
-  const auto tokenizer = make_tokenizer();
+  const auto tokenizer = make_tokenizer(options.tokenizer);
   std::vector<int64_t> stream;
   for (const auto& file : text_files(path)) {
     const auto ids = tokenizer->encode(read_utf8_file(file));

@@ -24,7 +24,7 @@ struct TokenWindows {
 TokenWindows window_stream(const std::vector<int64_t>& stream, int64_t seq_len,
                            double test_fraction, int64_t vocab, const std::string& what);
 
-/// `text:PATH`: UTF-8 files tokenized by the byte-level tokenizer.
+/// `text:PATH`: UTF-8 files tokenized by options.tokenizer (bytes when empty).
 TokenWindows text_windows(const std::string& path, const DataOptions& options);
 
 /// `tokens:FILE`: a 1-D integer .npy, or a flat little-endian uint16 .bin.

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/sentencepiece.h"
 #include "ir/error.h"
 
 namespace pipetrain::data {
@@ -70,7 +71,8 @@ size_t first_invalid_utf8(const std::string& s) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_tokenizer() {
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& model_path) {
+  if (!model_path.empty()) return load_sentencepiece(model_path);
   return std::make_unique<ByteTokenizer>();
 }
 

@@ -1,8 +1,6 @@
-// Tokenizers: text to token ids and back, behind one interface. Today the
-// built-in byte-level one (every UTF-8 byte is a token, vocab 256: needs no
-// training and covers any text). SentencePiece is the next kind: Debian's
-// libsentencepiece carries its own protobuf symbols, which clash with
-// libonnx's protobuf at load time, so it must come in through dlopen.
+// Tokenizers: text to token ids and back, behind one interface: the built-in
+// byte-level one (every UTF-8 byte is a token, vocab 256: needs no training
+// and covers any text) and SentencePiece models (data/sentencepiece.h).
 #pragma once
 
 #include <cstdint>
@@ -23,8 +21,9 @@ class Tokenizer {
   virtual std::string describe() const = 0;
 };
 
-/// The byte-level tokenizer.
-std::unique_ptr<Tokenizer> make_tokenizer();
+/// The SentencePiece model at `model_path` (a .model file), or the byte-level
+/// tokenizer when the path is empty.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& model_path = "");
 
 /// The text files a `text:` source reads: `path` itself, or a directory's
 /// *.txt and extensionless regular files (recursively, sorted; symlinks and

@@ -3,23 +3,67 @@
 
 For each model, writes OUT/<model>/model.onnx, input_<i>.npy and
 output_<i>.npy (PyTorch's own outputs on those inputs), and the gradients of
-loss = sum_i sum(output_i * seed_i) (seed_<i>.npy, fixed random) with respect
-to every initializer PyTorch's parameters became: grads/<k>.npy, listed with
-their initializer names in grads.txt. Models are exported in
+loss = sum_i sum(output_i * seed_i) over the outputs that have a seed_<i>.npy
+with respect to every initializer PyTorch's parameters became: grads/<k>.npy,
+listed with their initializer names in grads.txt. Models are exported in
 training mode (BatchNorm on batch statistics) with do_constant_folding=False,
 so the importer sees the shape subgraphs PyTorch really emits.
+
+The float32 model is what gets exported; the reference outputs and gradients
+come from a float64 copy of it (saved as float64 .npy), so they carry no
+float32 rounding of their own. torch32_error.txt says how far PyTorch's own
+float32 results are from them (max |t32 - t64| / max |t64| per tensor): an
+engine cannot be asked to be closer than that.
+
+Families:
+  - the original four (resnet18, vgg11, lstm, transformer): float inputs
+    input_<i>, a fixed random seed on every output;
+  - torchvision classifiers and Hugging Face transformers: real inputs under
+    their own names (input/labels, input_ids/attention_mask/labels), output 0
+    is the scalar training loss and the only seeded output (seed 1.0), so the
+    gradients are d loss / d parameter; data.npz holds the inputs by name.
+The Hugging Face models need transformers 4.30.2, installed by
+scripts/install_transformers.sh into $PIPETRAIN_PYDEPS (default
+/opt/pipetrain/pydeps), which is put on sys.path when it exists.
 
 Uses Debian's torch (/usr/bin/python3). Seeds are fixed: reruns give the same files.
 Usage: export_reference_models.py OUT [--models resnet18,lstm] [--force]
 """
 import argparse
+import contextlib
+import copy
+import dataclasses
 import os
 import sys
+import time
+
+PYDEPS = os.environ.get("PIPETRAIN_PYDEPS", "/opt/pipetrain/pydeps")
+if os.path.isdir(PYDEPS):
+    sys.path.insert(0, PYDEPS)
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import torchvision
 
+NUM_CLASSES = 10  # torchvision classifiers
+VOCAB = 128  # Hugging Face models
+TOKENS = (2, 16)  # (batch, sequence) of the Hugging Face inputs
+
+
+@dataclasses.dataclass
+class Reference:
+    """One model to export: the module, its example inputs by ONNX input name
+    (in argument order), its output names (None: PyTorch's defaults), and
+    whether output 0 is a scalar training loss (then it alone is seeded, with
+    1.0, and the inputs also go to data.npz)."""
+    model: torch.nn.Module
+    inputs: dict
+    output_names: list = None
+    loss_first: bool = False
+
+
+# --- The original four: random float inputs, random seeds on every output ----------------
 
 class LSTMModel(torch.nn.Module):
     """A 2-layer LSTM over (seq, batch, features) with a linear head."""
@@ -48,16 +92,191 @@ class TransformerModel(torch.nn.Module):
         return self.head(self.encoder(x))
 
 
-def models():
+def random_inputs(build, *shapes):
+    """A builder: the model build() makes, on standard normal inputs input_<i>."""
+    def make(gen):
+        model = build()
+        return Reference(model, {f"input_{i}": torch.randn(*s, generator=gen)
+                                 for i, s in enumerate(shapes)})
+    return make
+
+
+# --- torchvision classifiers: (input, labels) -> (mean cross-entropy, logits) -------------
+
+class ClassifierLoss(torch.nn.Module):
+    """Wraps an image classifier so its first output is the training loss."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, labels):
+        logits = self.model(x)
+        return F.cross_entropy(logits, labels), logits
+
+
+def classifier(build, batch, size, **kwargs):
+    """A builder: torchvision.models.<build>(num_classes=10, **kwargs) on a
+    (batch, 3, size, size) standard normal input with random labels."""
+    def make(gen):
+        model = ClassifierLoss(build(num_classes=NUM_CLASSES, **kwargs))
+        x = torch.randn(batch, 3, size, size, generator=gen)
+        labels = torch.randint(0, NUM_CLASSES, (batch,), generator=gen)
+        return Reference(model, {"input": x, "labels": labels}, ["loss", "logits"], True)
+    return make
+
+
+def tiny_vit(num_classes):
+    return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                                num_heads=2, hidden_dim=32, mlp_dim=64,
+                                                num_classes=num_classes)
+
+
+# --- Hugging Face transformers (4.30.2), random init from small configs -------------------
+
+def transformers_module():
+    """Imports transformers, or exits with how to install it."""
+    try:
+        import transformers
+    except ImportError as e:
+        sys.exit(f"Hugging Face models need transformers 4.30.2 ({e}); install it with "
+                 f"scripts/install_transformers.sh {PYDEPS} (or point PIPETRAIN_PYDEPS at it)")
+    return transformers
+
+
+class KeywordCall(torch.nn.Module):
+    """Calls a Hugging Face model with positional arguments as the keyword
+    arguments `names`, returning a tuple (return_dict=False), so that
+    torch.onnx.export can pass them positionally."""
+
+    def __init__(self, model, names):
+        super().__init__()
+        self.model = model
+        self.names = list(names)
+
+    def forward(self, *args):
+        return self.model(**dict(zip(self.names, args)), return_dict=False)
+
+
+class EncoderRegression(torch.nn.Module):
+    """An encoder with no loss of its own: (input_ids, attention_mask, labels)
+    -> (mse_loss(last_hidden_state, labels), last_hidden_state). The loss is
+    spelled out: torch 1.13 cannot export aten::mse_loss."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, attention_mask, labels):
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                              return_dict=False)[0]
+        diff = hidden - labels
+        return (diff * diff).mean(), hidden
+
+
+def tokens(gen):
+    """input_ids (2, 16) and an attention_mask whose second row ends in 2 pads."""
+    input_ids = torch.randint(0, VOCAB, TOKENS, generator=gen)
+    attention_mask = torch.ones(TOKENS, dtype=torch.int64)
+    attention_mask[1, -2:] = 0
+    return input_ids, attention_mask
+
+
+def causal_lm(model_class, config_class, **config):
+    """A builder: a causal LM whose loss is next-token prediction of input_ids."""
+    def make(gen):
+        t = transformers_module()
+        model = getattr(t, model_class)(getattr(t, config_class)(**config, use_cache=False))
+        input_ids, attention_mask = tokens(gen)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask,
+                  "labels": input_ids.clone()}  # a separate tensor: a separate graph input
+        return Reference(KeywordCall(model, inputs), inputs, ["loss", "logits"], True)
+    return make
+
+
+def sequence_classifier(model_class, config_class, **config):
+    """A builder: a 3-way sequence classifier with random class labels."""
+    def make(gen):
+        t = transformers_module()
+        model = getattr(t, model_class)(getattr(t, config_class)(**config, num_labels=3))
+        input_ids, attention_mask = tokens(gen)
+        labels = torch.randint(0, 3, TOKENS[:1], generator=gen)
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        return Reference(KeywordCall(model, inputs), inputs, ["loss", "logits"], True)
+    return make
+
+
+def t5_encoder(gen):
+    t = transformers_module()
+    config = t.T5Config(vocab_size=VOCAB, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+                        num_heads=2, dropout_rate=0.0, use_cache=False)
+    model = EncoderRegression(t.T5EncoderModel(config))
+    input_ids, attention_mask = tokens(gen)
+    labels = torch.randn(*TOKENS, 32, generator=gen)
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    return Reference(model, inputs, ["loss", "last_hidden_state"], True)
+
+
+# --- The table ----------------------------------------------------------------------------
+
+def original_models():
+    tv = torchvision.models
     return {
         # Batch 4 at 112x112: with batch statistics, smaller inputs make float32 gradients
         # ill-conditioned (PyTorch float32 vs float64 differ by 1e-2 at batch 2, 224x224).
-        "resnet18": (lambda: torchvision.models.resnet18(num_classes=1000), [(4, 3, 112, 112)]),
-        "vgg11": (lambda: torchvision.models.vgg11(num_classes=1000), [(1, 3, 224, 224)]),
-        "lstm": (LSTMModel, [(5, 3, 16)]),
-        "transformer": (TransformerModel, [(6, 2, 32)]),
+        "resnet18": random_inputs(lambda: tv.resnet18(num_classes=1000), (4, 3, 112, 112)),
+        "vgg11": random_inputs(lambda: tv.vgg11(num_classes=1000), (1, 3, 224, 224)),
+        "lstm": random_inputs(LSTMModel, (5, 3, 16)),
+        "transformer": random_inputs(TransformerModel, (6, 2, 32)),
     }
 
+
+def vision_models():
+    """torchvision classifiers at small inputs (batch, size) in training mode."""
+    tv = torchvision.models
+    return {
+        "mobilenet_v3_small": classifier(tv.mobilenet_v3_small, 4, 64),
+        "efficientnet_b0": classifier(tv.efficientnet_b0, 4, 64),
+        "convnext_tiny": classifier(tv.convnext_tiny, 2, 64),
+        "densenet121": classifier(tv.densenet121, 4, 64),
+        "regnet_y_400mf": classifier(tv.regnet_y_400mf, 4, 64),
+        "shufflenet_v2_x0_5": classifier(tv.shufflenet_v2_x0_5, 4, 64),
+        "googlenet": classifier(tv.googlenet, 4, 64, aux_logits=False, init_weights=True),
+        # Inception v3's stem needs at least 75x75.
+        "inception_v3": classifier(tv.inception_v3, 4, 75, aux_logits=False, init_weights=True),
+        "resnext50_32x4d": classifier(tv.resnext50_32x4d, 4, 64),
+        "vit": classifier(tiny_vit, 4, 32),
+    }
+
+
+def hf_models():
+    """Hugging Face models: 2 layers, 2 heads, width 32, vocabulary 128, no dropout."""
+    return {
+        "gpt2": causal_lm("GPT2LMHeadModel", "GPT2Config", n_layer=2, n_embd=32, n_head=2,
+                          vocab_size=VOCAB, n_positions=32, resid_pdrop=0.0, embd_pdrop=0.0,
+                          attn_pdrop=0.0),
+        "llama": causal_lm("LlamaForCausalLM", "LlamaConfig", hidden_size=32,
+                           intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           vocab_size=VOCAB, max_position_embeddings=32),
+        "bert": sequence_classifier("BertForSequenceClassification", "BertConfig",
+                                    hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=64, vocab_size=VOCAB,
+                                    max_position_embeddings=32, hidden_dropout_prob=0.0,
+                                    attention_probs_dropout_prob=0.0),
+        "distilbert": sequence_classifier("DistilBertForSequenceClassification",
+                                          "DistilBertConfig", dim=32, hidden_dim=64, n_layers=2,
+                                          n_heads=2, vocab_size=VOCAB, max_position_embeddings=32,
+                                          dropout=0.0, attention_dropout=0.0,
+                                          seq_classif_dropout=0.0),
+        "t5_encoder": t5_encoder,
+    }
+
+
+def models():
+    return {**original_models(), **vision_models(), **hf_models()}
+
+
+# --- Gradients ----------------------------------------------------------------------------
 
 def lstm_views(model):
     """ONNX LSTM initializers PyTorch derives from nn.LSTM parameters: gates
@@ -78,70 +297,148 @@ def lstm_views(model):
                    torch.cat([reorder(b_ih.grad), reorder(b_hh.grad)])[None])
 
 
-def save_gradients(model, onnx_path, out_dir):
-    """Matches each float initializer to a parameter by name, else by value
-    (unique match), else to an LSTM-derived tensor, and saves its gradient."""
+def matched_gradients(model32, model64, onnx_path):
+    """Matches each float initializer to a parameter of model32 by name, else by
+    value (unique match), else to an LSTM-derived tensor, and yields
+    (initializer name, float32 gradient, float64 gradient of the same parameter)."""
     import onnx
     from onnx import numpy_helper
-    params = dict(model.named_parameters())
-    candidates = [(p.detach(), p.grad) for p in params.values()] + list(lstm_views(model))
-    os.makedirs(os.path.join(out_dir, "grads"), exist_ok=True)
-    lines = []
+    params32, params64 = dict(model32.named_parameters()), dict(model64.named_parameters())
+    # (value, float32 gradient, float64 gradient); values are model32's.
+    candidates = [(p.detach(), p.grad, params64[n].grad) for n, p in params32.items()]
+    candidates += [(v, g32, g64) for (v, g32), (_, g64)
+                   in zip(lstm_views(model32), lstm_views(model64))]
     for init in onnx.load(onnx_path).graph.initializer:
         value = torch.from_numpy(numpy_helper.to_array(init).copy())
         if not value.is_floating_point():
             continue
-        if init.name in params:
-            grad = params[init.name].grad
+        if init.name in params32:
+            grads = params32[init.name].grad, params64[init.name].grad
         else:
-            hits = [g for v, g in candidates if v.shape == value.shape and torch.equal(v, value)]
+            hits = [(g32, g64) for v, g32, g64 in candidates
+                    if v.shape == value.shape and torch.equal(v, value)]
             if len(hits) != 1:
                 continue
-            grad = hits[0]
-        if grad is None:
-            continue
-        np.save(os.path.join(out_dir, "grads", f"{len(lines)}.npy"), grad.numpy())
-        lines.append(f"{init.name}\t{len(lines)}.npy")
-    with open(os.path.join(out_dir, "grads.txt"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+            grads = hits[0]
+        if grads[0] is not None:
+            yield init.name, grads[0], grads[1]
 
+
+# --- float64 references --------------------------------------------------------------------
+
+@contextlib.contextmanager
+def float64_stays_float64():
+    """Hugging Face code upcasts to float32 for half-precision safety (softmax(...,
+    dtype=torch.float32), x.to(torch.float32) in RMS norms, scores.float()); on a
+    float64 model those casts would round the reference to float32. Inside this
+    block they leave float64 tensors as they are."""
+    to, to_float, softmax = torch.Tensor.to, torch.Tensor.float, F.softmax
+
+    def keep_to(self, *args, **kwargs):
+        if self.dtype == torch.float64:
+            args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+            if kwargs.get("dtype") is torch.float32:
+                kwargs["dtype"] = torch.float64
+        return to(self, *args, **kwargs)
+
+    def keep_float(self, *args, **kwargs):
+        return self if self.dtype == torch.float64 else to_float(self, *args, **kwargs)
+
+    def keep_softmax(x, *args, **kwargs):
+        if x.dtype == torch.float64 and kwargs.get("dtype") is torch.float32:
+            kwargs["dtype"] = torch.float64
+        return softmax(x, *args, **kwargs)
+
+    torch.Tensor.to, torch.Tensor.float, F.softmax = keep_to, keep_float, keep_softmax
+    try:
+        yield
+    finally:
+        torch.Tensor.to, torch.Tensor.float, F.softmax = to, to_float, softmax
+
+
+def forward(model, inputs):
+    """model(*inputs) as a list of outputs."""
+    outputs = model(*inputs)
+    return list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+
+
+def backward(outputs, seeds):
+    """Accumulates the gradients of sum_k sum(output_k * seed_k) into the
+    parameters' .grad; seeds[k] None leaves output k out of the loss."""
+    sum((o * s).sum() for o, s in zip(outputs, seeds) if s is not None).backward()
+
+
+def relative_error(t32, t64):
+    """max |t32 - t64| / max |t64|, as reference_check measures."""
+    scale = t64.abs().max().item() if t64.numel() else 0.0
+    return (t32.double() - t64).abs().max().item() / max(scale, 1e-30) if t64.numel() else 0.0
+
+
+# --- Export --------------------------------------------------------------------------------
 
 def export(name, out_dir, force):
     path = os.path.join(out_dir, name)
     if os.path.exists(os.path.join(path, "grads.txt")) and not force:
         return
+    start = time.time()
     os.makedirs(path, exist_ok=True)
     torch.manual_seed(0)
-    build, shapes = models()[name]
-    model = build()
+    gen = torch.Generator().manual_seed(1)  # inputs, then the original four's seeds
+    ref = models()[name](gen)
+    model = ref.model
     # Dropout masks come from PyTorch's RNG, which no other runtime reproduces:
     # p = 0 keeps the Dropout nodes in the graph (training mode) but makes them exact.
+    # StochasticDepth (convnext, efficientnet) at p = 0 is the identity.
     for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
+        if isinstance(m, (torch.nn.Dropout, torchvision.ops.StochasticDepth)):
             m.p = 0.0
     model.train()
-    gen = torch.Generator().manual_seed(1)
-    inputs = [torch.randn(*s, generator=gen) for s in shapes]
+    names, inputs = list(ref.inputs), list(ref.inputs.values())
     # Export first: exporting in training mode runs the model once, which moves
-    # BatchNorm's running statistics; the reference outputs come from a fresh copy.
+    # BatchNorm's running statistics; the reference outputs come from fresh copies.
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    torch.onnx.export(model, tuple(inputs), os.path.join(path, "model.onnx"), opset_version=17,
+    onnx_path = os.path.join(path, "model.onnx")
+    torch.onnx.export(model, tuple(inputs), onnx_path, opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      input_names=[f"input_{i}" for i in range(len(inputs))])
+                      input_names=names, output_names=ref.output_names)
     model.load_state_dict(state)
-    outputs = model(*inputs)
-    if not isinstance(outputs, (tuple, list)):
-        outputs = [outputs]
-    seeds = [torch.randn(*o.shape, generator=gen) for o in outputs]
-    loss = sum((o * r).sum() for o, r in zip(outputs, seeds))
-    loss.backward()
+    model64 = copy.deepcopy(model).double()
+
+    outputs32 = forward(model, inputs)
+    if ref.loss_first:
+        seeds = [torch.ones(outputs32[0].shape)] + [None] * (len(outputs32) - 1)
+    else:
+        seeds = [torch.randn(*o.shape, generator=gen) for o in outputs32]
+    backward(outputs32, seeds)
+    with float64_stays_float64():
+        outputs64 = forward(model64, [t.double() if t.is_floating_point() else t for t in inputs])
+        backward(outputs64, [s.double() if s is not None else None for s in seeds])
+    outputs32, outputs64 = [o.detach() for o in outputs32], [o.detach() for o in outputs64]
+
     for i, t in enumerate(inputs):
         np.save(os.path.join(path, f"input_{i}.npy"), t.numpy())
-    for i, t in enumerate(outputs):
-        np.save(os.path.join(path, f"output_{i}.npy"), t.detach().numpy())
-        np.save(os.path.join(path, f"seed_{i}.npy"), seeds[i].numpy())
-    save_gradients(model, os.path.join(path, "model.onnx"), path)
-    print(f"exported {name}: {sum(p.numel() for p in model.parameters())} parameters -> {path}")
+    if ref.loss_first:
+        np.savez(os.path.join(path, "data.npz"), **{n: t.numpy() for n, t in ref.inputs.items()})
+    errors = []
+    for i, (t32, t64) in enumerate(zip(outputs32, outputs64)):
+        np.save(os.path.join(path, f"output_{i}.npy"), t64.numpy())
+        if seeds[i] is not None:
+            np.save(os.path.join(path, f"seed_{i}.npy"), seeds[i].numpy())
+        errors.append(f"output {i} {relative_error(t32, t64):.3e}")
+    os.makedirs(os.path.join(path, "grads"), exist_ok=True)
+    lines = []
+    for init_name, g32, g64 in matched_gradients(model, model64, onnx_path):
+        np.save(os.path.join(path, "grads", f"{len(lines)}.npy"), g64.numpy())
+        lines.append(f"{init_name}\t{len(lines)}.npy")
+        errors.append(f"grad {init_name} {relative_error(g32, g64):.3e}")
+    with open(os.path.join(path, "torch32_error.txt"), "w") as f:
+        f.write("\n".join(errors) + "\n")
+    with open(os.path.join(path, "grads.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    params = list(model.parameters())
+    print(f"exported {name}: {sum(p.numel() for p in params)} parameters in {len(params)} "
+          f"tensors, {len(lines)} gradients, "
+          f"{time.time() - start:.1f} s -> {path}")
 
 
 def main():
@@ -151,9 +448,13 @@ def main():
     parser.add_argument("--force", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    for name in args.models.split(","):
+    names = args.models.split(",")
+    for name in names:
         if name not in models():
             sys.exit(f"unknown model '{name}' (known: {', '.join(models())})")
+    if any(name in hf_models() for name in names):
+        transformers_module()  # fail before exporting anything
+    for name in names:
         export(name, args.out, args.force)
 
 

@@ -12,7 +12,7 @@ DEB_PACKAGES=(
   libonnx-testdata clang libclang-rt-14-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
   dataset-fashion-mnist python3-sklearn zlib1g-dev
-  fortunes
+  fortunes libsentencepiece-dev
 )
 PIP_PACKAGES=(onnxruntime)
 

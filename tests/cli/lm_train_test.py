@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Language models from the command line: a GPT with its LM head tied to the token
 embedding trained pipelined on real text (Debian's fortunes), validation loss and
-perplexity reported, text generated from the trained model; token ids from .npy
+perplexity reported, text generated from the trained model; the same with a
+SentencePiece tokenizer trained by `pipetrain tokenize`; token ids from .npy
 pairs and named-array .npz files; and every bad dataset refused before any step
 with one line and exit code 2.
 
@@ -83,6 +84,29 @@ class LanguageModelTest(unittest.TestCase):
         s1 = run("generate", trained, "--prompt", "A", "--tokens", 16, "--top-k", 5, "--seed", 1)
         s2 = run("generate", trained, "--prompt", "A", "--tokens", 16, "--top-k", 5, "--seed", 1)
         self.assertEqual(self.ok(s1).stdout, s2.stdout)
+
+    @unittest.skipUnless(os.path.exists(CORPUS), "Debian's fortunes is not installed")
+    def test_sentencepiece_tokenizer_trains_and_generates(self):
+        tok = self.path("tok.model")
+        r = self.ok(run("tokenize", CORPUS, "--vocab", 500, "-o", tok))
+        self.assertIn("vocab 500", r.stdout)
+        gpt = self.path("gpt-spm.onnx")
+        self.ok(run("zoo", "export", "gpt2", "--width-divisor", 16, "--layers", 2, "--vocab", 500,
+                    "--seq-len", SEQ, "-o", gpt))
+        trained = self.path("gpt-spm-trained.onnx")
+        r = self.ok(run("train", gpt, "--data", "text:" + CORPUS, "--tokenizer", tok, "--loss",
+                        "cross-entropy", "--batch", 8, "--stages", 2, "--max-samples", 200,
+                        "--quiet", "--run-dir", self.path("run-spm"), "-o", trained))
+        self.assertRegex(r.stdout, r"perplexity [0-9.]+ \(unigram [0-9.]+\)")
+        g = self.ok(run("generate", trained, "--tokenizer", tok, "--prompt", "The computer",
+                        "--tokens", 12, "--top-k", 4, "--seed", 3))
+        self.assertTrue(g.stdout.startswith("The computer"), g.stdout)
+        self.assertGreater(len(g.stdout.strip()), len("The computer"))
+        # The byte-level GPT (256 logits) cannot take this tokenizer's 500 ids.
+        self.refused(self.train("--data", "text:" + CORPUS, "--tokenizer", tok),
+                     "outside the rows of the embedding", "[0, 256)")
+        self.refused(run("tokenize", CORPUS, "--vocab", 500, "-o", self.path("tok.bin")),
+                     "must end in .model")
 
     def test_token_id_pairs_and_named_arrays(self):
         rng = np.random.default_rng(0)
