@@ -20,6 +20,22 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
     cut_[l] = static_cast<double>(lp.cut_bytes);
   }
+  tied_ = profile.tied;
+}
+
+double ChainCosts::tied(int i, int j) const {
+  double s = 0;
+  const int w = topology_.workers();
+  for (const auto& t : tied_) {
+    const bool inside = std::any_of(t.layers.begin(), t.layers.end(),
+                                    [&](int l) { return l >= i && l <= j; });
+    const bool outside = std::any_of(t.layers.begin(), t.layers.end(),
+                                     [&](int l) { return l < i || l > j; });
+    if (inside && outside)
+      s += static_cast<double>(t.bytes) / topology_.slowest_link(0, w) +
+           2 * topology_.slowest_link_latency(0, w);
+  }
+  return s;
 }
 
 StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) const {
@@ -40,7 +56,9 @@ StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) cons
                     r;
   if (i > 0) c.transfer_in_s = link(first - 1, r + 1, cut(i - 1));
   if (j < n_ - 1) c.transfer_out_s = link(first, r + 1, cut(j));
-  c.time_s = std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s});
+  c.tied_s = tied(i, j);
+  c.time_s =
+      std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s}) + c.tied_s;
   c.in_flight = (downstream + r - 1) / r;
   c.memory_bytes = c.in_flight * (activations(i, j) + cut(i - 1) + p) + p;
   return c;
@@ -78,6 +96,7 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
         costs.stage(begin, st.last_layer, first, st.replication, total - (first - first_worker));
     st.compute_s = c.compute_s;
     st.allreduce_s = c.allreduce_s;
+    st.tied_s = c.tied_s;
     st.transfer_in_s = c.transfer_in_s;
     st.transfer_out_s = c.transfer_out_s;
     st.time_s = c.time_s;

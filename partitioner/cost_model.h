@@ -6,7 +6,10 @@
 //   allreduce  4 (r-1) P / (B_g r) / r     B_g = slowest link inside the group
 //   in         2 a_{i-1} / (B_in r)        B_in = slowest link over [first-1, first+r)
 //   out        2 a_j / (B_out r)           B_out = slowest link over [first, first+r+1)
-//   time       max(max(C, allreduce r) / r, in, out)
+//   time       max(max(C, allreduce r) / r, in, out) + tied
+//   tied       sum over params read inside and outside the stage of
+//              P_t / B + 2 latency (the two-copy allreduce before each
+//              update; B the slowest link of the machine; it blocks the step)
 //
 // The allreduce overlaps the backward pass (the paper's max, not the
 // reference code's sum); boundary transfers are always counted and overlap
@@ -28,6 +31,7 @@ namespace pipetrain::partitioner {
 
 struct StageCost {
   double compute_s = 0, allreduce_s = 0, transfer_in_s = 0, transfer_out_s = 0, time_s = 0;
+  double tied_s = 0;  // allreducing the gradients of params tied to other stages
   int in_flight = 1;
   double memory_bytes = 0;
 };
@@ -43,6 +47,8 @@ class ChainCosts {
   /// Bytes crossing the cut after layer k (0 for k < 0 or the last layer).
   double cut(int k) const { return k < 0 || k >= n_ - 1 ? 0.0 : cut_[k]; }
   const Topology& topology() const { return topology_; }
+  /// Seconds to allreduce the params layers i..j share with layers outside.
+  double tied(int i, int j) const;
 
   StageCost stage(int i, int j, int first, int r, int downstream) const;
 
@@ -50,6 +56,7 @@ class ChainCosts {
   int n_;
   Topology topology_;
   std::vector<double> compute_, params_, acts_, cut_;
+  std::vector<TiedParam> tied_;
 };
 
 /// Builds a plan from stage boundaries and replication factors under the

@@ -105,6 +105,7 @@ nlohmann::json to_json(const Plan& p) {
                       {"workers", s.workers},
                       {"compute_s", s.compute_s},
                       {"allreduce_s", s.allreduce_s},
+                      {"tied_s", s.tied_s},
                       {"transfer_in_s", s.transfer_in_s},
                       {"transfer_out_s", s.transfer_out_s},
                       {"time_s", s.time_s},
@@ -163,6 +164,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     }
     s.compute_s = ju::number_or(sj, "compute_s", 0, sw);
     s.allreduce_s = ju::number_or(sj, "allreduce_s", 0, sw);
+    s.tied_s = ju::number_or(sj, "tied_s", 0, sw);
     s.transfer_in_s = ju::number_or(sj, "transfer_in_s", 0, sw);
     s.transfer_out_s = ju::number_or(sj, "transfer_out_s", 0, sw);
     s.time_s = ju::number_or(sj, "time_s", 0, sw);

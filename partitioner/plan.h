@@ -23,6 +23,7 @@ struct StagePlan {
   // Per minibatch, as the cost model sees the stage (seconds).
   double compute_s = 0;       // (forward + backward) / replication
   double allreduce_s = 0;     // weight synchronisation / replication
+  double tied_s = 0;          // tied params' gradient allreduce with other stages
   double transfer_in_s = 0;   // activations in + gradients out at the cut before the stage
   double transfer_out_s = 0;  // activations out + gradients in at the cut after it
   double time_s = 0;          // the stage's time per minibatch

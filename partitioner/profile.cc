@@ -56,6 +56,14 @@ void validate(const Profile& p) {
     if (a < 0 || b >= n || a >= b)
       throw PlanError("profile edge " + std::to_string(a) + " -> " + std::to_string(b) +
                       " is out of range or goes backwards in the layer order");
+  for (const auto& t : p.tied) {
+    if (t.bytes < 0 || t.layers.size() < 2 || !std::is_sorted(t.layers.begin(), t.layers.end()) ||
+        t.layers.front() < 0 || t.layers.back() >= n ||
+        std::adjacent_find(t.layers.begin(), t.layers.end()) != t.layers.end())
+      throw PlanError("profile tied param '" + t.name +
+                      "': needs bytes >= 0 and two or more distinct ascending layer indices "
+                      "in range");
+  }
 }
 
 nlohmann::json to_json(const Profile& p) {
@@ -72,7 +80,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"nodes", l.nodes}});
   nlohmann::json edges = nlohmann::json::array();
   for (auto [a, b] : p.edges) edges.push_back({a, b});
-  return {{"format", "pipetrain-profile"},
+  nlohmann::json j = {{"format", "pipetrain-profile"},
           {"version", 1},
           {"model", p.model},
           {"source", p.source},
@@ -81,6 +89,13 @@ nlohmann::json to_json(const Profile& p) {
           {"backward_estimated", p.backward_estimated},
           {"layers", layers},
           {"edges", edges}};
+  if (!p.tied.empty()) {
+    nlohmann::json tied = nlohmann::json::array();
+    for (const auto& t : p.tied)
+      tied.push_back({{"name", t.name}, {"bytes", t.bytes}, {"layers", t.layers}});
+    j["tied"] = tied;
+  }
+  return j;
 }
 
 Profile profile_from_json(const nlohmann::json& j) {
@@ -126,6 +141,20 @@ Profile profile_from_json(const nlohmann::json& j) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
         throw PlanError("profile: each edge must be [from, to] layer indices");
       p.edges.emplace_back(e[0].get<int>(), e[1].get<int>());
+    }
+  }
+  if (j.contains("tied")) {
+    for (const auto& tj : ju::array(j, "tied", where)) {
+      TiedParam t;
+      t.name = ju::string(tj, "name", "profile tied param");
+      t.bytes = ju::integer(tj, "bytes", "profile tied param '" + t.name + "'");
+      const auto& layers = ju::array(tj, "layers", "profile tied param '" + t.name + "'");
+      for (const auto& l : layers) {
+        if (!l.is_number_integer())
+          throw PlanError("profile tied param '" + t.name + "': 'layers' must hold integers");
+        t.layers.push_back(l.get<int>());
+      }
+      p.tied.push_back(std::move(t));
     }
   }
   validate(p);

@@ -30,6 +30,15 @@ struct LayerProfile {
   double accumulate_s = 0;
 };
 
+/// A parameter read by more than one layer (tied weights: GPT's token
+/// embedding and LM head). Cut apart, the stages holding its readers each keep
+/// a copy and allreduce its gradient before every update.
+struct TiedParam {
+  std::string name;
+  int64_t bytes = 0;
+  std::vector<int> layers;  // the layers that read it, ascending
+};
+
 struct Profile {
   std::string model;
   std::string source;  // "analytic", "measured" or "graph.txt"
@@ -40,6 +49,7 @@ struct Profile {
   std::vector<LayerProfile> layers;  // in a topological order: the chain the DP cuts
   /// Data edges between layers (from, to), from < to; used to write graph.txt.
   std::vector<std::pair<int, int>> edges;
+  std::vector<TiedParam> tied;
 
   double compute_s() const;  // sum of forward + backward
   int64_t param_bytes() const;

@@ -1,6 +1,7 @@
 #include "partitioner/profile_ir.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ir/cost.h"
@@ -102,6 +103,16 @@ Profile structural_profile(const ir::Graph& g) {
       }
     }
   }
+  // Params read by forward nodes of several layers: tied weights.
+  std::map<std::string, std::set<int>> readers;
+  for (const ir::Node& n : g.nodes)
+    if (!n.backward && n.layer >= 0)
+      for (const auto& in : n.inputs)
+        if (!in.empty() && g.tensor(in).role == ir::Role::kParam) readers[in].insert(n.layer);
+  for (const auto& [name, layers] : readers)
+    if (layers.size() > 1)
+      p.tied.push_back({name, static_cast<int64_t>(g.tensor(name).nbytes()),
+                        std::vector<int>(layers.begin(), layers.end())});
   auto cut = cut_bytes_per_layer(g);
   for (size_t l = 0; l < cut.size(); ++l) p.layers[l].cut_bytes = cut[l];
   p.edges.assign(edges.begin(), edges.end());

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -97,6 +98,20 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
   std::map<std::pair<int, int>, std::vector<std::pair<int, double>>> issued;  // -> (w, time)
   std::map<std::pair<int, int>, double> reduced;  // (stage, round) -> end
   std::set<std::tuple<int, int, int>> issued_by;  // (worker, stage, round)
+  // Tied groups: a Step of a tied stage first records its worker's arrival
+  // (not an op), then runs once every stage of the group has arrived.
+  std::vector<int> tie_of(static_cast<size_t>(s.num_stages), -1);
+  for (size_t g = 0; g < s.tied_groups.size(); ++g)
+    for (int st : s.tied_groups[g]) tie_of.at(static_cast<size_t>(st)) = static_cast<int>(g);
+  std::map<std::pair<int, int>, std::vector<double>> tied_arrivals;  // (group, step) -> times
+  std::vector<bool> tied_waiting(workers, false);
+  auto tied_start = [&](int group, int step) {
+    const auto it = tied_arrivals.find({group, step});
+    if (it == tied_arrivals.end() || it->second.size() < s.tied_groups[group].size())
+      return std::numeric_limits<double>::quiet_NaN();
+    const double last = *std::max_element(it->second.begin(), it->second.end());
+    return last + (costs.tied_allreduce ? costs.tied_allreduce(group) : 0.0);
+  };
   auto act_bytes = [&](int stage) {
     return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
   };
@@ -124,6 +139,11 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         auto it = reduced.find({op.stage, op.microbatch});
         if (it == reduced.end()) continue;  // some replica has not issued it yet
         start = std::max(start, it->second);
+      }
+      if (op.kind == OpKind::kStep && tie_of[op.stage] >= 0 && tied_waiting[w]) {
+        const double met = tied_start(tie_of[op.stage], op.microbatch);
+        if (std::isnan(met)) continue;  // a tied stage has not arrived yet
+        start = std::max(start, met);
       }
       if (start < pick_start) pick_start = start, pick = static_cast<int>(w);
     }
@@ -173,6 +193,13 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         break;
       }
       default: {
+        if (op.kind == OpKind::kStep && tie_of[op.stage] >= 0 && !tied_waiting[w]) {
+          tied_arrivals[{tie_of[op.stage], op.microbatch}].push_back(pick_start);
+          tied_waiting[w] = true;
+          clock[w] = pick_start;
+          break;
+        }
+        tied_waiting[w] = false;
         double dur = costs.compute ? costs.compute(w, op) : 0.0;
         run.ops.push_back({w, op, pick_start, pick_start + dur});
         clock[w] = pick_start + dur;

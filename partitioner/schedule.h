@@ -8,8 +8,11 @@
 // collective stream, overlapping compute: it starts when every replica of its
 // stage has issued it and their streams are free; the Step of the same stage
 // and round waits for it (asynchronous schedules place that Step one round
-// later, so the allreduce overlaps the next round's compute). validate() proves a schedule complete
-// and deadlock-free by executing it with unit costs.
+// later, so the allreduce overlaps the next round's compute). Stages tied by
+// a shared parameter meet at their Steps of the same index: each Step starts
+// when the last of them arrives, after the tied gradients' allreduce (the
+// executor's blocking sum). validate() proves a schedule complete and
+// deadlock-free by executing it with unit costs.
 #pragma once
 
 #include <functional>
@@ -50,6 +53,9 @@ struct Schedule {
   bool split_backward = false;                    // B is input-only and every microbatch has a W
   std::vector<std::vector<int>> stage_workers;    // stage -> its replicas' workers
   std::vector<std::vector<ScheduleOp>> programs;  // worker -> ops in order
+  /// Stages that hold copies of a tied parameter (unreplicated): their Steps
+  /// of the same index meet, sum the copies' gradients and update together.
+  std::vector<std::vector<int>> tied_groups;
 };
 
 /// Durations for execute(); any may be left empty (zero).
@@ -57,6 +63,8 @@ struct ScheduleCosts {
   std::function<double(int worker, const ScheduleOp& op)> compute;  // F, B, W, Step
   std::function<double(int from, int to, const ScheduleOp& send)> transfer;
   std::function<double(int stage, int round)> allreduce;
+  /// The gradient allreduce of tied group `group` (blocking, before the Steps).
+  std::function<double(int group)> tied_allreduce;
   /// Bytes one microbatch stashes on `stage` (for peak memory); empty: 1.
   std::function<double(int stage)> activation_bytes;
 };

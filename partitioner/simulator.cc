@@ -1,7 +1,9 @@
 #include "partitioner/simulator.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "ir/error.h"
 
@@ -67,8 +69,25 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   res.schedule = schedule_name(kind);
   res.microbatches = shape.microbatches;
   res.schedule_ops = build_schedule(kind, shape);
-  const Schedule& s = res.schedule_ops;
   const bool interleaved = kind == ScheduleKind::kInterleaved;
+  // Tied params whose readers fall in several stages (not modelled with
+  // interleaving, which the executor does not run).
+  std::vector<double> tied_bytes;
+  if (!interleaved) {
+    std::map<std::vector<int>, double> groups;  // sharing stages -> bytes
+    for (const auto& t : profile.tied) {
+      std::set<int> stages;
+      for (int l : t.layers)
+        for (int st = 0; st < p; ++st)
+          if (l >= plan.stages[st].first_layer && l <= plan.stages[st].last_layer) stages.insert(st);
+      if (stages.size() > 1) groups[{stages.begin(), stages.end()}] += static_cast<double>(t.bytes);
+    }
+    for (const auto& [stages, bytes] : groups) {
+      res.schedule_ops.tied_groups.push_back(stages);
+      tied_bytes.push_back(bytes);
+    }
+  }
+  const Schedule& s = res.schedule_ops;
   const int v = interleaved ? options.chunks : 1;
   // A microbatch is 1/m of the minibatch except in pipedream.
   const double scale = kind == ScheduleKind::kPipeDream ? 1.0 : 1.0 / m;
@@ -124,6 +143,15 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
         st.workers.front(), st.workers.back() - st.workers.front() + 1);
     return 4.0 * (r - 1) * data[plan_stage(stage)].param_bytes / v / (bw * r) +
            2.0 * (r - 1) * latency;  // a ring's 2(r - 1) steps
+  };
+  costs.tied_allreduce = [&](int group) {
+    // A ring over the k copies' workers: 2 (k - 1) / k of the bytes each way.
+    const auto& stages = s.tied_groups[group];
+    const double k = static_cast<double>(stages.size());
+    const int lo = plan.stages[stages.front()].workers.front();
+    const int hi = plan.stages[stages.back()].workers.back();
+    return 2.0 * (k - 1) / k * tied_bytes[group] / plan.topology.slowest_link(lo, hi - lo + 1) +
+           2.0 * (k - 1) * plan.topology.slowest_link_latency(lo, hi - lo + 1);
   };
   costs.activation_bytes = [&](int stage) {
     return data[plan_stage(stage)].stash_bytes * scale / v;

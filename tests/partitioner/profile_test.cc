@@ -164,6 +164,30 @@ TEST(ProfileIr, SkipConnectionsCountInCutBytes) {
   EXPECT_EQ(p.batch, 2);
 }
 
+TEST(ProfileIr, ParamsReadBySeveralLayersAreTied) {
+  // The conv weight read again by a second conv in the last layer: GPT's
+  // token embedding and LM head, in miniature.
+  ir::Graph g = residual();
+  ir::Node again{"/d/Conv", "Conv", {"y", "W"}, {"z"}, {}};
+  again.attrs["pads"] = std::vector<int64_t>{1, 1, 1, 1};
+  again.attrs["kernel_shape"] = std::vector<int64_t>{3, 3};
+  g.nodes.push_back(again);
+  g.outputs = {"z"};
+  g.infer_shapes();
+  g.set_layers({{"conv", {0}}, {"relu", {1}}, {"add", {2}}, {"conv2", {3}}});
+  Profile p = structural_profile(g);
+  ASSERT_EQ(p.tied.size(), 1u);
+  EXPECT_EQ(p.tied[0].name, "W");
+  EXPECT_EQ(p.tied[0].bytes, 3 * 3 * 3 * 3 * 4);
+  EXPECT_EQ(p.tied[0].layers, (std::vector<int>{0, 3}));
+  // JSON keeps it; a tie naming one layer is refused.
+  Profile q = profile_from_json(to_json(p));
+  EXPECT_EQ(q.tied[0].layers, p.tied[0].layers);
+  auto j = to_json(p);
+  j["tied"][0]["layers"] = {3};
+  EXPECT_THROW(profile_from_json(j), PlanError);
+}
+
 TEST(ProfileIr, LayersOutOfOrderAreAModelError) {
   ir::Graph g = residual();
   g.set_layers({{"relu", {1}}, {"conv", {0}}, {"add", {2}}});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "ir/error.h"
 #include "partitioner/cost_model.h"
 
@@ -126,6 +128,45 @@ TEST(Simulator, ReplicatedStagesMatchTheCostModel) {
         << c.stages << " stages x " << c.r << ", AR " << ar;
     validate(r.schedule_ops);
   }
+}
+
+TEST(Simulator, TiedStagesMeetAtTheirSteps) {
+  // Two uniform stages (F 1 s, B 2 s) sharing a parameter of 1e9 bytes over
+  // 1e9 B/s links: the two-copy allreduce takes 1 s before each update.
+  Uniform u(2, 1.0);
+  u.profile.tied = {{"wte", int64_t{1'000'000'000}, {0, 1}}};
+  Topology t;
+  t.levels = {{2, 1e9}};
+  const Plan plan = evaluate_plan(u.profile, t, {0, 1}, {1, 1}, "test");
+  EXPECT_DOUBLE_EQ(plan.stages[0].tied_s, 1.0);
+  EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 4.0);  // compute 3 s + the tied allreduce
+  // Whole on one stage, nothing is tied to another stage.
+  EXPECT_DOUBLE_EQ(evaluate_plan(u.profile, t, {1}, {1}, "test").stages[0].tied_s, 0.0);
+
+  SimOptions o;
+  o.microbatches = 24;
+  // Async 1F1B: the last stage's update of minibatch k waits for stage 0's
+  // backward of k, which waits for the last stage's gradient: a minibatch
+  // takes B0 + F1 + B1 + the allreduce = 6 s instead of 3.
+  SimResult async = simulate(plan, u.profile, ScheduleKind::kPipeDream, o);
+  EXPECT_EQ(async.schedule_ops.tied_groups, (std::vector<std::vector<int>>{{0, 1}}));
+  EXPECT_NEAR(async.time_per_minibatch_s, 6.0, 1e-9);
+  std::map<int, std::vector<double>> step_starts;
+  for (const auto& op : async.run.ops)
+    if (op.op.kind == OpKind::kStep) step_starts[op.op.microbatch].push_back(op.start);
+  for (const auto& [k, starts] : step_starts) {
+    ASSERT_EQ(starts.size(), 2u) << "step " << k;
+    EXPECT_DOUBLE_EQ(starts[0], starts[1]) << "step " << k;
+  }
+  // 1F1B with flushes: one meeting per step, at the end: the makespan grows by 1 s.
+  o.microbatches = 4;
+  SimResult flush = simulate(plan, u.profile, ScheduleKind::kOneFOneB, o);
+  Uniform untied(2, 1.0);
+  const Plan untied_plan = evaluate_plan(untied.profile, t, {0, 1}, {1, 1}, "test");
+  EXPECT_NEAR(flush.makespan_s,
+              simulate(untied_plan, untied.profile, ScheduleKind::kOneFOneB, o).makespan_s + 1.0,
+              1e-9);
+  validate(async.schedule_ops);
 }
 
 TEST(Simulator, FlushAllreduceOncePerStep) {
