@@ -12,6 +12,7 @@
   X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
   /* activations */                                                                       \
   X(Relu) X(LeakyRelu) X(Sigmoid) X(Tanh) X(Gelu) X(Clip) X(Softmax) X(LogSoftmax)        \
+  X(HardSigmoid) X(HardSwish)                                                             \
   /* linear algebra */                                                                    \
   X(Gemm) X(MatMul)                                                                       \
   /* convolution and pooling */                                                           \
@@ -30,7 +31,7 @@
   X(SoftmaxCrossEntropyLoss) X(NegativeLogLikelihoodLoss)                                 \
   /* gradient ops: emitted by autodiff only (OpSchema::internal), never imported */       \
   X(ReluGrad) X(LeakyReluGrad) X(SigmoidGrad) X(TanhGrad) X(GeluGrad) X(ClipGrad)          \
-  X(DropoutGrad) X(SoftmaxGrad) X(LogSoftmaxGrad)                                         \
+  X(DropoutGrad) X(SoftmaxGrad) X(LogSoftmaxGrad) X(HardSigmoidGrad) X(HardSwishGrad)     \
   X(ConvGrad) X(ConvTransposeGrad) X(MaxPoolGrad) X(AveragePoolGrad)                      \
   X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
   X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \

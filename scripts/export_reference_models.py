@@ -13,7 +13,9 @@ The float32 model is what gets exported; the reference outputs and gradients
 come from a float64 copy of it (saved as float64 .npy), so they carry no
 float32 rounding of their own. torch32_error.txt says how far PyTorch's own
 float32 results are from them (max |t32 - t64| / max |t64| per tensor): an
-engine cannot be asked to be closer than that.
+engine cannot be asked to be closer than that. float64_spread.txt says how far
+the float64 results themselves move under float32-sized perturbations of the
+parameters and inputs (near a ReLU or max-pool kink a gradient jumps).
 
 Families:
   - the original four (resnet18, vgg11, lstm, transformer): float inputs
@@ -127,9 +129,14 @@ def classifier(build, batch, size, **kwargs):
 
 
 def tiny_vit(num_classes):
-    return torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
-                                                num_heads=2, hidden_dim=32, mlp_dim=64,
-                                                num_classes=num_classes)
+    """A 2-layer ViT on 32x32 images. torchvision zero-initializes the head,
+    which would make every other gradient exactly 0: it gets nn.Linear's
+    default initialization instead."""
+    vit = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                               num_heads=2, hidden_dim=32, mlp_dim=64,
+                                               num_classes=num_classes)
+    vit.heads.head.reset_parameters()
+    return vit
 
 
 # --- Hugging Face transformers (4.30.2), random init from small configs -------------------
@@ -243,7 +250,7 @@ def vision_models():
         "shufflenet_v2_x0_5": classifier(tv.shufflenet_v2_x0_5, 4, 64),
         "googlenet": classifier(tv.googlenet, 4, 64, aux_logits=False, init_weights=True),
         # Inception v3's stem needs at least 75x75.
-        "inception_v3": classifier(tv.inception_v3, 4, 75, aux_logits=False, init_weights=True),
+        "inception_v3": classifier(tv.inception_v3, 4, 139, aux_logits=False, init_weights=True),
         "resnext50_32x4d": classifier(tv.resnext50_32x4d, 4, 64),
         "vit": classifier(tiny_vit, 4, 32),
     }
@@ -368,17 +375,48 @@ def backward(outputs, seeds):
     sum((o * s).sum() for o, s in zip(outputs, seeds) if s is not None).backward()
 
 
+def perturbation_spread(model64, inputs, seeds, onnx_path, model32, outputs64, grads64,
+                        trials=3, scale=2.0 ** -20):
+    """How far the float64 results move when every float parameter and input is
+    perturbed by a relative `scale` (about float32 rounding accumulated over a
+    few ops): max over trials, per output and per gradient. Near a kink (a ReLU
+    input or a max-pool tie within rounding of zero) the gradient jumps, and no
+    float32 implementation can be held closer to float64 than this."""
+    gen = torch.Generator().manual_seed(7)
+    spread = {}
+    for _ in range(trials):
+        model_p = copy.deepcopy(model64)
+        with torch.no_grad():
+            for p in model_p.parameters():
+                p.mul_(1 + scale * (2 * torch.rand(p.shape, generator=gen, dtype=p.dtype) - 1))
+                p.grad = None
+        inputs_p = [t.double() * (1 + scale * (2 * torch.rand(t.shape, generator=gen,
+                                                               dtype=torch.float64) - 1))
+                    if t.is_floating_point() else t for t in inputs]
+        with float64_stays_float64():
+            outputs_p = forward(model_p, inputs_p)
+            backward(outputs_p, [s.double() if s is not None else None for s in seeds])
+        for i, (o, o64) in enumerate(zip(outputs_p, outputs64)):
+            key = f"output {i}"
+            spread[key] = max(spread.get(key, 0.0), relative_error(o.detach(), o64))
+        for name, _, g in matched_gradients(model32, model_p, onnx_path):
+            key = f"grad {name}"
+            spread[key] = max(spread.get(key, 0.0), relative_error(g, grads64[name]))
+    return spread
+
+
 def relative_error(t32, t64):
     """max |t32 - t64| / max |t64|, as reference_check measures."""
-    scale = t64.abs().max().item() if t64.numel() else 0.0
-    return (t32.double() - t64).abs().max().item() / max(scale, 1e-30) if t64.numel() else 0.0
+    if t64.numel() == 0:
+        return 0.0
+    return (t32.double() - t64).abs().max().item() / max(t64.abs().max().item(), 1e-30)
 
 
 # --- Export --------------------------------------------------------------------------------
 
 def export(name, out_dir, force):
     path = os.path.join(out_dir, name)
-    if os.path.exists(os.path.join(path, "grads.txt")) and not force:
+    if os.path.exists(os.path.join(path, "float64_spread.txt")) and not force:  # written last
         return
     start = time.time()
     os.makedirs(path, exist_ok=True)
@@ -433,6 +471,10 @@ def export(name, out_dir, force):
         errors.append(f"grad {init_name} {relative_error(g32, g64):.3e}")
     with open(os.path.join(path, "torch32_error.txt"), "w") as f:
         f.write("\n".join(errors) + "\n")
+    grads64 = {n: g64 for n, _, g64 in matched_gradients(model, model64, onnx_path)}
+    spread = perturbation_spread(model64, inputs, seeds, onnx_path, model, outputs64, grads64)
+    with open(os.path.join(path, "float64_spread.txt"), "w") as f:
+        f.write("".join(f"{k} {v:.3e}\n" for k, v in spread.items()))
     with open(os.path.join(path, "grads.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     params = list(model.parameters())

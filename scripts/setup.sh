@@ -45,4 +45,7 @@ if [[ ! -d $ORT_TRAINING/onnxruntime/training ]]; then
   "$PY" -m pip install -q --no-deps --target "$ORT_TRAINING" onnxruntime-training-cpu 2>/dev/null ||
     echo "setup: onnxruntime-training-cpu unavailable; the training benchmark will skip it"
 fi
+# Hugging Face transformers 4.30.2 (the PyTorch reference suite's GPT-2, BERT, Llama, T5 and
+# DistilBERT), beside Debian's torch, in its own directory.
+"$(dirname "$0")/install_transformers.sh" >/dev/null
 echo "setup: all dependencies present"

@@ -22,6 +22,13 @@ void relu_grad(GradBuilder& b) {
 void leaky_relu_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("LeakyReluGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha"})));
 }
+void hard_sigmoid_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("HardSigmoidGrad", {b.GO(0), b.I(0)},
+                      copy_attrs(b.node(), {"alpha", "beta"})));
+}
+void hard_swish_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("HardSwishGrad", {b.GO(0), b.I(0)}));
+}
 void sigmoid_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("SigmoidGrad", {b.GO(0), b.O(0)}));
 }
@@ -68,6 +75,8 @@ void dropout_grad(GradBuilder& b) {
 void register_activation_rules(std::map<std::string, RuleEntry>& r) {
   r["Relu"] = {relu_grad};
   r["LeakyRelu"] = {leaky_relu_grad};
+  r["HardSigmoid"] = {hard_sigmoid_grad};
+  r["HardSwish"] = {hard_swish_grad};
   r["Sigmoid"] = {sigmoid_grad};
   r["Tanh"] = {tanh_grad};
   r["Gelu"] = {gelu_grad};

@@ -219,6 +219,22 @@ struct LeakyReluFn {
   float alpha;
   PIPETRAIN_HD float operator()(float v) const { return select_f32(v < 0.0f, alpha * v, v); }
 };
+/// hard_sigmoid(x) = max(0, min(1, alpha x + beta)); NaN stays NaN.
+struct HardSigmoidFn {
+  float alpha, beta;
+  PIPETRAIN_HD float operator()(float v) const {
+    const float s = alpha * v + beta;
+    return select_f32(s < 0.0f, 0.0f, select_f32(s > 1.0f, 1.0f, s));
+  }
+};
+/// hard_swish(x) = x relu6(x + 3) / 6, PyTorch's form (ONNX writes the same
+/// function as x max(0, min(1, x / 6 + 1/2))).
+struct HardSwishFn {
+  PIPETRAIN_HD float operator()(float v) const {
+    const float s = v + 3.0f;
+    return v * select_f32(s < 0.0f, 0.0f, select_f32(s > 6.0f, 6.0f, s)) / 6.0f;
+  }
+};
 /// sigmoid(x) = 1 / (1 + e^-x), written as e^x / (1 + e^x) for x < 0 so
 /// that exp never overflows.
 struct SigmoidFn {
@@ -272,6 +288,21 @@ struct LeakyReluGradFn {
   float alpha;
   PIPETRAIN_HD float operator()(float dy, float x) const {
     return select_f32(x > 0.0f, dy, alpha * dy);
+  }
+};
+/// dX = dY alpha inside (0 < alpha X + beta < 1), 0 outside (PyTorch's
+/// hardsigmoid_backward: strict bounds, so the kinks get 0).
+struct HardSigmoidGradFn {
+  float alpha, beta;
+  PIPETRAIN_HD float operator()(float dy, float x) const {
+    const float s = alpha * x + beta;
+    return select_f32(s > 0.0f && s < 1.0f, alpha * dy, 0.0f);
+  }
+};
+/// As PyTorch's hardswish_backward: 0 below -3, dY (X / 3 + 1/2) on [-3, 3], dY above.
+struct HardSwishGradFn {
+  PIPETRAIN_HD float operator()(float dy, float x) const {
+    return select_f32(x < -3.0f, 0.0f, select_f32(x <= 3.0f, dy * (x / 3.0f + 0.5f), dy));
   }
 };
 /// sigma' = sigma (1 - sigma): dX = dY * Y * (1 - Y).

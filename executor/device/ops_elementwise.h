@@ -229,6 +229,11 @@ void leaky_relu_op(Exec& ex, DeviceOpArgs& a) {
 }
 
 template <typename Exec>
+void hard_sigmoid_op(Exec& ex, DeviceOpArgs& a) {
+  unary_op(ex, a, HardSigmoidFn{a.n().attr_float("alpha", 0.2f), a.n().attr_float("beta", 0.5f)});
+}
+
+template <typename Exec>
 void gelu_op(Exec& ex, DeviceOpArgs& a) {
   if (a.n().attr_string("approximate", "none") == "tanh")
     unary_op(ex, a, GeluTanhFn{});
@@ -250,6 +255,12 @@ void clip_op(Exec& ex, DeviceOpArgs& a) {
 template <typename Exec>
 void leaky_relu_grad_op(Exec& ex, DeviceOpArgs& a) {
   grad_op(ex, a, LeakyReluGradFn{a.n().attr_float("alpha", 0.01f)});
+}
+
+template <typename Exec>
+void hard_sigmoid_grad_op(Exec& ex, DeviceOpArgs& a) {
+  grad_op(ex, a,
+          HardSigmoidGradFn{a.n().attr_float("alpha", 0.2f), a.n().attr_float("beta", 0.5f)});
 }
 
 template <typename Exec>

@@ -50,6 +50,14 @@ OpSchema schema_Relu() {
 OpSchema schema_LeakyRelu() {
   return unary({{"alpha", AttrType::kFloat}});
 }
+/// max(0, min(1, alpha x + beta)); defaults alpha 0.2, beta 0.5.
+OpSchema schema_HardSigmoid() {
+  return unary({{"alpha", AttrType::kFloat}, {"beta", AttrType::kFloat}});
+}
+/// x max(0, min(1, x / 6 + 1/2)) (MobileNetV3).
+OpSchema schema_HardSwish() {
+  return unary();
+}
 OpSchema schema_Sigmoid() {
   return unary();
 }

@@ -58,6 +58,14 @@ OpSchema schema_ReluGrad() {
 OpSchema schema_LeakyReluGrad() {
   return elementwise_grad(2, {{"alpha", AttrType::kFloat}});
 }
+// dX = dY * (0 < alpha X + beta < 1 ? alpha : 0)
+OpSchema schema_HardSigmoidGrad() {
+  return elementwise_grad(2, {{"alpha", AttrType::kFloat}, {"beta", AttrType::kFloat}});
+}
+// dX = dY * (X < -3 ? 0 : X > 3 ? 1 : X / 3 + 1/2)
+OpSchema schema_HardSwishGrad() {
+  return elementwise_grad(2);
+}
 // dX = dY * Y * (1 - Y)
 OpSchema schema_SigmoidGrad() {
   return elementwise_grad(2);

@@ -84,6 +84,10 @@ inline std::vector<GradCase> activation_cases() {
   return {
       K("relu", "Relu", {P({2, 3, 4}, G::kAwayFromZero)}),
       K("leaky_relu", "LeakyRelu", {P({3, 4}, G::kAwayFromZero)}, {{"alpha", F(0.1f)}}),
+      // alpha 0.8, beta 0.3: kinks at -0.375 and 0.875, inside the values' [-1, 1].
+      K("hard_sigmoid", "HardSigmoid", {P({4, 5}, G::kDistinct)},
+        {{"alpha", F(0.8f)}, {"beta", F(0.3f)}}),
+      K("hard_swish", "HardSwish", {P({3, 4})}),
       K("sigmoid", "Sigmoid", {P({3, 4})}),
       K("tanh", "Tanh", {P({3, 4})}),
       K("gelu", "Gelu", {P({3, 4})}),

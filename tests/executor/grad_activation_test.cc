@@ -50,6 +50,24 @@ TEST(LeakyReluGrad, Rank2DefaultAndCustomAlphaMatchTorch) {
                 -0.8670618f, -1.460117f, -0.01855552f, -0.01999846f, -0.01873471f});
 }
 
+TEST(HardSwishAndHardSigmoid, ForwardAndGradMatchTorchAcrossTheKinks) {
+  // x spans [-4.7, 4.9]: below -3, the curved middle and above 3. HardSigmoid
+  // with PyTorch's alpha 1/6 (ONNX's default is 0.2).
+  Tensor x = wave({12}, 0.3, 5.0), dy = wave({12}, 1.0, 2.0);
+  expect_close(forward("HardSwish", x),
+               {1.102685f, 3.10493f, 4.312021f, 4.935501f, 4.890983f, 4.184494f, 2.868781f,
+                0.8805941f, -0.2371817f, -0.2556858f, 0, 0});
+  expect_close(grad("HardSwishGrad", dy, x),
+               {1.670377f, 1.959816f, 1.971438f, 1.716236f, 1.228749f, 0.574956f, -0.2303678f,
+                -0.7932846f, -0.4425836f, 0.5233275f, 0, 0});
+  const std::map<std::string, ir::Attribute> torch_alpha = {{"alpha", 1.0f / 6}, {"beta", 0.5f}};
+  expect_close(forward("HardSigmoid", x, torch_alpha),
+               {0.7462668f, 1, 1, 1, 1, 1, 0.9852755f, 0.7074557f, 0.4015576f, 0.1089833f, 0, 0});
+  expect_close(grad("HardSigmoidGrad", dy, x, torch_alpha),
+               {0.2804903f, 0, 0, 0, 0, 0, -0.02610901f, -0.1445103f, -0.2433528f, -0.3092586f, 0,
+                0});
+}
+
 TEST(SigmoidGrad, Rank3MatchesTorch) {
   Tensor x = wave({2, 3, 4}, 0.3, 3.0), dy = wave({2, 3, 4}, 1.0, 2.0);
   expect_close(grad("SigmoidGrad", dy, forward("Sigmoid", x)),

@@ -1,13 +1,20 @@
 // Runs the models scripts/export_reference_models.py exported from PyTorch and
-// compares pipetrain's outputs with PyTorch's on the same inputs, then the
-// gradients build_backward derives for loss = sum_i sum(output_i * seed_i)
-// with PyTorch's autograd gradients of every parameter.
-// Error measure per output: max |ours - torch| / max |torch| (relative to the
-// tensor's scale, so near-zero elements do not dominate); bound 1e-4.
+// compares pipetrain's outputs with PyTorch's float64 outputs on the same
+// inputs, then the gradients build_backward derives for loss = sum_i
+// sum(output_i * seed_i) with PyTorch's float64 autograd gradients of every
+// parameter. Error measure per tensor: max |ours - ref| / max |ref| (relative
+// to the tensor's scale, so near-zero elements do not dominate). Bound: 1e-4
+// for outputs and 1e-3 for gradients, or twice the error float32 can reach
+// where that is larger: the larger of float32 PyTorch's own error against
+// float64 (torch32_error.txt) and the float64 result's own movement under
+// float32-sized perturbations of weights and inputs (float64_spread.txt).
+// Deep BatchNorm nets on batch statistics amplify float32 rounding whoever
+// computes them, and near a ReLU kink a gradient jumps.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <fstream>
@@ -22,7 +29,29 @@ namespace fs = std::filesystem;
 using namespace pipetrain;
 
 namespace {
-constexpr double kBound = 1e-4;
+constexpr double kOutputBound = 1e-4, kGradientBound = 1e-3;
+
+// torch32_error.txt and float64_spread.txt: "output <i> <err>" and "grad
+// <name> <err>" lines; per tensor the larger of the two.
+std::map<std::string, double> float32_reachable(const fs::path& dir) {
+  std::map<std::string, double> errs;
+  for (const char* file : {"torch32_error.txt", "float64_spread.txt"}) {
+    std::ifstream f(dir / file);
+    for (std::string kind, name; f >> kind >> name;) {
+      double e = 0;
+      f >> e;
+      double& v = errs[kind + " " + name];
+      v = std::max(v, e);
+    }
+  }
+  return errs;
+}
+
+double bound_for(const std::map<std::string, double>& torch32, const std::string& key,
+                 double base) {
+  const auto it = torch32.find(key);
+  return it == torch32.end() ? base : std::max(base, 2 * it->second);
+}
 
 double relative_error(const ir::Tensor& got, const ir::Tensor& want) {
   if (got.shape() != want.shape()) return INFINITY;
@@ -36,7 +65,8 @@ double relative_error(const ir::Tensor& got, const ir::Tensor& want) {
 
 // Appends loss = sum_k ReduceSum(output_k * seed_k), differentiates with respect
 // to the initializers grads.txt lists, and compares with PyTorch's gradients.
-bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::string, ir::Tensor>& feeds) {
+bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::string, ir::Tensor>& feeds,
+                     const std::map<std::string, double>& torch32) {
   std::ifstream index(dir / "grads.txt");
   if (!index) return true;  // exported without gradients
   std::vector<std::pair<std::string, std::string>> expected;  // initializer, file
@@ -65,25 +95,29 @@ bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::strin
   autodiff::BackwardResult bw = autodiff::build_backward(g, loss, opts);
   auto backend = exec::make_cpu_backend();
   auto outs = exec::ForwardRunner(g, *backend).run(feeds);
-  double worst = 0;
+  double worst = 0;  // the largest error / bound
   std::string worst_name;
+  int failed = 0;
   for (const auto& [name, file] : expected) {
     auto it = bw.grads.find(name);
     double err = it == bw.grads.end()
                      ? INFINITY
                      : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
-    if (!(err <= kBound))
-      std::printf("  %-12s   gradient of %s: rel. error %.2e\n", dir.filename().c_str(), name.c_str(), err);
-    if (!(err <= worst)) {
-      worst = err;
+    const double bound = bound_for(torch32, "grad " + name, kGradientBound);
+    if (!(err <= bound)) {
+      ++failed;
+      std::printf("  %-12s   gradient of %s: rel. error %.2e, bound %.2e\n", dir.filename().c_str(),
+                  name.c_str(), err, bound);
+    }
+    if (!(err / bound <= worst)) {
+      worst = err / bound;
       worst_name = name;
     }
   }
-  const bool pass = worst <= kBound;
-  std::printf("  %-12s %zu parameter gradients, worst rel. error %.2e (%s)  %s\n",
+  std::printf("  %-12s %zu parameter gradients, worst at %.2f of its bound (%s)  %s\n",
               dir.filename().c_str(), expected.size(), worst, worst_name.c_str(),
-              pass ? "ok" : "FAIL");
-  return pass;
+              failed == 0 ? "ok" : "FAIL");
+  return failed == 0;
 }
 
 bool check(const fs::path& dir) {
@@ -96,17 +130,22 @@ bool check(const fs::path& dir) {
   auto backend = exec::make_cpu_backend();
   exec::ForwardRunner runner(g, *backend);
   auto outs = runner.run(feeds);
+  const auto torch32 = float32_reachable(dir);
   bool ok = true;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     fs::path want_path = dir / ("output_" + std::to_string(k) + ".npy");
     if (!fs::exists(want_path)) continue;  // extra outputs (BatchNorm running stats)
     double err = relative_error(outs.at(g.outputs[k]), ir::load_npy(want_path.string()));
-    bool pass = err <= kBound;
-    std::printf("  %-12s output %zu %-18s rel. error %.2e  %s\n", dir.filename().c_str(), k,
-                ir::shape_str(outs.at(g.outputs[k]).shape()).c_str(), err, pass ? "ok" : "FAIL");
+    const double bound = bound_for(torch32, "output " + std::to_string(k), kOutputBound);
+    bool pass = err <= bound;
+    std::printf("  %-12s output %zu %-18s rel. error %.2e (bound %.2e)  %s\n",
+                dir.filename().c_str(), k, ir::shape_str(outs.at(g.outputs[k]).shape()).c_str(),
+                err, bound, pass ? "ok" : "FAIL");
     ok = ok && pass;
   }
-  return ok && check_gradients(dir, g, feeds);
+  // Gradients are checked even when an output fails: both say where to look.
+  const bool grads_ok = check_gradients(dir, g, feeds, torch32);
+  return ok && grads_ok;
 }
 }  // namespace
 

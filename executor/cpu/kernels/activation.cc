@@ -94,6 +94,15 @@ void leaky_relu_kernel(KernelContext& ctx) {
   map_f32(ctx, device::LeakyReluFn{ctx.n().attr_float("alpha", 0.01f)});
 }
 
+void hard_sigmoid_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::HardSigmoidFn{ctx.n().attr_float("alpha", 0.2f),
+                                     ctx.n().attr_float("beta", 0.5f)});
+}
+
+void hard_swish_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::HardSwishFn{});
+}
+
 void sigmoid_kernel(KernelContext& ctx) {
   map_f32(ctx, device::SigmoidFn{});
 }
@@ -185,6 +194,12 @@ CpuKernel kernel_Relu() {
 }
 CpuKernel kernel_LeakyRelu() {
   return {with_f32<leaky_relu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_HardSigmoid() {
+  return {with_f32<hard_sigmoid_kernel>, kFloat, 0};
+}
+CpuKernel kernel_HardSwish() {
+  return {with_f32<hard_swish_kernel>, kFloat, 0};
 }
 CpuKernel kernel_Sigmoid() {
   return {with_f32<sigmoid_kernel>, kFloat, 0};

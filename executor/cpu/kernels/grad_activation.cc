@@ -36,6 +36,15 @@ void leaky_relu_grad(KernelContext& ctx) {
   map_grad(ctx, device::LeakyReluGradFn{ctx.n().attr_float("alpha", 0.01f)});
 }
 
+void hard_sigmoid_grad(KernelContext& ctx) {
+  map_grad(ctx, device::HardSigmoidGradFn{ctx.n().attr_float("alpha", 0.2f),
+                                          ctx.n().attr_float("beta", 0.5f)});
+}
+
+void hard_swish_grad(KernelContext& ctx) {
+  map_grad(ctx, device::HardSwishGradFn{});
+}
+
 void sigmoid_grad(KernelContext& ctx) {
   map_grad(ctx, device::SigmoidGradFn{});
 }
@@ -139,6 +148,12 @@ CpuKernel kernel_ReluGrad() {
 }
 CpuKernel kernel_LeakyReluGrad() {
   return {leaky_relu_grad, {DType::kF32}, 0};
+}
+CpuKernel kernel_HardSigmoidGrad() {
+  return {hard_sigmoid_grad, {DType::kF32}, 0};
+}
+CpuKernel kernel_HardSwishGrad() {
+  return {hard_swish_grad, {DType::kF32}, 0};
 }
 CpuKernel kernel_SigmoidGrad() {
   return {sigmoid_grad, {DType::kF32}, 0};
