@@ -376,7 +376,7 @@ def backward(outputs, seeds):
 
 
 def perturbation_spread(model64, inputs, seeds, onnx_path, model32, outputs64, grads64,
-                        trials=3, scale=2.0 ** -20):
+                        trials=8, scale=2.0 ** -20):
     """How far the float64 results move when every float parameter and input is
     perturbed by a relative `scale` (about float32 rounding accumulated over a
     few ops): max over trials, per output and per gradient. Near a kink (a ReLU

@@ -38,13 +38,14 @@ struct PlaneGradSums {
   }
 };
 
-/// Per channel: y = x * a[c] + b[c] from the batch statistics (training:
-/// mean and the sum of squared deviations; also the running statistics) or
-/// the running ones.
+/// Per channel: y = (x - m[c]) a[c] + b[c] from the batch statistics
+/// (training: mean and the sum of squared deviations; also the running
+/// statistics) or the running ones. Centred first: x a + (b - m a) would
+/// cancel where the mean is large against the spread.
 struct BatchNormStats {
   const float *scale, *bias, *in_mean, *in_var;
-  const double *batch_mean, *batch_sq;  // (C); training only
-  float *a, *b, *run_mean, *run_var;    // run_*: may be null
+  const double *batch_mean, *batch_sq;    // (C); training only
+  float *m, *a, *b, *run_mean, *run_var;  // run_*: may be null
   double count;
   float eps, momentum;
   bool training;
@@ -57,22 +58,22 @@ struct BatchNormStats {
         run_mean[c] = static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
       if (run_var) run_var[c] = static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
     }
-    const double ad = scale[c] / ::sqrt(var + eps);
-    a[c] = static_cast<float>(ad);
-    b[c] = static_cast<float>(bias[c] - mean * ad);
+    m[c] = static_cast<float>(mean);
+    a[c] = static_cast<float>(scale[c] / ::sqrt(var + eps));
+    b[c] = bias[c];
   }
 };
 
-/// out[i] = a[c] * u[i] + b1[c] * v[i] + b0[c] (b1 null: a[c] * u[i] + b0[c]),
-/// c = (i / size) % channels.
+/// out[i] = a[c] u[i] + b1[c] (v[i] - m[c]) + b0[c] (b1 null: (u[i] - m[c])
+/// a[c] + b0[c]), c = (i / size) % channels.
 struct ChannelAffine {
   const float *u, *v;
   float* out;
-  const float *a, *b1, *b0;
+  const float *m, *a, *b1, *b0;
   int64_t channels, size;
   PIPETRAIN_HD void operator()(int64_t i) const {
     const int64_t c = (i / size) % channels;
-    out[i] = b1 ? a[c] * u[i] + b1[c] * v[i] + b0[c] : u[i] * a[c] + b0[c];
+    out[i] = b1 ? a[c] * u[i] + b1[c] * (v[i] - m[c]) + b0[c] : (u[i] - m[c]) * a[c] + b0[c];
   }
 };
 
@@ -100,17 +101,18 @@ void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
   double* sq = ex.template scratch<double>(channels);    // (C)
   if (training && count > 0)
     batch_channel_stats(ex, x.data<float>(), n_batch, channels, size, count, mean, sq);
+  float* mf = ex.template scratch<float>(channels);
   float* af = ex.template scratch<float>(channels);
   float* bf = ex.template scratch<float>(channels);
   ex.for_each(channels, BatchNormStats{a.in[1].data<float>(), a.in[2].data<float>(),
-                                       a.in[3].data<float>(), a.in[4].data<float>(), mean, sq, af,
-                                       bf, a.has_out(1) ? a.out[1].data<float>() : nullptr,
+                                       a.in[3].data<float>(), a.in[4].data<float>(), mean, sq, mf,
+                                       af, bf, a.has_out(1) ? a.out[1].data<float>() : nullptr,
                                        a.has_out(2) ? a.out[2].data<float>() : nullptr, count,
                                        a.n().attr_float("epsilon", 1e-5f),
                                        a.n().attr_float("momentum", 0.9f), training});
   if (size > 0)
-    ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), af,
-                                         nullptr, bf, channels, size});
+    ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), mf,
+                                         af, nullptr, bf, channels, size});
 }
 
 /// Per channel of BatchNormalizationGrad, from the channel totals: dB,
@@ -119,7 +121,7 @@ struct BatchNormGradStats {
   const float* scale;
   const double *mean, *sq, *sum_g, *sum_gx;  // (C)
   float *dscale, *db;                        // may be null
-  float *a, *b1, *b0;                        // dX = a dY + b1 x + b0
+  float *m, *a, *b1, *b0;                    // dX = a dY + b1 (x - m) + b0
   double count, eps;
   PIPETRAIN_HD void operator()(int64_t c) const {
     const double invstd = 1.0 / ::sqrt(sq[c] / count + eps);
@@ -128,9 +130,10 @@ struct BatchNormGradStats {
     if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
     const double ad = scale[c] * invstd;
     const double b1d = -ad * invstd * sum_gxhat / count;
+    m[c] = static_cast<float>(mean[c]);
     a[c] = static_cast<float>(ad);
     b1[c] = static_cast<float>(b1d);
-    b0[c] = static_cast<float>(-b1d * mean[c] - ad * sum_g[c] / count);
+    b0[c] = static_cast<float>(-ad * sum_g[c] / count);
   }
 };
 
@@ -153,17 +156,19 @@ void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
   ex.for_each(planes, PlaneGradSums{dy, xd, mean, part, part_gx, channels, size});
   ex.for_each(channels, ChannelTotal<double>{part, sum_g, n_batch, channels, 1.0});
   ex.for_each(channels, ChannelTotal<double>{part_gx, sum_gx, n_batch, channels, 1.0});
+  float* mf = ex.template scratch<float>(channels);
   float* af = ex.template scratch<float>(channels);
   float* b1 = ex.template scratch<float>(channels);
   float* b0 = ex.template scratch<float>(channels);
   ex.for_each(channels,
               BatchNormGradStats{a.in[2].data<float>(), mean, sq, sum_g, sum_gx,
                                  a.has_out(1) ? a.out[1].data<float>() : nullptr,
-                                 a.has_out(2) ? a.out[2].data<float>() : nullptr, af, b1, b0, count,
+                                 a.has_out(2) ? a.out[2].data<float>() : nullptr, mf, af, b1, b0,
+                                 count,
                                  static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
   if (a.has_out(0))
     ex.for_each(x.numel(),
-                ChannelAffine{dy, xd, a.out[0].data<float>(), af, b1, b0, channels, size});
+                ChannelAffine{dy, xd, a.out[0].data<float>(), mf, af, b1, b0, channels, size});
 }
 
 /// A parameter broadcast to LayerNorm's normalised shape (aligned right;

@@ -60,16 +60,17 @@ void batch_norm_grad(KernelContext& ctx) {
     if (db) db[c] = static_cast<float>(sum_g);
     if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
     if (!dx) continue;
-    // dX = a dY + b1 x + b0 with a = scale invstd, b1 = -a invstd sum(dY xhat) / M,
-    // b0 = -b1 mean - a sum(dY) / M: the formula above, expanded per channel.
+    // dX = a dY + b1 (x - mean) + b0 with a = scale invstd, b1 = -a invstd
+    // sum(dY xhat) / M, b0 = -a sum(dY) / M: the formula above per channel,
+    // centred first as the forward is.
     const double a = scale[c] * invstd;
     const double b1 = -a * invstd * sum_gxhat / count;
-    const double b0 = -b1 * mean - a * sum_g / count;
-    const float af = static_cast<float>(a), b1f = static_cast<float>(b1);
-    const float b0f = static_cast<float>(b0);
+    const float mf = static_cast<float>(mean), af = static_cast<float>(a);
+    const float b1f = static_cast<float>(b1), b0f = static_cast<float>(-a * sum_g / count);
     for (int64_t n = 0; n < n_batch; ++n) {
       const int64_t off = (n * channels + c) * size;
-      for (int64_t i = 0; i < size; ++i) dx[off + i] = af * dy[off + i] + b1f * xd[off + i] + b0f;
+      for (int64_t i = 0; i < size; ++i)
+        dx[off + i] = af * dy[off + i] + b1f * (xd[off + i] - mf) + b0f;
     }
   }
 }

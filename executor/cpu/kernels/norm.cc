@@ -44,13 +44,14 @@ void batch_norm(KernelContext& ctx) {
         ctx.out(2).data<float>()[c] =
             static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
     }
-    // y = x * a + b with a = scale / sqrt(var + eps), b = B - mean * a.
-    double a = scale[c] / std::sqrt(var + eps);
-    float af = static_cast<float>(a), bf = static_cast<float>(bias[c] - mean * a);
+    // y = (x - mean) a + B with a = scale / sqrt(var + eps): centred first, as
+    // x a + (B - mean a) would cancel where the mean is large against the spread.
+    const float mf = static_cast<float>(mean), bf = bias[c];
+    const float af = static_cast<float>(scale[c] / std::sqrt(var + eps));
     for (int64_t n = 0; n < n_batch; ++n) {
       const float* p = xd + (n * channels + c) * size;
       float* q = y + (n * channels + c) * size;
-      for (int64_t i = 0; i < size; ++i) q[i] = p[i] * af + bf;
+      for (int64_t i = 0; i < size; ++i) q[i] = (p[i] - mf) * af + bf;
     }
   }
 }
