@@ -17,6 +17,27 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->check(CLI::NonNegativeNumber);
 }
 
+void ModelOptions::resolve_batch() {
+  if (batch > 0) return;
+  ir::Graph g;
+  try {
+    g = importer::import_model(path, import_options());
+  } catch (const ModelError& e) {
+    throw ModelError("--batch is required (" + std::string(e.what()) + ")");
+  }
+  for (const auto& name : g.inputs) {
+    const ir::Shape& s = g.tensor(name).shape;
+    if (s.empty() || s[0] <= 0)
+      throw ModelError("--batch is required: input '" + name + "' has no fixed leading dimension");
+    if (batch > 0 && s[0] != batch)
+      throw ModelError("--batch is required: the inputs' leading dimensions differ ('" + name +
+                       "' has " + std::to_string(s[0]) + ", another " + std::to_string(batch) +
+                       ")");
+    batch = s[0];
+  }
+  if (batch <= 0) throw ModelError("--batch is required and must be positive");
+}
+
 importer::ImportOptions ModelOptions::import_options() const {
   importer::ImportOptions o;
   if (batch > 0) o.batch = batch;

@@ -19,6 +19,10 @@ struct ModelOptions {
 
   void add_to(CLI::App& cmd);
   importer::ImportOptions import_options() const;
+  /// When --batch is not given: the leading dimension the model's inputs fix
+  /// (a model exported with static shapes); ModelError asking for --batch
+  /// when an input leaves it symbolic or the inputs disagree.
+  void resolve_batch();
 };
 
 }  // namespace pipetrain::cli

@@ -23,7 +23,7 @@ namespace pipetrain::cli {
 namespace {
 
 void train(TrainArgs& a) {
-  if (a.model.batch <= 0) throw ModelError("--batch is required and must be positive");
+  a.model.resolve_batch();
   if (a.pipelined()) return train_pipelined(a);
   if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(
