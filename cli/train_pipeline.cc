@@ -212,10 +212,6 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const ScheduleKind kind = train_schedule(a.schedule);
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
-  if (a.trainer.clip_norm > 0)
-    throw PlanError(
-        "--clip-norm needs the global gradient norm, which a pipeline does not "
-        "gather yet; train without it or on one worker");
   if (a.profile) throw PlanError("--profile times one worker; use `pipetrain profile` instead");
 
   // The plan: from the file, or measured here on the whole minibatch.
@@ -296,6 +292,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.vertical_sync = a.vertical_sync;
   po.optimizer = a.trainer.optimizer;
   po.lr_schedule = a.trainer.schedule;
+  po.clip_norm = a.trainer.clip_norm;
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
@@ -414,6 +411,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         stats[w].peak_in_flight, stats[w].peak_weight_versions,
         stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
   partitioner::SimOptions so;
+  so.synced_updates = a.trainer.clip_norm > 0;
   so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m

@@ -106,8 +106,10 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
   std::map<std::pair<int, int>, std::vector<double>> tied_arrivals;  // (group, step) -> times
   std::vector<bool> tied_waiting(workers, false);
   auto tied_start = [&](int group, int step) {
+    size_t expected = 0;  // every replica of every stage in the group
+    for (int st : s.tied_groups[group]) expected += s.stage_workers.at(st).size();
     const auto it = tied_arrivals.find({group, step});
-    if (it == tied_arrivals.end() || it->second.size() < s.tied_groups[group].size())
+    if (it == tied_arrivals.end() || it->second.size() < expected)
       return std::numeric_limits<double>::quiet_NaN();
     const double last = *std::max_element(it->second.begin(), it->second.end());
     return last + (costs.tied_allreduce ? costs.tied_allreduce(group) : 0.0);

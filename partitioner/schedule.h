@@ -53,8 +53,9 @@ struct Schedule {
   bool split_backward = false;                    // B is input-only and every microbatch has a W
   std::vector<std::vector<int>> stage_workers;    // stage -> its replicas' workers
   std::vector<std::vector<ScheduleOp>> programs;  // worker -> ops in order
-  /// Stages that hold copies of a tied parameter (unreplicated): their Steps
-  /// of the same index meet, sum the copies' gradients and update together.
+  /// Stages whose Steps of the same index meet (every replica of each), then
+  /// update together: stages holding copies of a tied parameter, or all
+  /// stages when the update needs the global gradient norm.
   std::vector<std::vector<int>> tied_groups;
 };
 

@@ -82,6 +82,14 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
           if (l >= plan.stages[st].first_layer && l <= plan.stages[st].last_layer) stages.insert(st);
       if (stages.size() > 1) groups[{stages.begin(), stages.end()}] += static_cast<double>(t.bytes);
     }
+    if (options.synced_updates && p > 1) {
+      // One meeting of all stages, carrying the tied params' allreduces too.
+      double bytes = 0;
+      for (const auto& [stages, b] : groups) bytes += b;
+      std::vector<int> all(static_cast<size_t>(p));
+      std::iota(all.begin(), all.end(), 0);
+      groups = {{all, bytes}};
+    }
     for (const auto& [stages, bytes] : groups) {
       res.schedule_ops.tied_groups.push_back(stages);
       tied_bytes.push_back(bytes);

@@ -27,6 +27,9 @@ struct SimOptions {
   int chunks = 2;                 // interleaved
   int steps = 3;                  // 2bw
   bool overlap_allreduce = true;  // see ScheduleShape (the executor runs 2bw without)
+  /// Every stage's update waits for all stages' (pipeline-wide gradient
+  /// clipping sums the squared norms first).
+  bool synced_updates = false;
 };
 
 struct StageSimStats {

@@ -194,6 +194,21 @@ void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grad
   }
 }
 
+double sum_of_squares(const ir::Tensor& g) {
+  // Eight running sums (element i goes to sum i mod 8), added in a fixed
+  // order at the end: deterministic, and no single dependency chain.
+  const float* d = g.data<float>();
+  const int64_t n = g.numel();
+  double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(d[i + k]) * d[i + k];
+  for (; i < n; ++i) part[i % 8] += static_cast<double>(d[i]) * d[i];
+  double sum = 0;
+  for (double x : part) sum += x;
+  return sum;
+}
+
 double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm) {
   if (!(max_norm > 0)) throw ModelError("clip_grad_norm: max_norm must be > 0");
   // total = sqrt(sum over tensors of sum over elements g^2), in double and name order.
@@ -202,16 +217,7 @@ double clip_grad_norm(std::map<std::string, ir::Tensor>& grads, double max_norm)
     if (g.dtype() != ir::DType::kF32)
       throw ModelError("clip_grad_norm: gradient '" + name + "' is " + ir::dtype_name(g.dtype()) +
                        ", expected f32");
-    // Eight running sums (element i goes to sum i mod 8), added in a fixed
-    // order at the end: deterministic, and no single dependency chain.
-    const float* d = g.data<float>();
-    const int64_t n = g.numel();
-    double part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) part[k] += static_cast<double>(d[i + k]) * d[i + k];
-    for (; i < n; ++i) part[i % 8] += static_cast<double>(d[i]) * d[i];
-    for (double x : part) sum_sq += x;
+    sum_sq += sum_of_squares(g);
   }
   const double total = std::sqrt(sum_sq);
   if (!std::isfinite(total)) return total;

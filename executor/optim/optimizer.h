@@ -85,6 +85,10 @@ class Optimizer {
   std::vector<std::string> params_;
 };
 
+/// sum g^2 over an f32 tensor, in double, in a fixed order (eight interleaved
+/// partial sums added at the end): what clip_grad_norm adds per tensor.
+double sum_of_squares(const ir::Tensor& g);
+
 /// Scales every gradient in place by min(1, max_norm / (total + 1e-6)), where total is the
 /// 2-norm over all gradients (accumulated in double, in the map's name order), and returns
 /// total: torch.nn.utils.clip_grad_norm_. A non-finite total leaves the gradients unchanged

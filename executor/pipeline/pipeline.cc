@@ -1,10 +1,12 @@
 #include "executor/pipeline/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "executor/comm/local_communicator.h"
@@ -80,10 +82,18 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     if (st.replicas < 1) throw PlanError("every stage needs at least one replica");
     ranges.emplace_back(st.first_layer, st.last_layer);
   }
-  if (options_.vertical_sync)
-    for (const auto& st : stages_)
-      if (st.replicas != 1)
-        throw PlanError("vertical sync needs unreplicated stages (replicas update out of step)");
+  for (const auto& st : stages_) {
+    if (st.replicas == 1) continue;
+    if (options_.vertical_sync)
+      throw PlanError("vertical sync needs unreplicated stages (replicas update out of step)");
+    // Asynchronous replicas update once per round of their minibatches, the
+    // other stages once per minibatch: their updates do not pair up.
+    if (options_.clip_norm > 0 && (k == ScheduleKind::kPipeDream || k == ScheduleKind::kTwoBW))
+      throw PlanError(std::string("--clip-norm with replicated stages needs a flush schedule "
+                                  "(1f1b-flush or gpipe), not ") +
+                      partitioner::schedule_name(k));
+  }
+  if (options_.clip_norm < 0) throw PlanError("--clip-norm must be positive");
   programs_ = build_stage_programs(tg, ranges);
   for (const auto& prog : programs_)
     for (const auto& [param, sharing] : prog.shared)
@@ -296,6 +306,25 @@ void Pipeline::worker_main(Worker& w) {
   }
 }
 
+// The global gradient norm of one update: each stage's first replica sums
+// its squares (a tied param only on the lowest stage holding it) and every
+// worker joins one allreduce, so all stages scale by the same factor.
+double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
+  const StageProgram& sp = programs_[static_cast<size_t>(w.stage)];
+  double local = 0;
+  if (w.replica == 0) {
+    std::set<std::string> skip;
+    for (const auto& [param, sharing] : sp.shared)
+      if (*std::min_element(sharing.begin(), sharing.end()) != w.stage) skip.insert(param);
+    local = scale * scale * w.sw->sealed_sum_of_squares(round, skip);
+  }
+  std::vector<int> everyone(static_cast<size_t>(total_workers_));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  ir::Tensor sum = ir::Tensor::from_f32({static_cast<float>(local)}, {1});
+  w.comm->allreduce_sum(everyone, {&sum});
+  return std::sqrt(static_cast<double>(sum.data<float>()[0]));
+}
+
 void Pipeline::run_program(Worker& w) {
   const auto& prog = schedule_.programs[static_cast<size_t>(w.index)];
   const WorkerVersions& ver = versions_[static_cast<size_t>(w.index)];
@@ -387,9 +416,15 @@ void Pipeline::run_program(Worker& w) {
         if (!sw.gradients_finite(op.microbatch, /*recheck=*/replicas > 1 || !sp.shared.empty()))
           throw RuntimeFault("step " + std::to_string(sw.version()) + ", stage " +
                              std::to_string(w.stage) + ": a gradient is not finite");
+        double step_scale = scale;
+        if (options_.clip_norm > 0) {
+          const double norm = global_grad_norm(w, op.microbatch, scale);
+          const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
+          if (coef < 1.0) step_scale = scale * coef;
+        }
         const bool keep_old =
             sw.version_in_use(sw.version()) || absolute(ver.min_future[i + 1]) <= sw.version();
-        sw.step(op.microbatch, scale,
+        sw.step(op.microbatch, step_scale,
                 options_.lr_schedule.lr_at(sw.version(), options_.optimizer.lr), keep_old);
         sw.release_versions(absolute(ver.min_future[i + 1]));
         w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, sw.versions_alive());

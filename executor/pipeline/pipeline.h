@@ -43,6 +43,10 @@ struct PipelineOptions {
   bool vertical_sync = false;  // pipedream only
   OptimizerConfig optimizer;
   LrSchedule lr_schedule;
+  /// Clip the global gradient norm (over every stage; a tied or replicated
+  /// param counted once) to this before each update; 0: no clipping. The
+  /// stages meet at their updates to sum their squared norms.
+  double clip_norm = 0;
   uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
@@ -109,6 +113,7 @@ class Pipeline {
   struct Worker;
   void worker_main(Worker& w);
   void run_program(Worker& w);
+  double global_grad_norm(Worker& w, int64_t round, double scale);
   partitioner::Schedule build_round_schedule(int count) const;
 
   std::vector<PipelineStage> stages_;

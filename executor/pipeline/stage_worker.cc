@@ -266,6 +266,14 @@ bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
   return true;
 }
 
+double StageWorker::sealed_sum_of_squares(int64_t round,
+                                          const std::set<std::string>& skip) const {
+  double sum = 0;
+  for (const auto& [param, t] : sealed_.at(round).grads)
+    if (!skip.count(param)) sum += sum_of_squares(t);
+  return sum;
+}
+
 bool StageWorker::version_in_use(int64_t version) const {
   for (const auto& [mb, st] : stash_)
     if (st.version == version) return true;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,8 @@ class StageWorker {
   /// from the accumulation pass, or read again with `recheck` (after an
   /// allreduce brought in other replicas' gradients).
   bool gradients_finite(int64_t round, bool recheck) const;
+  /// sum g^2 over the sealed set of `round`, params in `skip` left out.
+  double sealed_sum_of_squares(int64_t round, const std::set<std::string>& skip) const;
   /// Updates the newest weights with scale x the sealed set of `round` at
   /// learning rate `lr` and drops the set. With `keep_old`, the version
   /// before the update stays available to forward() and backward().

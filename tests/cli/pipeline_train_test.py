@@ -16,6 +16,7 @@ import tempfile
 import time
 import unittest
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -205,6 +206,20 @@ class PipelineTrainTest(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertRegex(r.stderr.strip().splitlines()[-1],
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
+
+    def test_clip_norm_pipelined_matches_one_worker(self):
+        # 1f1b-flush over 2 stages with the global norm clipped equals one worker
+        # clipping the whole minibatch's gradient; unclipped weights differ.
+        common = ["--max-steps", 6, "--clip-norm", "0.05"]
+        self.ok(self.train("one", *common, "-o", self.path("one.onnx")))
+        r = self.ok(self.train("two", *common, "--stages", 2, "--schedule", "1f1b-flush",
+                               "--microbatches", 2, "-o", self.path("two.onnx")))
+        self.assertIn("measured / predicted", r.stdout)
+        self.ok(self.train("free", "--max-steps", 6, "-o", self.path("free.onnx")))
+        one, two, free = (weights(self.path(n)) for n in ("one.onnx", "two.onnx", "free.onnx"))
+        for k in one:
+            np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+        self.assertTrue(any(np.abs(free[k] - one[k]).max() > 1e-4 for k in one))
 
     def test_bad_pipeline_options_get_one_clear_error(self):
         cases = [

@@ -144,7 +144,7 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
   }
   for (const FlushCase& c : cases) {
     std::string what = std::string(partitioner::schedule_name(c.kind)) + " replicas";
-    for (int r : c.replicas) what += " " + std::to_string(r);
+    for (int r : c.replicas) what.append(" ").append(std::to_string(r));
     what += ", m = " + std::to_string(c.m);
     auto micro = mlp_training_graph(kBatch / c.m);
     exec::PipelineOptions po;
@@ -181,7 +181,8 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
 std::map<std::string, ir::Tensor> delayed_reference(
     autodiff::TrainingGraph& tg, const std::vector<exec::PipelineStage>& stages,
     const std::vector<TensorMap>& minibatches, const std::function<int(int s, int b)>& version,
-    int group, const std::vector<std::pair<std::string, std::string>>& ties = {}) {
+    int group, const std::vector<std::pair<std::string, std::string>>& ties = {},
+    double clip_norm = 0) {
   auto backend = exec::make_cpu_backend();
   std::vector<std::pair<int, int>> ranges;
   for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
@@ -223,6 +224,7 @@ std::map<std::string, ir::Tensor> delayed_reference(
     for (auto& [p, g] : sum)
       for (int64_t i = 0; i < g.numel(); ++i)
         g.data<float>()[i] = static_cast<float>(g.data<float>()[i] * (1.0 / group));
+    if (clip_norm > 0) exec::clip_grad_norm(sum, clip_norm);
     opt->step(state, sum, 0.1);
     sum.clear();
     history.push_back(params_of(state));
@@ -490,6 +492,96 @@ TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
     want.erase("w_head");
     expect_close({{"w_emb", head}}, {{"w_emb", want.at("w_emb")}}, 0, what + ": copies");
     expect_close(params_of(got.graph), want, 1e-5, what);
+  }
+}
+
+// Half the first step's gradient norm: every update of these short runs is clipped.
+double half_first_norm(const autodiff::TrainingGraph& tg, const TensorMap& first) {
+  auto copy = mlp_training_graph(tg.graph.tensor(tg.graph.inputs.at(0)).shape.at(0));
+  auto backend = exec::make_cpu_backend();
+  exec::Trainer trainer(copy, *backend, {});
+  return 0.5 * trainer.step(first).grad_norm;
+}
+
+TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 3;
+  auto full = mlp_training_graph(kBatch);
+  const double clip = half_first_norm(full, minibatch(full, 0, kBatch));
+  auto backend = exec::make_cpu_backend();
+  exec::TrainerOptions to;
+  to.optimizer = sgd_momentum();
+  to.clip_norm = clip;
+  std::vector<double> norms;
+  {
+    exec::Trainer trainer(full, *backend, to);
+    for (int k = 0; k < kSteps; ++k) norms.push_back(trainer.step(minibatch(full, k, kBatch)).grad_norm);
+  }
+  for (double n : norms) ASSERT_GT(n, clip);  // every step clipped
+  const auto want = params_of(full.graph);
+  std::vector<FlushCase> cases = {{ScheduleKind::kOneFOneB, {1, 1}, 3},
+                                  {ScheduleKind::kOneFOneB, {1, 1, 1}, 4},
+                                  {ScheduleKind::kGPipe, {1, 1, 1, 1}, 2},
+                                  {ScheduleKind::kOneFOneB, {2, 1}, 4},
+                                  {ScheduleKind::kGPipe, {1, 2}, 4}};
+  for (const FlushCase& c : cases) {
+    std::string what = std::string(partitioner::schedule_name(c.kind)) + " replicas";
+    for (int r : c.replicas) what.append(" ").append(std::to_string(r));
+    auto micro = mlp_training_graph(kBatch / c.m);
+    exec::PipelineOptions po;
+    po.schedule = c.kind;
+    po.microbatches = c.m;
+    po.optimizer = sgd_momentum();
+    po.clip_norm = clip;
+    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas), po);
+    for (int k = 0; k < kSteps; ++k)
+      pipe.run(microbatches_of(minibatch(full, k, kBatch), c.m, kBatch));
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, what);
+  }
+}
+
+TEST(Pipeline, ClipNormUnderAsyncOneFOneBClipsEachDelayedUpdate) {
+  constexpr int64_t kBatch = 4;
+  constexpr int kMinibatches = 7;
+  for (int p : {2, 3}) {
+    const std::string what = "p = " + std::to_string(p);
+    auto tg = mlp_training_graph(kBatch);
+    const auto stages = split(static_cast<int>(tg.graph.layers.size()),
+                              std::vector<int>(static_cast<size_t>(p), 1));
+    std::vector<TensorMap> mbs;
+    for (int b = 0; b < kMinibatches; ++b) mbs.push_back(minibatch(tg, b, kBatch));
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kPipeDream;
+    po.optimizer = sgd_momentum();
+    po.clip_norm = half_first_norm(tg, mbs[0]);
+    exec::Pipeline pipe(tg, stages, po);
+    pipe.run(mbs);
+    auto got_graph = mlp_training_graph(kBatch);
+    pipe.write_back(got_graph.graph);
+    auto version = [&](int s, int b) { return std::max(0, b - (p - s) + 1); };
+    auto want = delayed_reference(tg, stages, mbs, version, 1, {}, po.clip_norm);
+    expect_close(params_of(got_graph.graph), want, 1e-5, what);
+    // Without the clipping the same run lands elsewhere: the test can fail.
+    auto unclipped = delayed_reference(tg, stages, mbs, version, 1);
+    double diff = 0;
+    for (const auto& [name, t] : unclipped)
+      for (int64_t i = 0; i < t.numel(); ++i)
+        diff = std::max(diff, std::abs(t.at(i) - want.at(name).at(i)));
+    EXPECT_GT(diff, 1e-3) << what;
+  }
+}
+
+TEST(Pipeline, ClipNormWithAsyncReplicasIsRefused) {
+  auto tg = mlp_training_graph(2);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kPipeDream;
+  po.clip_norm = 1.0;
+  try {
+    exec::Pipeline pipe(tg, split(static_cast<int>(tg.graph.layers.size()), {2, 1}), po);
+    FAIL() << "clip-norm with async replicas was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a flush schedule"), std::string::npos) << e.what();
   }
 }
 

@@ -169,6 +169,26 @@ TEST(Simulator, TiedStagesMeetAtTheirSteps) {
   validate(async.schedule_ops);
 }
 
+TEST(Simulator, SyncedUpdatesMeetAcrossAllStages) {
+  // Pipeline-wide gradient clipping: every stage's update waits for all.
+  Uniform u(3, 1.0);
+  SimOptions o;
+  o.microbatches = 12;
+  o.synced_updates = true;
+  SimResult r = simulate(u.plan, u.profile, ScheduleKind::kPipeDream, o);
+  EXPECT_EQ(r.schedule_ops.tied_groups, (std::vector<std::vector<int>>{{0, 1, 2}}));
+  std::map<int, std::vector<double>> starts;
+  for (const auto& op : r.run.ops)
+    if (op.op.kind == OpKind::kStep) starts[op.op.microbatch].push_back(op.start);
+  for (const auto& [k, s] : starts) {
+    ASSERT_EQ(s.size(), 3u) << "step " << k;
+    EXPECT_DOUBLE_EQ(s[0], s[2]) << "step " << k;
+  }
+  o.synced_updates = false;
+  EXPECT_GT(r.time_per_minibatch_s,
+            simulate(u.plan, u.profile, ScheduleKind::kPipeDream, o).time_per_minibatch_s + 0.5);
+}
+
 TEST(Simulator, FlushAllreduceOncePerStep) {
   // Data parallel on 4 workers, C = 3 per minibatch, AR = 6: a flush
   // schedule computes its m microbatches (one minibatch per replica), then
