@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`mpirun -np 4 pipetrain train ... --comm mpi` against the thread run of the
 same plan: identical weights and optimizer state (straight and replicated
-plans, async 1F1B, 1F1B-flush, 2BW); a rank that fails or is killed stops
+plans, async 1F1B, 1F1B-flush, 2BW, with and without pipeline-wide gradient
+clipping); a rank that fails or is killed stops
 the job within 10 seconds with one message naming the rank; a plan that needs
 another rank count is refused.
 
@@ -85,7 +86,13 @@ class MpiTrainTest(unittest.TestCase):
                  ("replicated-1f1b", self.replicated, ["--schedule", "1f1b"]),
                  ("replicated-flush", self.replicated, ["--schedule", "1f1b-flush",
                                                          "--microbatches", 2]),
-                 ("straight-2bw", self.straight, ["--schedule", "2bw", "--microbatches", 4])]
+                 ("straight-2bw", self.straight, ["--schedule", "2bw", "--microbatches", 4]),
+                 # The global norm: one allreduce over all four ranks per update.
+                 ("straight-1f1b-clip", self.straight, ["--schedule", "1f1b", "--clip-norm",
+                                                        0.05]),
+                 ("replicated-flush-clip", self.replicated, ["--schedule", "1f1b-flush",
+                                                              "--microbatches", 2,
+                                                              "--clip-norm", 0.05])]
         for name, plan, extra in cases:
             with self.subTest(name):
                 common = ["--plan", plan, *extra, "--max-steps", 30, "--checkpoint-every", 30]
