@@ -133,6 +133,42 @@ partitioner::SimResult as_sim_result(const exec::RoundResult& r, const std::stri
   return s;
 }
 
+// Microbatches per step for flush schedules and 2bw: --microbatches when it
+// splits --batch evenly (and, for 2bw, covers the stages); by default the
+// smallest count of at least 2 per stage that does, else the largest valid one.
+int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
+  const int64_t batch = a.model.batch;
+  const int64_t least = kind == ScheduleKind::kTwoBW ? stages : 1;
+  std::vector<int64_t> valid;
+  for (int64_t d = least; d <= batch; ++d)
+    if (batch % d == 0) valid.push_back(d);
+  auto listed = [&] {
+    std::string s;
+    for (int64_t d : valid) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return s.empty() ? std::string("none") : s;
+  };
+  if (a.microbatches > 0) {
+    if (kind == ScheduleKind::kTwoBW && a.microbatches < stages)
+      throw PlanError("--microbatches " + std::to_string(a.microbatches) + " with " +
+                      std::to_string(stages) +
+                      " stages: 2bw needs at least as many microbatches per step as stages "
+                      "(counts that split --batch " +
+                      std::to_string(batch) + ": " + listed() + ")");
+    if (batch % a.microbatches != 0)
+      throw ModelError("--batch " + std::to_string(batch) + " does not split into " +
+                       std::to_string(a.microbatches) + " equal microbatches (counts that do: " +
+                       listed() + ")");
+    return a.microbatches;
+  }
+  if (valid.empty())
+    throw ModelError("--batch " + std::to_string(batch) + " cannot feed 2bw over " +
+                     std::to_string(stages) + " stages (it needs at least " +
+                     std::to_string(stages) + " microbatches of one sample or more)");
+  for (int64_t d : valid)
+    if (d >= 2 * stages) return static_cast<int>(d);
+  return static_cast<int>(valid.back());
+}
+
 // The ops of the first `k` microbatches (fill and early steady state), so a
 // long round stays readable; busy time and makespan recomputed.
 partitioner::SimResult first_microbatches(partitioner::SimResult r, int k) {
@@ -178,7 +214,8 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
   cmd.add_option("--microbatches", a.microbatches,
                  "Microbatches per step for 1f1b-flush, gpipe and 2bw (the --batch minibatch is "
-                 "cut into them; default: 2 x stages)")
+                 "cut into them; default: the smallest count of at least 2 x stages that "
+                 "divides --batch)")
       ->check(CLI::PositiveNumber);
   cmd.add_option("--round", a.round_limit,
                  "1f1b and 2bw: steps the pipeline runs before it drains (evaluation, "
@@ -253,15 +290,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int p = static_cast<int>(plan.stages.size());
 
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
-  const int m =
-      kind == ScheduleKind::kPipeDream ? 1 : (a.microbatches > 0 ? a.microbatches : 2 * p);
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "
         "--microbatches is for 1f1b-flush, gpipe and 2bw");
-  if (a.model.batch % m != 0)
-    throw ModelError("--batch " + std::to_string(a.model.batch) + " does not split into " +
-                     std::to_string(m) + " equal microbatches");
+  const int m = kind == ScheduleKind::kPipeDream ? 1 : microbatch_count(a, kind, p);
 
   // The graph the workers run, at the microbatch size (the one already built
   // when a minibatch is one microbatch).

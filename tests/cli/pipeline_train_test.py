@@ -207,6 +207,14 @@ class PipelineTrainTest(unittest.TestCase):
             self.assertRegex(r.stderr.strip().splitlines()[-1],
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
+    def test_default_microbatches_split_the_batch(self):
+        # 2bw over 3 stages at batch 20: 2 x 3 = 6 microbatches do not split it, so the
+        # default takes the next count that does, 10.
+        args = self.args("mb", "--max-steps", 2, "--stages", 3, "--schedule", "2bw")
+        args[args.index("--batch") + 1] = 20
+        r = self.ok(run(*args))
+        self.assertIn("minibatch 20 = 10 x 2", r.stdout)
+
     def test_clip_norm_pipelined_matches_one_worker(self):
         # 1f1b-flush over 2 stages with the global norm clipped equals one worker
         # clipping the whole minibatch's gradient; unclipped weights differ.
@@ -225,11 +233,14 @@ class PipelineTrainTest(unittest.TestCase):
         cases = [
             (["--stages", 40], "but the model has only"),
             (["--stages", 2, "--schedule", "zigzag"], "unknown --schedule 'zigzag'"),
-            (["--stages", 2, "--schedule", "gpipe", "--microbatches", 5], "does not split into 5"),
+            (["--stages", 2, "--schedule", "gpipe", "--microbatches", 5],
+             "does not split into 5 equal microbatches (counts that do: 1, 2, 4, 8, 16, 32)"),
             (["--stages", 2, "--schedule", "gpipe", "--vertical-sync"], "--vertical-sync applies"),
             (["--stages", 2, "--plan", self.path("missing.json")], "missing.json"),
             (["--stages", 2, "--resume", self.mlp], "not a pipetrain checkpoint"),
-            (["--stages", 4, "--schedule", "2bw", "--microbatches", 2], "2bw needs at least"),
+            (["--stages", 4, "--schedule", "2bw", "--microbatches", 2],
+             "2bw needs at least as many microbatches per step as stages (counts that split "
+             "--batch 32: 4, 8, 16, 32)"),
         ]
         for extra, message in cases:
             with self.subTest(extra=extra):
