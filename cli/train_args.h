@@ -43,7 +43,9 @@ struct TrainArgs {
   int stages = 0;         // a straight pipeline, balanced by measured time
   int workers = 0;        // the DP partitioner on this many workers (may replicate)
   std::string plan_path;  // a plan from `pipetrain partition`
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b";  // or "auto": simulated and chosen (cli/schedule_auto.h)
+  std::string semantics = "any";  // --schedule auto: "exact" keeps to flush schedules
+  double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit
   bool vertical_sync = false;
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
   int64_t round_limit = 128;

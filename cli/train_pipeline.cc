@@ -17,6 +17,7 @@
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
 #include "cli/random_inputs.h"
+#include "cli/schedule_auto.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -208,8 +209,17 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
   cmd.add_option("--schedule", a.schedule,
-                 "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe or 2bw")
+                 "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, or "
+                 "auto (simulate them all at every microbatch count, run the fastest)")
       ->capture_default_str();
+  cmd.add_option("--semantics", a.semantics,
+                 "--schedule auto: any, or exact (flush schedules only: the same updates as one "
+                 "worker)")
+      ->check(CLI::IsMember({"any", "exact"}))
+      ->capture_default_str();
+  cmd.add_option("--memory", a.memory_bytes,
+                 "--schedule auto: bytes per worker a schedule's simulated peak may use")
+      ->check(CLI::PositiveNumber);
   cmd.add_flag("--vertical-sync", a.vertical_sync,
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
   cmd.add_option("--microbatches", a.microbatches,
@@ -246,7 +256,14 @@ namespace {
 // The run on this process: all of it (comm null), or rank comm->rank()'s worker.
 void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const bool root = !comm || comm->rank() == 0;
-  const ScheduleKind kind = train_schedule(a.schedule);
+  const bool auto_schedule = a.schedule == "auto";
+  ScheduleKind kind = auto_schedule ? ScheduleKind::kPipeDream : train_schedule(a.schedule);
+  if (auto_schedule && a.microbatches > 0)
+    throw PlanError("--schedule auto chooses the microbatch count; drop --microbatches");
+  if (auto_schedule && a.vertical_sync)
+    throw PlanError("--vertical-sync applies to --schedule 1f1b only, not auto");
+  if (!auto_schedule && (a.semantics != "any" || a.memory_bytes > 0))
+    throw PlanError("--semantics and --memory choose a schedule: give --schedule auto");
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
   if (a.profile) throw PlanError("--profile times one worker; use `pipetrain profile` instead");
@@ -289,6 +306,21 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int workers = plan.workers_used();
   const int p = static_cast<int>(plan.stages.size());
 
+  if (auto_schedule) {
+    // Rank 0 simulates and chooses; every rank runs its choice.
+    std::string choice;
+    if (root) {
+      AutoScheduleOptions ao{a.semantics, a.memory_bytes, a.trainer.clip_norm > 0};
+      const ScheduleChoice c = choose_schedule(plan, profile, a.model.batch, ao);
+      choice = c.name + " " + std::to_string(c.microbatches);
+    }
+    if (comm) choice = exec::share_text(*comm, "schedule", choice);
+    const size_t space = choice.find(' ');
+    a.schedule = choice.substr(0, space);
+    a.microbatches = std::stoi(choice.substr(space + 1));
+    kind = train_schedule(a.schedule);
+    if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
+  }
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(

@@ -207,6 +207,34 @@ class PipelineTrainTest(unittest.TestCase):
             self.assertRegex(r.stderr.strip().splitlines()[-1],
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
+    def test_schedule_auto_simulates_the_candidates_and_runs_the_fastest_allowed(self):
+        for semantics, allowed in (("any", {"1f1b", "1f1b-flush", "gpipe", "2bw"}),
+                                   ("exact", {"1f1b-flush", "gpipe"})):
+            with self.subTest(semantics):
+                r = self.ok(self.train("auto-" + semantics, "--max-steps", 4, "--stages", 2,
+                                       "--schedule", "auto", "--semantics", semantics))
+                rows = [l.split() for l in r.stdout.splitlines()
+                        if l.startswith("  ") and l.split()[0] in
+                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1")]
+                chosen = [row for row in rows if row[-2:] == ["<-", "runs"]]
+                self.assertEqual(len(chosen), 1, r.stdout)
+                name, micro = chosen[0][0], int(chosen[0][1])
+                self.assertIn(name, allowed)
+                # Nothing allowed is predicted faster than the one that runs.
+                rate = float(chosen[0][2])
+                for row in rows:
+                    if row[0] in allowed and row[-1] not in ("only", "--memory"):
+                        self.assertLessEqual(float(row[2]), rate / 0.99, row)  # ties within 1%
+                self.assertIn(f"schedule {name}, minibatch 32 = {micro if name != '1f1b' else 1}",
+                              r.stdout)
+        r = self.train("auto-mem", "--max-steps", 4, "--stages", 2, "--schedule", "auto",
+                       "--memory", 1)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("no schedule fits", r.stderr)
+        r = self.train("exact", "--max-steps", 4, "--stages", 2, "--semantics", "exact")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("give --schedule auto", r.stderr)
+
     def test_default_microbatches_split_the_batch(self):
         # 2bw over 3 stages at batch 20: 2 x 3 = 6 microbatches do not split it, so the
         # default takes the next count that does, 10.

@@ -1,0 +1,121 @@
+#include "cli/schedule_auto.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "ir/error.h"
+#include "partitioner/simulator.h"
+
+namespace pipetrain::cli {
+
+using partitioner::ScheduleKind;
+
+namespace {
+
+struct Candidate {
+  ScheduleChoice choice;
+  partitioner::SimResult sim;
+  double peak_bytes = 0;  // the largest over the workers
+  bool runnable = true;   // by the executor (interleaved, zb-h1: the simulator only)
+  std::string excluded;   // why it cannot be chosen; empty: allowed
+};
+
+const char* semantics_of(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kPipeDream: return "async (weight stashing)";
+    case ScheduleKind::kTwoBW: return "async (1-step delay)";
+    default: return "exact";
+  }
+}
+
+}  // namespace
+
+std::string train_schedule_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kPipeDream: return "1f1b";
+    case ScheduleKind::kOneFOneB: return "1f1b-flush";
+    default: return partitioner::schedule_name(kind);
+  }
+}
+
+ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner::Profile& profile,
+                               int64_t batch, const AutoScheduleOptions& o) {
+  if (o.semantics != "any" && o.semantics != "exact")
+    throw PlanError("--semantics must be 'any' or 'exact', not '" + o.semantics + "'");
+  const int p = static_cast<int>(plan.stages.size());
+  bool replicated = false;
+  for (const auto& st : plan.stages) replicated = replicated || st.replication > 1;
+  std::vector<Candidate> cands;
+  auto add = [&](ScheduleKind kind, int m) {
+    Candidate c;
+    c.choice = {kind, m, train_schedule_name(kind)};
+    c.runnable = kind != ScheduleKind::kInterleaved && kind != ScheduleKind::kZeroBubbleH1;
+    partitioner::SimOptions so;
+    so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
+    so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
+    so.synced_updates = o.clip_norm;
+    try {
+      c.sim = partitioner::simulate(plan, profile, kind, so);
+    } catch (const PlanError&) {
+      return;  // the schedule does not suit the plan (interleaved with replicas, ...)
+    }
+    for (const auto& st : c.sim.stages) c.peak_bytes = std::max(c.peak_bytes, st.peak_memory_bytes);
+    const bool async = kind == ScheduleKind::kPipeDream || kind == ScheduleKind::kTwoBW;
+    if (!c.runnable)
+      c.excluded = "simulator only";
+    else if (o.semantics == "exact" && async)
+      c.excluded = "not exact";
+    else if (o.clip_norm && async && replicated)
+      c.excluded = "clip-norm: async replicas";
+    else if (o.memory_bytes > 0 && c.peak_bytes > o.memory_bytes)
+      c.excluded = "over --memory";
+    cands.push_back(std::move(c));
+  };
+  add(ScheduleKind::kPipeDream, 1);
+  for (int64_t m = 1; m <= std::min<int64_t>(batch, 4 * p); ++m) {
+    if (batch % m != 0) continue;
+    const int mi = static_cast<int>(m);
+    add(ScheduleKind::kOneFOneB, mi);
+    add(ScheduleKind::kGPipe, mi);
+    if (m >= p) add(ScheduleKind::kTwoBW, mi);
+    if (m >= p) add(ScheduleKind::kZeroBubbleH1, mi);
+    if (m % p == 0) add(ScheduleKind::kInterleaved, mi);
+  }
+  std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    return a.sim.samples_per_s > b.sim.samples_per_s;
+  });
+  // The fastest allowed; within 1% of it, the smallest bubble, then the
+  // fewest microbatches (async schedules tie at the slowest stage's rate).
+  auto best = std::find_if(cands.begin(), cands.end(),
+                           [](const Candidate& c) { return c.excluded.empty(); });
+  if (best != cands.end()) {
+    const double fastest = best->sim.samples_per_s;
+    for (auto it = best; it != cands.end(); ++it) {
+      if (!it->excluded.empty() || it->sim.samples_per_s < 0.99 * fastest) continue;
+      const double db = it->sim.bubble_fraction - best->sim.bubble_fraction;
+      if (db < -1e-9 || (db < 1e-9 && it->choice.microbatches < best->choice.microbatches))
+        best = it;
+    }
+  }
+  fmt::print("schedule auto: {} candidates simulated on the measured profile ({} stage{}, {})\n",
+             cands.size(), p, p > 1 ? "s" : "", plan.config());
+  fmt::print("  {:<12} {:>6} {:>11} {:>7} {:>12}  {:<24} {}\n", "schedule", "micro", "samples/s",
+             "bubble", "peak memory", "semantics", "");
+  for (const auto& c : cands) {
+    const bool chosen = best != cands.end() && &c == &*best;
+    fmt::print("  {:<12} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<24} {}\n", c.choice.name,
+               c.choice.microbatches, c.sim.samples_per_s, 100 * c.sim.bubble_fraction,
+               c.peak_bytes / 1048576.0, semantics_of(c.choice.kind),
+               chosen ? "<- runs" : c.excluded);
+  }
+  if (best == cands.end())
+    throw PlanError("--schedule auto: no schedule fits (--semantics " + o.semantics +
+                    (o.memory_bytes > 0 ? ", --memory " + fmt::format("{:g}", o.memory_bytes)
+                                        : std::string()) +
+                    "); see the table above");
+  return best->choice;
+}
+
+}  // namespace pipetrain::cli
