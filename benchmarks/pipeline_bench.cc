@@ -124,6 +124,7 @@ struct Pipelined {
   int steps_per_round = 1;
   std::map<std::pair<int, int>, double> op_s;  // (worker's stage, kind) -> seconds, all trials
   int steps_timed = 0;
+  double busy_s = 0, worker_s = 0;  // compute time, workers x wall time (timed rounds)
 
   Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& plan)
       : kind(k),
@@ -166,6 +167,8 @@ struct Pipelined {
       auto r = pipe->run(round);
       seconds += r.seconds;
       done += steps_per_round;
+      for (double b : r.busy_s) busy_s += b;
+      worker_s += r.seconds * static_cast<double>(r.busy_s.size());
       // Per stage of the worker that ran it: a Recv names the sending stage.
       const auto stats = pipe->stats();
       for (const auto& t : r.ops)
@@ -175,6 +178,9 @@ struct Pipelined {
     steps_timed += done;
     return a.batch * done / seconds;
   }
+
+  /// 1 - compute / (workers x wall time) over every timed round.
+  double bubble() const { return worker_s > 0 ? 1 - busy_s / worker_s : 0; }
 
   // Per stage, ms per minibatch: measured (the profile's figure).
   std::string breakdown(const pt::partitioner::Plan& plan) {
@@ -187,9 +193,11 @@ struct Pipelined {
         u += profile.layers[static_cast<size_t>(l)].update_s;
       }
       auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / steps_timed * 1e3; };
+      // Split backward (zb-h1): its input and weight halves, together.
       out +=
           fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
-                      s, per(0), f * 1e3, per(1), b * 1e3, per(7), u * 1e3, per(5));
+                      s, per(0), f * 1e3, per(1) + per(2) + per(3), b * 1e3, per(7), u * 1e3,
+                      per(5));
     }
     return out;
   }
@@ -237,7 +245,8 @@ int main(int argc, char** argv) {
         plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
     SingleWorker single(a);
     const std::vector<ScheduleKind> kinds = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                                             ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
+                                             ScheduleKind::kZeroBubbleH1, ScheduleKind::kPipeDream,
+                                             ScheduleKind::kTwoBW};
     std::vector<std::unique_ptr<Pipelined>> runs;
     for (ScheduleKind k : kinds) runs.push_back(std::make_unique<Pipelined>(a, k, plan));
     // Trials interleave the single worker and every schedule, so drift on a
@@ -254,8 +263,8 @@ int main(int argc, char** argv) {
     }
     fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
                a.threads > 1 ? "s" : "", median(one), a.trials);
-    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9} {:>9}  {}\n", "schedule", "samples/s",
-               "x 1 worker", "predicted", "meas/pred", "peak MiB",
+    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9} {:>7} {:>9}  {}\n", "schedule", "samples/s",
+               "x 1 worker", "predicted", "meas/pred", "bubble", "peak MiB",
                "per stage: microbatches in flight, weight versions, peak stash MiB");
     for (size_t i = 0; i < runs.size(); ++i) {
       auto& r = *runs[i];
@@ -280,8 +289,9 @@ int main(int argc, char** argv) {
                              ? "1f1b-flush"
                              : pt::partitioner::schedule_name(r.kind);
       const double measured = median(rate[i]);
-      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>9.1f} {}\n", name, measured,
-                 median(ratio[i]), r.predicted, measured / r.predicted, peak, per);
+      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
+                 measured, median(ratio[i]), r.predicted, measured / r.predicted,
+                 100 * r.bubble(), peak, per);
       fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
     }
     fmt::print(

@@ -51,7 +51,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
   auto add = [&](ScheduleKind kind, int m) {
     Candidate c;
     c.choice = {kind, m, train_schedule_name(kind)};
-    c.runnable = kind != ScheduleKind::kInterleaved && kind != ScheduleKind::kZeroBubbleH1;
+    c.runnable = kind != ScheduleKind::kInterleaved;
     partitioner::SimOptions so;
     so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it

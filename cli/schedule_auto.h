@@ -1,8 +1,8 @@
 // `--schedule auto`: every schedule the executor runs, at every microbatch
 // count that splits the minibatch (up to 4 per stage), simulated on the
 // measured profile and the chosen plan; the fastest one whose semantics the
-// user accepts and whose peak memory fits runs. The simulator-only schedules
-// (interleaved, zb-h1) are shown for comparison.
+// user accepts and whose peak memory fits runs. The simulator-only schedule
+// (interleaved) is shown for comparison.
 #pragma once
 
 #include <cstdint>

@@ -70,7 +70,11 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "1f1b-flush") return ScheduleKind::kOneFOneB;
   if (s == "gpipe") return ScheduleKind::kGPipe;
   if (s == "2bw") return ScheduleKind::kTwoBW;
-  throw PlanError("unknown --schedule '" + s + "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw)");
+  if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
+  if (s == "interleaved")
+    throw PlanError("--schedule interleaved runs in the simulator only (pipetrain simulate)");
+  throw PlanError("unknown --schedule '" + s +
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, or auto)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -209,8 +213,9 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
   cmd.add_option("--schedule", a.schedule,
-                 "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, or "
-                 "auto (simulate them all at every microbatch count, run the fastest)")
+                 "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
+                 "(1F1B-flush with weight gradients deferred into the bubbles), or auto (simulate "
+                 "them all at every microbatch count, run the fastest)")
       ->capture_default_str();
   cmd.add_option("--semantics", a.semantics,
                  "--schedule auto: any, or exact (flush schedules only: the same updates as one "
@@ -223,7 +228,7 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--vertical-sync", a.vertical_sync,
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
   cmd.add_option("--microbatches", a.microbatches,
-                 "Microbatches per step for 1f1b-flush, gpipe and 2bw (the --batch minibatch is "
+                 "Microbatches per step for 1f1b-flush, gpipe, zb-h1 and 2bw (the --batch minibatch is "
                  "cut into them; default: the smallest count of at least 2 x stages that "
                  "divides --batch)")
       ->check(CLI::PositiveNumber);
@@ -321,7 +326,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     kind = train_schedule(a.schedule);
     if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
   }
-  const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB;
+  const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
+                     kind == ScheduleKind::kZeroBubbleH1;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "

@@ -230,6 +230,100 @@ ir::Graph make_subgraph(const ir::Graph& g, const SubgraphSpec& spec, int first_
 
 }  // namespace
 
+void split_backward(StageProgram& prog) {
+  const ir::Graph& g = prog.backward;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& t : g.nodes[i].outputs)
+      if (!t.empty()) producer[t] = i;
+  // The input part: every node a sent gradient depends on.
+  std::vector<bool> in_b(g.nodes.size(), false);
+  std::vector<std::string> todo;
+  for (const auto& tr : prog.send_bwd) todo.push_back(tr.tensor);
+  while (!todo.empty()) {
+    const std::string t = todo.back();
+    todo.pop_back();
+    auto it = producer.find(t);
+    if (it == producer.end() || in_b[it->second]) continue;
+    in_b[it->second] = true;
+    for (const auto& in : g.nodes[it->second].inputs)
+      if (!in.empty()) todo.push_back(in);
+  }
+  // Tensors the input part must produce: what it sends and what its own nodes read.
+  std::set<std::string> b_needs;
+  for (const auto& tr : prog.send_bwd) b_needs.insert(tr.tensor);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (in_b[i])
+      for (const auto& in : g.nodes[i].inputs) b_needs.insert(in);
+  // Nodes of each part; a convolution gradient in the input part gives its
+  // weight and bias gradients to a copy in the weight part, run where the
+  // original stood.
+  ir::Graph split = g;  // node copies appended; values shared
+  SubgraphSpec b_spec, w_spec;
+  std::vector<std::pair<size_t, size_t>> w_order;  // (position, node)
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!in_b[i]) {
+      w_order.emplace_back(i, i);
+      continue;
+    }
+    b_spec.nodes.push_back(i);
+    const ir::Node& n = g.nodes[i];
+    const bool separable = n.op_type == "ConvGrad" || n.op_type == "ConvTransposeGrad";
+    bool moves = false;
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      moves = moves || (!n.outputs[k].empty() && !b_needs.count(n.outputs[k]));
+    if (!separable || !moves || n.outputs[0].empty() || !b_needs.count(n.outputs[0])) continue;
+    ir::Node weight_part = n;
+    weight_part.outputs[0].clear();
+    weight_part.name += "/weight";
+    for (size_t k = 1; k < n.outputs.size(); ++k) split.nodes[i].outputs[k].clear();
+    w_order.emplace_back(i, split.nodes.size());
+    split.nodes.push_back(std::move(weight_part));
+  }
+  std::sort(w_order.begin(), w_order.end());
+  for (const auto& [pos, node] : w_order) w_spec.nodes.push_back(node);
+
+  auto made_by = [&](const SubgraphSpec& spec) {
+    std::set<std::string> made;
+    for (size_t i : spec.nodes)
+      for (const auto& t : split.nodes[i].outputs)
+        if (!t.empty()) made.insert(t);
+    return made;
+  };
+  auto read_by = [&](const SubgraphSpec& spec) {
+    std::set<std::string> reads;
+    for (size_t i : spec.nodes)
+      for (const auto& t : split.nodes[i].inputs)
+        if (!t.empty()) reads.insert(t);
+    return reads;
+  };
+  const std::set<std::string> b_made = made_by(b_spec), w_reads = read_by(w_spec);
+  const std::set<std::string> b_reads = read_by(b_spec);
+  // Carried from the input part to the weight part: what the weight part
+  // reads of it, and backward outputs (param gradients) it computed.
+  prog.carry.clear();
+  for (size_t i : w_spec.nodes)
+    for (const auto& in : split.nodes[i].inputs)
+      if (b_made.count(in)) add_once(prog.carry, in);
+  for (const auto& out : g.outputs)
+    if (b_made.count(out)) add_once(prog.carry, out);
+  for (const auto& in : g.inputs) {
+    if (b_reads.count(in)) b_spec.inputs.push_back(in);
+    if (w_reads.count(in)) w_spec.inputs.push_back(in);
+  }
+  for (const auto& c : prog.carry)
+    if (w_reads.count(c)) w_spec.inputs.push_back(c);
+  for (const auto& tr : prog.send_bwd) add_once(b_spec.outputs, tr.tensor);
+  for (const auto& c : prog.carry) add_once(b_spec.outputs, c);
+  for (const auto& out : g.outputs)
+    if (!b_made.count(out)) w_spec.outputs.push_back(out);
+  const int last = static_cast<int>(g.layers.size()) - 1;
+  prog.backward_input = make_subgraph(split, b_spec, 0, last, g.name + "/input");
+  prog.backward_weight = make_subgraph(split, w_spec, 0, last, g.name + "/weight");
+  prog.backward_input.verify();
+  prog.backward_weight.verify();
+}
+
 std::vector<StageProgram> build_stage_programs(
     const autodiff::TrainingGraph& tg, const std::vector<std::pair<int, int>>& stage_layers) {
   ir::Graph g = tg.graph;  // values shared; tied weights rewrite the backward

@@ -54,7 +54,24 @@ struct StageProgram {
   std::map<std::string, std::string> grads;
   /// Outputs of the training graph (loss, buffer updates) this stage's forward computes.
   std::vector<std::string> results;
+
+  /// Zero-bubble schedules (split_backward() fills these): `backward` as two
+  /// subgraphs. `backward_input` computes what `send_bwd` sends upstream
+  /// (and nothing else it need not), `backward_weight` the rest: the param
+  /// gradients. `carry` are the tensors the first computes and the second
+  /// reads, kept per microbatch in between, plus param gradients the first
+  /// computes on the way (a BatchNorm's, fused with its input gradient).
+  /// (Received gradients the second reads are kept beside them.)
+  ir::Graph backward_input, backward_weight;
+  std::vector<std::string> carry;
 };
+
+/// Splits prog.backward into backward_input and backward_weight without
+/// computing anything twice: a node goes to the input part when a sent
+/// gradient depends on it; a convolution's gradient node, whose input and
+/// weight gradients are separate computations, is split into one node for
+/// each part.
+void split_backward(StageProgram& prog);
 
 /// Cuts `tg` into stages: `stage_layers[s]` is the inclusive [first, last]
 /// layer range of stage s; the ranges must be contiguous from layer 0 and

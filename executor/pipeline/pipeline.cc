@@ -51,7 +51,8 @@ VersionRule version_rule(const PipelineOptions& o) {
 }
 
 bool is_flush(ScheduleKind k) {
-  return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB;
+  return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB ||
+         k == ScheduleKind::kZeroBubbleH1;
 }
 
 std::string describe_stages(const std::vector<int>& stages) {
@@ -70,8 +71,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                    PipelineOptions options)
     : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
   const ScheduleKind k = options_.schedule;
-  if (k == ScheduleKind::kInterleaved || k == ScheduleKind::kZeroBubbleH1)
-    throw PlanError(std::string("the executor runs gpipe, 1f1b, pipedream and 2bw; '") +
+  if (k == ScheduleKind::kInterleaved)
+    throw PlanError(std::string("the executor runs gpipe, 1f1b, pipedream, 2bw and zb-h1; '") +
                     partitioner::schedule_name(k) + "' is for the simulator only");
   if (options_.vertical_sync && k != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to the pipedream schedule only");
@@ -129,8 +130,9 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->stage = s;
       worker->replica = q;
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
-      worker->sw = std::make_unique<StageWorker>(programs_[static_cast<size_t>(s)], tg,
-                                                 *worker->backend, options_.optimizer);
+      worker->sw = std::make_unique<StageWorker>(
+          programs_[static_cast<size_t>(s)], tg, *worker->backend, options_.optimizer,
+          /*split_backward=*/k == ScheduleKind::kZeroBubbleH1);
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
       worker->stats.replica = q;
@@ -430,11 +432,21 @@ void Pipeline::run_program(Worker& w) {
         w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, sw.versions_alive());
         break;
       }
-      case OpKind::kBackwardInput:
-      case OpKind::kBackwardWeight: throw PlanError("the executor does not split backward passes");
+      case OpKind::kBackwardInput: {
+        TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
+        for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
+        w.inbox_bwd.erase(op.microbatch);
+        w.outbox_bwd[op.microbatch] = sw.backward_input(gmb, feeds);
+        break;
+      }
+      case OpKind::kBackwardWeight:
+        sw.backward_weight(gmb, (*feeds_)[static_cast<size_t>(op.microbatch)]);
+        break;
     }
     const double end = seconds_since(round_start_);
-    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward) w.busy_s += end - start;
+    if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
+        op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight)
+      w.busy_s += end - start;
     if (op.kind != OpKind::kSend) w.ops.push_back({w.index, op, start, end});
   }
 }

@@ -62,8 +62,10 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 }  // namespace
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
-                         Backend& backend, const OptimizerConfig& optimizer)
+                         Backend& backend, const OptimizerConfig& optimizer,
+                         bool split_backward)
     : program_(program) {
+  if (split_backward) exec::split_backward(program_);
   std::map<std::string, std::string> buffer_for;
   for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;
   for (const auto& r : program_.results)
@@ -77,7 +79,8 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
                        "' has no value in the training graph");
     ir::Tensor copy = v->clone();
     into[name] = copy;
-    for (ir::Graph* g : {&program_.forward, &program_.backward})
+    for (ir::Graph* g : {&program_.forward, &program_.backward, &program_.backward_input,
+                         &program_.backward_weight})
       if (g->has_value(name)) g->set_value(name, copy, role);
   };
   for (const auto& p : program_.params) {
@@ -102,7 +105,12 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 
   forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
-  backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true);
+  if (split_backward) {
+    input_runner_ = std::make_unique<ForwardRunner>(program_.backward_input, backend, true);
+    weight_runner_ = std::make_unique<ForwardRunner>(program_.backward_weight, backend, true);
+  } else {
+    backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true);
+  }
 }
 
 void StageWorker::use_version(int64_t version) {
@@ -110,7 +118,8 @@ void StageWorker::use_version(int64_t version) {
   if (target == active_) return;
   const auto& set = target == kNewest ? params_ : old_versions_.at(version);
   for (const auto& [name, t] : set)
-    for (ir::Graph* g : {&program_.forward, &program_.backward})
+    for (ir::Graph* g : {&program_.forward, &program_.backward, &program_.backward_input,
+                         &program_.backward_weight})
       if (g->has_value(name)) g->set_value(name, t, ir::Role::kParam);
   active_ = target;
   values_version_ = fresh_values_version();  // other buffers now: kernels drop cached weights
@@ -162,37 +171,91 @@ StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const Tenso
   return r;
 }
 
-TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
+StageWorker::Stash& StageWorker::stash_of(int64_t mb, const char* what) {
   auto it = stash_.find(mb);
   if (it == stash_.end())
-    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": backward of microbatch " +
-                       std::to_string(mb) + " before its forward");
-  use_version(it->second.version);
-  TensorMap in = select_inputs(program_.backward, feeds);
-  for (const auto& [name, t] : it->second.tensors)
-    if (std::find(program_.backward.inputs.begin(), program_.backward.inputs.end(), name) !=
-        program_.backward.inputs.end())
-      in[name] = t;
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": " + what +
+                       " of microbatch " + std::to_string(mb) + " before its forward");
+  return it->second;
+}
+
+TensorMap StageWorker::backward_inputs(const ir::Graph& g, const Stash& st,
+                                       const TensorMap& feeds) const {
+  TensorMap in = select_inputs(g, feeds);
+  for (const TensorMap* kept : {&st.tensors, &st.carry})
+    for (const auto& [name, t] : *kept)
+      if (std::find(g.inputs.begin(), g.inputs.end(), name) != g.inputs.end()) in[name] = t;
+  return in;
+}
+
+void StageWorker::add_gradients(const std::map<std::string, const ir::Tensor*>& grads) {
+  if (acc_empty_) {
+    // Borrow the arena's gradients: a step before the next backward (the
+    // usual case with one microbatch per update) then needs no copy.
+    for (const auto& [param, acc] : grad_acc_) borrowed_[param] = *grads.at(param);
+  } else {
+    for (auto& [param, acc] : grad_acc_)
+      if (!accumulate(acc, *grads.at(param), false)) acc_finite_ = false;
+  }
+  acc_empty_ = false;
+}
+
+TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
+  Stash& st = stash_of(mb, "backward");
+  use_version(st.version);
+  TensorMap in = backward_inputs(program_.backward, st, feeds);
   own_borrowed();  // the run below overwrites the arena the views point into
   RunOptions run;
   run.training = true;
   run.values_version = values_version_;
   TensorMap outs = backward_runner_->run(in, run);
-  stash_.erase(it);
+  stash_.erase(mb);
 
-  if (acc_empty_) {
-    // Borrow the arena's gradients: a step before the next backward (the
-    // usual case with one microbatch per update) then needs no copy.
-    for (const auto& [param, acc] : grad_acc_) borrowed_[param] = outs.at(program_.grads.at(param));
-  } else {
-    for (auto& [param, acc] : grad_acc_)
-      if (!accumulate(acc, outs.at(program_.grads.at(param)), false)) acc_finite_ = false;
-  }
-  acc_empty_ = false;
+  std::map<std::string, const ir::Tensor*> grads;
+  for (const auto& [param, acc] : grad_acc_) grads[param] = &outs.at(program_.grads.at(param));
+  add_gradients(grads);
   TensorMap send;
   for (const auto& tr : program_.send_bwd)
     if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
   return send;
+}
+
+TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
+  Stash& st = stash_of(mb, "backward");
+  use_version(st.version);
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
+  TensorMap outs = input_runner_->run(backward_inputs(program_.backward_input, st, feeds), run);
+  for (const auto& name : program_.carry) st.carry[name] = outs.at(name).clone();
+  // Received gradients the weight half reads too (dW = X^T dY): kept by handle.
+  const auto& w_inputs = program_.backward_weight.inputs;
+  for (const auto& tr : program_.recv_bwd)
+    if (std::find(w_inputs.begin(), w_inputs.end(), tr.tensor) != w_inputs.end())
+      st.carry[tr.tensor] = feeds.at(tr.tensor);
+  TensorMap send;
+  for (const auto& tr : program_.send_bwd)
+    if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
+  return send;
+}
+
+void StageWorker::backward_weight(int64_t mb, const TensorMap& feeds) {
+  Stash& st = stash_of(mb, "weight gradient");
+  use_version(st.version);
+  TensorMap in = backward_inputs(program_.backward_weight, st, feeds);
+  own_borrowed();  // the run below overwrites the arena the views point into
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
+  TensorMap outs = weight_runner_->run(in, run);
+  std::map<std::string, const ir::Tensor*> grads;
+  for (const auto& [param, acc] : grad_acc_) {
+    const std::string& g = program_.grads.at(param);
+    auto it = outs.find(g);
+    grads[param] = it != outs.end() ? &it->second : &st.carry.at(g);
+  }
+  add_gradients(grads);  // carried ones are handles of their own: the stash may go
+  stash_.erase(mb);
 }
 
 void StageWorker::own_borrowed() {
@@ -337,7 +400,8 @@ void StageWorker::release_versions(int64_t min_future) {
 size_t StageWorker::stash_bytes() const {
   size_t bytes = 0;
   for (const auto& [mb, st] : stash_)
-    for (const auto& [name, t] : st.tensors) bytes += t.nbytes();
+    for (const TensorMap* kept : {&st.tensors, &st.carry})
+      for (const auto& [name, t] : *kept) bytes += t.nbytes();
   return bytes;
 }
 

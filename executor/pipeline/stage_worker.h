@@ -37,8 +37,10 @@ class StageWorker {
  public:
   /// Copies the stage's params and buffers out of tg.graph (so replicas never
   /// share storage) and takes optimizer state found there (a checkpoint).
+  /// `split_backward`: run the backward as backward_input() then
+  /// backward_weight() (zero-bubble schedules) instead of backward().
   StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
-              const OptimizerConfig& optimizer);
+              const OptimizerConfig& optimizer, bool split_backward = false);
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;
 
@@ -52,6 +54,12 @@ class StageWorker {
   /// inputs and received gradients. Adds the param gradients into the
   /// accumulators and returns the gradients for earlier stages.
   TensorMap backward(int64_t mb, const TensorMap& feeds);
+  /// Split backward, first half: the gradients for earlier stages (returned)
+  /// and what the second half needs, kept with the microbatch's stash.
+  TensorMap backward_input(int64_t mb, const TensorMap& feeds);
+  /// Second half: the param gradients, added into the accumulators; the
+  /// microbatch's stash is dropped. `feeds` holds data inputs.
+  void backward_weight(int64_t mb, const TensorMap& feeds);
 
   /// Closes the gradients accumulated since the last seal as the set of
   /// update `round` (asynchronous schedules reduce one set while the next
@@ -94,7 +102,14 @@ class StageWorker {
   struct Stash {
     int64_t version = 0;
     TensorMap tensors;
+    TensorMap carry;  // split backward: from backward_input() to backward_weight()
   };
+  Stash& stash_of(int64_t mb, const char* what);
+  /// The inputs of `g` from feeds and the stash of `st`.
+  TensorMap backward_inputs(const ir::Graph& g, const Stash& st, const TensorMap& feeds) const;
+  /// Adds one microbatch's param gradients (`grads`: param -> tensor) into
+  /// the accumulators, borrowing the runner's buffers when they are empty.
+  void add_gradients(const std::map<std::string, const ir::Tensor*>& grads);
   /// Points both subgraphs at the params of `version`.
   void use_version(int64_t version);
 
@@ -123,6 +138,7 @@ class StageWorker {
   std::map<int64_t, Stash> stash_;  // microbatch -> what its backward reads
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<ForwardRunner> forward_runner_, backward_runner_;
+  std::unique_ptr<ForwardRunner> input_runner_, weight_runner_;  // split backward
   int64_t version_ = 0;
   static constexpr int64_t kNewest = -1;
   static constexpr int64_t kStale = -2;  // the subgraphs point at recycled buffers

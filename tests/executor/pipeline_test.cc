@@ -175,6 +175,55 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
   }
 }
 
+TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
+  // ZB-H1: each backward split into its input gradient (sent upstream at
+  // once) and its weight gradient (deferred into the bubble); the update at
+  // the flush is the one of 1F1B-flush.
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 3;
+  auto full = mlp_training_graph(kBatch);
+  auto backend = exec::make_cpu_backend();
+  exec::TrainerOptions to;
+  to.optimizer = sgd_momentum();
+  {
+    exec::Trainer trainer(full, *backend, to);
+    for (int k = 0; k < kSteps; ++k) trainer.step(minibatch(full, k, kBatch));
+  }
+  const auto want = params_of(full.graph);
+  std::vector<FlushCase> cases;
+  for (int p : {2, 3, 4})
+    for (int m : {1, 3, 8})
+      cases.push_back({ScheduleKind::kZeroBubbleH1, std::vector<int>(static_cast<size_t>(p), 1), m});
+  cases.push_back({ScheduleKind::kZeroBubbleH1, {2, 1}, 4});
+  for (const FlushCase& c : cases) {
+    std::string what = "zb-h1 replicas";
+    for (int r : c.replicas) what.append(" ").append(std::to_string(r));
+    what += ", m = " + std::to_string(c.m);
+    auto micro = mlp_training_graph(kBatch / c.m);
+    exec::PipelineOptions po;
+    po.schedule = c.kind;
+    po.microbatches = c.m;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas), po);
+    for (int k = 0; k < kSteps; ++k) {
+      auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), c.m, kBatch));
+      ASSERT_EQ(r.losses.size(), 1u) << what;
+      // Every backward ran as its two halves.
+      int b = 0, w = 0;
+      for (const auto& op : r.ops) {
+        b += op.op.kind == partitioner::OpKind::kBackwardInput;
+        w += op.op.kind == partitioner::OpKind::kBackwardWeight;
+      }
+      EXPECT_EQ(b, c.m * static_cast<int>(c.replicas.size())) << what;
+      EXPECT_EQ(w, b) << what;
+    }
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, what);
+    for (const auto& st : pipe.stats())
+      EXPECT_LE(st.peak_in_flight, static_cast<int>(c.replicas.size())) << what;
+  }
+}
+
 // PipeDream's semantics on one thread: minibatch b runs the whole training
 // graph with stage s's params taken from version v(s, b) (the weights after
 // v updates) and the update goes to the newest weights.

@@ -60,10 +60,12 @@ void expect_bitwise(const ir::Tensor& got, const ir::Tensor& want, const std::st
 
 // Runs the programs one after another: each stage sees only its data inputs,
 // what was sent to it and its own stash. Returns the loss and the gradients.
+// `split`: each backward as its input part, then (after the earlier stages'
+// input parts) its weight part, reading only the carry in between.
 TensorMap run_pipeline(const std::vector<exec::StageProgram>& programs, const TensorMap& data,
-                       exec::Backend& backend) {
+                       exec::Backend& backend, bool split = false) {
   const size_t p = programs.size();
-  std::vector<TensorMap> inbox(p), stash(p);
+  std::vector<TensorMap> inbox(p), stash(p), carry(p);
   TensorMap results;
   auto gather = [&](const ir::Graph& g, size_t s, bool backward) {
     TensorMap feeds;
@@ -71,6 +73,8 @@ TensorMap run_pipeline(const std::vector<exec::StageProgram>& programs, const Te
       const auto& prog = programs[s];
       if (contains(prog.inputs, in)) {
         feeds[in] = data.at(in);
+      } else if (backward && carry[s].count(in)) {
+        feeds[in] = carry[s].at(in);
       } else if (backward && contains(prog.stash, in)) {
         EXPECT_TRUE(stash[s].count(in)) << "stage " << s << " did not keep stash '" << in << "'";
         feeds[in] = stash[s].at(in);
@@ -96,10 +100,24 @@ TensorMap run_pipeline(const std::vector<exec::StageProgram>& programs, const Te
   }
   for (size_t s = p; s-- > 0;) {
     const auto& prog = programs[s];
+    if (split) {
+      TensorMap outs = exec::ForwardRunner(prog.backward_input, backend)
+                           .run(gather(prog.backward_input, s, true));
+      deliver(prog.send_bwd, outs);
+      for (const auto& c : prog.carry) carry[s][c] = outs.at(c);
+      continue;
+    }
     TensorMap outs =
         exec::ForwardRunner(prog.backward, backend).run(gather(prog.backward, s, true));
     deliver(prog.send_bwd, outs);
     for (const auto& [param, grad] : prog.grads) results[grad] = outs.at(grad);
+  }
+  for (size_t s = 0; split && s < p; ++s) {
+    const auto& prog = programs[s];
+    TensorMap outs = exec::ForwardRunner(prog.backward_weight, backend)
+                         .run(gather(prog.backward_weight, s, true));
+    for (const auto& [param, grad] : prog.grads)
+      results[grad] = outs.count(grad) ? outs.at(grad) : carry[s].at(grad);
   }
   return results;
 }
@@ -131,6 +149,32 @@ void check_equivalence(const autodiff::TrainingGraph& tg, const std::vector<Laye
     TensorMap got = run_pipeline(programs, data, *backend);
     expect_bitwise(got.at(tg.loss), want.at(tg.loss), "loss");
     for (const auto& [param, grad] : tg.grads) expect_bitwise(got.at(grad), want.at(grad), grad);
+
+    // Zero-bubble split: the same bits, and nothing computed twice.
+    for (auto& prog : programs) {
+      exec::split_backward(prog);
+      std::set<std::string> made;
+      size_t copies = 0;
+      for (const ir::Graph* part : {&prog.backward_input, &prog.backward_weight})
+        for (const auto& n : part->nodes) {
+          copies += n.name.size() > 7 && n.name.compare(n.name.size() - 7, 7, "/weight") == 0;
+          for (const auto& t : n.outputs)
+            if (!t.empty()) {
+              EXPECT_TRUE(made.insert(t).second) << "'" << t << "' computed twice";
+            }
+        }
+      EXPECT_EQ(prog.backward_input.nodes.size() + prog.backward_weight.nodes.size(),
+                prog.backward.nodes.size() + copies)
+          << "stage " << prog.stage;
+      for (const auto& n : prog.backward_input.nodes)  // no weight gradient waits for W
+        for (const auto& [param, grad] : prog.grads)
+          if (!prog.send_bwd.empty() && n.op_type == "Gemm") {
+            EXPECT_FALSE(contains(n.outputs, grad)) << n.name << " in the input part";
+          }
+    }
+    got = run_pipeline(programs, data, *backend, /*split=*/true);
+    for (const auto& [param, grad] : tg.grads)
+      expect_bitwise(got.at(grad), want.at(grad), grad + " (split backward)");
   }
 }
 
@@ -193,6 +237,21 @@ TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
   check_equivalence(tg, {{{0, n - 1}},
                          {{0, n / 2 - 1}, {n / 2, n - 1}},
                          {{0, n / 3 - 1}, {n / 3, 2 * n / 3 - 1}, {2 * n / 3, n - 1}}});
+  // A convolution's gradient node splits: the input gradient stays in the
+  // input part, the weight and bias gradients move to the weight part.
+  int second_conv = -1, convs = 0;  // stage 1 starts at LeNet's second convolution
+  for (const auto& node : tg.graph.nodes)
+    if (node.op_type == "Conv" && ++convs == 2) second_conv = node.layer;
+  ASSERT_GT(second_conv, 0);
+  auto programs = exec::build_stage_programs(tg, {{0, second_conv - 1}, {second_conv, n - 1}});
+  exec::split_backward(programs[1]);
+  int conv_weight_parts = 0;
+  for (const auto& node : programs[1].backward_weight.nodes)
+    conv_weight_parts += node.op_type == "ConvGrad" && node.outputs[0].empty();
+  int conv_in_backward = 0;
+  for (const auto& node : programs[1].backward.nodes) conv_in_backward += node.op_type == "ConvGrad";
+  EXPECT_GT(conv_in_backward, 0);
+  EXPECT_EQ(conv_weight_parts, conv_in_backward);
 }
 
 // A param read by two stages (tied weights): each stage keeps a copy, its
