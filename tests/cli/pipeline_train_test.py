@@ -104,13 +104,13 @@ class PipelineTrainTest(unittest.TestCase):
 
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
-                 ("1f1b", [2], [2]), ("2bw", [2], [2])]
+                 ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3])]
         for schedule, first, second in cases:
             with self.subTest(schedule=schedule, stages=(first, second)):
                 tag = f"{schedule}-{first[0]}-{second[0]}"
                 full = self.path(f"{tag}-full.onnx")
                 common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
-                if schedule in ("1f1b-flush", "gpipe", "2bw"):
+                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
                                    "-o", full, *common))
