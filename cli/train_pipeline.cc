@@ -357,6 +357,16 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     if (root) fmt::print("resuming from {} at step {}\n", a.resume, start_step);
   }
 
+  // The prediction's profile: the graph the workers run (one microbatch),
+  // with the optimizer update, stated per minibatch; the plan above came
+  // from the whole minibatch, which flatters small microbatches.
+  partitioner::Profile run_profile;
+  if (root) {
+    run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 1, 3,
+                                                 &a.trainer.optimizer);
+    exec::scale_profile(run_profile, m);
+  }
+
   exec::PipelineOptions po;
   po.schedule = kind;
   po.microbatches = m;
@@ -487,7 +497,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
-  partitioner::SimResult sim = partitioner::simulate(plan, profile, kind, so);
+  partitioner::SimResult sim = partitioner::simulate(plan, run_profile, kind, so);
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   fmt::print(
       "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "
