@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -18,7 +19,8 @@ const char* color_of(OpKind k) {
     case OpKind::kBackwardInput: return "#59a14f";
     case OpKind::kBackwardWeight: return "#edc948";
     case OpKind::kAllreduce: return "#e15759";
-    default: return "#bab0ac";
+    case OpKind::kStep: return "#b07aa1";
+    default: return "#bab0ac";  // a receive: waiting
   }
 }
 
@@ -77,18 +79,43 @@ std::string chrome_trace(const std::vector<SimResult>& results) {
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
+// A round tick step for an axis over `span` seconds: 1, 2 or 5 x 10^k, about 8 ticks.
+double tick_step(double span) {
+  const double raw = span / 8, mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (raw <= m * mag) return m * mag;
+  return 10 * mag;
+}
+
 std::string svg_timeline(const std::vector<SimResult>& results) {
-  const double width = 1200, label = 150, row = 18, gap = 30;
-  double height = 10;
-  for (const auto& r : results) height += gap + row * r.run.busy_s.size();
+  const double width = 1200, label = 150, row = 18, gap = 30, axis = 24, legend = 24;
+  double height = 10 + legend;
+  double span = 1e-12;  // one scale for all: simulated and measured compare by length
+  for (const auto& r : results) {
+    height += gap + row * r.run.busy_s.size() + axis;
+    span = std::max(span, r.makespan_s);
+  }
+  const double scale = width / span;
   std::string s = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n",
       width + label + 10, height);
-  double y = 10;
+  // Legend.
+  double x = 4;
+  const std::pair<OpKind, const char*> keys[] = {
+      {OpKind::kForward, "forward"},          {OpKind::kBackward, "backward (input gradient)"},
+      {OpKind::kBackwardWeight, "weight gradient"}, {OpKind::kRecv, "wait (receive)"},
+      {OpKind::kAllreduce, "allreduce"},      {OpKind::kStep, "optimizer step"}};
+  for (const auto& [kind, name] : keys) {
+    s += fmt::format(
+        "<rect x=\"{:.0f}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+        "<text x=\"{:.0f}\" y=\"20\">{}</text>\n",
+        x, color_of(kind), x + 16, name);
+    x += 24 + 6.5 * static_cast<double>(std::string(name).size());
+  }
+  double y = 10 + legend;
+  const double step = tick_step(span);
   for (const auto& res : results) {
-    double span = std::max(res.makespan_s, 1e-12);
-    double scale = width / span;
     s += fmt::format(
         "<text x=\"4\" y=\"{}\" font-weight=\"bold\">{}: {:.3f} ms, bubble {:.1f}%</text>\n",
         y + 14, xml_escape(res.schedule), res.makespan_s * 1e3, res.bubble_fraction * 100);
@@ -98,16 +125,25 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
                        res.physical_workers[w]);
     for (const auto& t : res.run.ops) {
       if (t.end <= t.start) continue;
-      double x = label + t.start * scale, wdt = std::max(0.5, (t.end - t.start) * scale);
+      double x0 = label + t.start * scale, wdt = std::max(0.5, (t.end - t.start) * scale);
       // Allreduces overlap compute: a thin bar along the bottom of the row.
       const bool ar = t.op.kind == OpKind::kAllreduce;
       const double top = y + row * t.worker + (ar ? row - 5 : 1), h = ar ? 4 : row - 2;
       s += fmt::format(
           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
           "stroke=\"white\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
-          x, top, wdt, h, color_of(t.op.kind), xml_escape(to_string(t.op)));
+          x0, top, wdt, h, color_of(t.op.kind), xml_escape(to_string(t.op)));
     }
     y += row * res.run.busy_s.size();
+    // Time axis: a line with ticks every `step`, labelled in ms.
+    s += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#555\"/>\n",
+                     label, y + 2, label + width, y + 2);
+    for (double t = 0; t <= span * (1 + 1e-9); t += step)
+      s += fmt::format(
+          "<line x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>"
+          "<text x=\"{0:.2f}\" y=\"{3:.1f}\" text-anchor=\"middle\" fill=\"#555\">{4:g} ms</text>\n",
+          label + t * scale, y + 2, y + 6, y + 17, t * 1e3);
+    y += axis;
   }
   s += "</svg>\n";
   return s;

@@ -290,6 +290,13 @@ TEST(Simulator, TimelinesNameEveryOp) {
   std::string svg = svg_timeline({r});
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_NE(svg.find("F1.1"), std::string::npos);
+  // A legend and a time axis: F 1 s + B 2 s per microbatch, makespan 9 s, ticks every 2 s.
+  for (const char* key : {"forward", "weight gradient", "wait (receive)", "optimizer step"})
+    EXPECT_NE(svg.find(key), std::string::npos) << key;
+  EXPECT_NE(svg.find(">0 ms<"), std::string::npos);
+  EXPECT_NE(svg.find(">8000 ms<"), std::string::npos);
+  EXPECT_EQ(svg.find(">10000 ms<"), std::string::npos);
+  EXPECT_DOUBLE_EQ(r.makespan_s, 9.0);
 }
 
 }  // namespace
