@@ -56,6 +56,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.synced_updates = o.clip_norm;
+    so.recompute = o.recompute;
     try {
       c.sim = partitioner::simulate(plan, profile, kind, so);
     } catch (const PlanError&) {

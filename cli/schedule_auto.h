@@ -24,6 +24,7 @@ struct AutoScheduleOptions {
   std::string semantics = "any";  // "exact": flush schedules only
   double memory_bytes = 0;        // per worker; 0: no limit
   bool clip_norm = false;         // updates meet across stages (and no async replicas)
+  bool recompute = false;         // activations recomputed: less memory, one more forward
 };
 
 /// --schedule's name for a kind: 1f1b (PipeDream), 1f1b-flush, gpipe, 2bw, ...

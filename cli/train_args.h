@@ -46,6 +46,7 @@ struct TrainArgs {
   std::string schedule = "1f1b";  // or "auto": simulated and chosen (cli/schedule_auto.h)
   std::string semantics = "any";  // --schedule auto: "exact" keeps to flush schedules
   double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit
+  bool recompute = false;         // stash inputs only, run the forward again before backward
   bool vertical_sync = false;
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
   int64_t round_limit = 128;

@@ -222,6 +222,9 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "worker)")
       ->check(CLI::IsMember({"any", "exact"}))
       ->capture_default_str();
+  cmd.add_flag("--recompute", a.recompute,
+               "Activation recomputation: keep only each stage's inputs per microbatch in flight "
+               "and run its forward again before the backward (less memory, one more forward)");
   cmd.add_option("--memory", a.memory_bytes,
                  "--schedule auto: bytes per worker a schedule's simulated peak may use")
       ->check(CLI::PositiveNumber);
@@ -315,7 +318,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // Rank 0 simulates and chooses; every rank runs its choice.
     std::string choice;
     if (root) {
-      AutoScheduleOptions ao{a.semantics, a.memory_bytes, a.trainer.clip_norm > 0};
+      AutoScheduleOptions ao{a.semantics, a.memory_bytes, a.trainer.clip_norm > 0, a.recompute};
       const ScheduleChoice c = choose_schedule(plan, profile, a.model.batch, ao);
       choice = c.name + " " + std::to_string(c.microbatches);
     }
@@ -374,6 +377,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.optimizer = a.trainer.optimizer;
   po.lr_schedule = a.trainer.schedule;
   po.clip_norm = a.trainer.clip_norm;
+  po.recompute = a.recompute;
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
@@ -493,6 +497,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
   partitioner::SimOptions so;
   so.synced_updates = a.trainer.clip_norm > 0;
+  so.recompute = a.recompute;
   so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m

@@ -13,7 +13,7 @@ namespace {
 
 struct StageData {
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
-         stash_bytes = 0, cut_out = 0;
+         stash_bytes = 0, cut_out = 0, cut_in = 0;
 };
 
 std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
@@ -29,7 +29,10 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
     }
-    if (st.first_layer > 0) d.stash_bytes += profile.layers[st.first_layer - 1].cut_bytes;
+    if (st.first_layer > 0) {
+      d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
+      d.stash_bytes += d.cut_in;
+    }
     d.cut_out = st.last_layer + 1 < static_cast<int>(profile.layers.size())
                     ? static_cast<double>(profile.layers[st.last_layer].cut_bytes)
                     : 0.0;
@@ -114,14 +117,16 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   ScheduleCosts costs;
   costs.compute = [&](int, const ScheduleOp& op) {
     const StageData& d = data[plan_stage(op.stage)];
+    // Recomputation runs the forward again before the backward.
+    const double again = options.recompute ? d.forward_s * scale / v : 0.0;
     switch (op.kind) {
       case OpKind::kForward: return d.forward_s * scale / v;
       case OpKind::kBackward:
         // With m microbatches per step, m - 1 of every m backwards add their
         // gradients into the step's sum.
-        return d.backward_s * scale / v +
+        return again + d.backward_s * scale / v +
                (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m / v);
-      case OpKind::kBackwardInput:
+      case OpKind::kBackwardInput: return again + 0.5 * d.backward_s * scale / v;
       case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
       case OpKind::kStep: return d.update_s / v;  // once per step, whatever the microbatches
       default: return 0.0;
@@ -162,7 +167,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
            2.0 * (k - 1) * plan.topology.slowest_link_latency(lo, hi - lo + 1);
   };
   costs.activation_bytes = [&](int stage) {
-    return data[plan_stage(stage)].stash_bytes * scale / v;
+    const StageData& d = data[plan_stage(stage)];
+    return (options.recompute ? d.cut_in : d.stash_bytes) * scale / v;
   };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
@@ -197,9 +203,12 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       out.peak_in_flight = std::max(out.peak_in_flight, run.peak_in_flight[w]);
       out.weight_versions = std::max(out.weight_versions, run.peak_weight_versions[w]);
       double params = data[plan_stage(st)].param_bytes;
-      out.peak_memory_bytes =
-          std::max(out.peak_memory_bytes,
-                   run.peak_activation_bytes[w] + (run.peak_weight_versions[w] + 1) * params);
+      // Recomputation: one microbatch's activations exist again during its backward.
+      const StageData& d = data[plan_stage(st)];
+      const double refilled = options.recompute ? (d.stash_bytes - d.cut_in) * scale / v : 0.0;
+      out.peak_memory_bytes = std::max(out.peak_memory_bytes,
+                                       run.peak_activation_bytes[w] + refilled +
+                                           (run.peak_weight_versions[w] + 1) * params);
     }
   return res;
 }

@@ -30,6 +30,9 @@ struct SimOptions {
   /// Every stage's update waits for all stages' (pipeline-wide gradient
   /// clipping sums the squared norms first).
   bool synced_updates = false;
+  /// Activation recomputation: a stage stashes only its input per microbatch
+  /// and runs its forward again before each backward.
+  bool recompute = false;
 };
 
 struct StageSimStats {

@@ -132,7 +132,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
       worker->sw = std::make_unique<StageWorker>(
           programs_[static_cast<size_t>(s)], tg, *worker->backend, options_.optimizer,
-          /*split_backward=*/k == ScheduleKind::kZeroBubbleH1);
+          /*split_backward=*/k == ScheduleKind::kZeroBubbleH1, options_.recompute);
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
       worker->stats.replica = q;
@@ -371,7 +371,7 @@ void Pipeline::run_program(Worker& w) {
         }
         w.outbox_fwd[op.microbatch] = std::move(r.send);
         w.stats.peak_in_flight = std::max(w.stats.peak_in_flight, sw.in_flight());
-        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.stash_bytes());
+        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
         break;
       }
       case OpKind::kBackward: {
@@ -379,6 +379,7 @@ void Pipeline::run_program(Worker& w) {
         for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
         w.inbox_bwd.erase(op.microbatch);
         w.outbox_bwd[op.microbatch] = sw.backward(gmb, feeds);
+        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
         break;
       }
       case OpKind::kSend: {
@@ -437,6 +438,7 @@ void Pipeline::run_program(Worker& w) {
         for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
         w.inbox_bwd.erase(op.microbatch);
         w.outbox_bwd[op.microbatch] = sw.backward_input(gmb, feeds);
+        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
         break;
       }
       case OpKind::kBackwardWeight:

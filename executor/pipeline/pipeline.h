@@ -47,6 +47,10 @@ struct PipelineOptions {
   /// param counted once) to this before each update; 0: no clipping. The
   /// stages meet at their updates to sum their squared norms.
   double clip_norm = 0;
+  /// Every stage keeps only its forward's inputs per microbatch in flight
+  /// and runs the forward again before the backward (activation memory for
+  /// one more forward); the gradients are bitwise those without.
+  bool recompute = false;
   uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers

@@ -63,8 +63,8 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
                          Backend& backend, const OptimizerConfig& optimizer,
-                         bool split_backward)
-    : program_(program) {
+                         bool split_backward, bool recompute)
+    : recompute_(recompute), program_(program) {
   if (split_backward) exec::split_backward(program_);
   std::map<std::string, std::string> buffer_for;
   for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;
@@ -154,21 +154,58 @@ StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const Tenso
   for (const auto& name : program_.results) r.results[name] = keep(name);
   Stash& st = stash_[mb];
   st.version = version;
-  for (const auto& name : program_.stash) {
-    if (outs.count(name))
-      st.tensors[name] = keep(name);
-    else if (auto it = feeds.find(name); it != feeds.end())
-      st.tensors[name] = it->second;  // received: already this worker's
-    else
-      throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" + name +
-                         "' was neither computed nor received");
+  if (recompute_) {
+    st.inputs = select_inputs(program_.forward, feeds);
+    st.seed = seed;
+  } else {
+    for (const auto& name : program_.stash) {
+      if (outs.count(name))
+        st.tensors[name] = keep(name);  // shared with what is sent, when it is both
+      else if (auto it = feeds.find(name); it != feeds.end())
+        st.tensors[name] = it->second;  // received: already this worker's
+      else
+        throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" +
+                           name + "' was neither computed nor received");
+    }
   }
+  peak_stash_bytes_ = std::max(peak_stash_bytes_, stash_bytes());
   // BatchNorm running statistics: the newest buffers follow every microbatch.
   for (const auto& [fresh, buffer] : buffer_of_) {
     const ir::Tensor& src = r.results.at(fresh);
     std::memcpy(buffers_.at(buffer).raw(), src.raw(), src.nbytes());
   }
   return r;
+}
+
+TensorMap StageWorker::stash_tensors(const TensorMap& outs, const TensorMap& feeds,
+                                     bool copy) const {
+  TensorMap kept;
+  for (const auto& name : program_.stash) {
+    if (auto it = outs.find(name); it != outs.end())
+      kept[name] = copy ? it->second.clone() : it->second;  // a view into the forward arena
+    else if (auto in = feeds.find(name); in != feeds.end())
+      kept[name] = in->second;  // received: already this worker's
+    else
+      throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" + name +
+                         "' was neither computed nor received");
+  }
+  return kept;
+}
+
+void StageWorker::recompute_stash(Stash& st) {
+  if (!recompute_ || !st.tensors.empty() || program_.stash.empty()) return;
+  RunOptions run;
+  run.training = true;
+  run.seed = st.seed;  // the same dropout masks
+  run.values_version = values_version_;
+  // The results (loss, BatchNorm statistics) were taken the first time.
+  // The backward follows at once, before this worker runs another forward:
+  // views into the forward arena do, unless a split backward keeps them
+  // until its weight half.
+  st.tensors = stash_tensors(forward_runner_->run(st.inputs, run), st.inputs,
+                             /*copy=*/input_runner_ != nullptr);
+  peak_stash_bytes_ = std::max(peak_stash_bytes_, stash_bytes());
+  st.inputs.clear();
 }
 
 StageWorker::Stash& StageWorker::stash_of(int64_t mb, const char* what) {
@@ -203,6 +240,7 @@ void StageWorker::add_gradients(const std::map<std::string, const ir::Tensor*>& 
 TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "backward");
   use_version(st.version);
+  recompute_stash(st);
   TensorMap in = backward_inputs(program_.backward, st, feeds);
   own_borrowed();  // the run below overwrites the arena the views point into
   RunOptions run;
@@ -223,6 +261,7 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
 TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "backward");
   use_version(st.version);
+  recompute_stash(st);
   RunOptions run;
   run.training = true;
   run.values_version = values_version_;
@@ -400,7 +439,7 @@ void StageWorker::release_versions(int64_t min_future) {
 size_t StageWorker::stash_bytes() const {
   size_t bytes = 0;
   for (const auto& [mb, st] : stash_)
-    for (const TensorMap* kept : {&st.tensors, &st.carry})
+    for (const TensorMap* kept : {&st.tensors, &st.carry, &st.inputs})
       for (const auto& [name, t] : *kept) bytes += t.nbytes();
   return bytes;
 }

@@ -39,8 +39,11 @@ class StageWorker {
   /// share storage) and takes optimizer state found there (a checkpoint).
   /// `split_backward`: run the backward as backward_input() then
   /// backward_weight() (zero-bubble schedules) instead of backward().
+  /// `recompute`: keep only the forward's inputs per microbatch in flight and
+  /// run the forward again (same weights, same seed) before the backward.
   StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
-              const OptimizerConfig& optimizer, bool split_backward = false);
+              const OptimizerConfig& optimizer, bool split_backward = false,
+              bool recompute = false);
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;
 
@@ -91,6 +94,8 @@ class StageWorker {
   int versions_alive() const { return 1 + static_cast<int>(old_versions_.size()); }
   /// Bytes of the activations currently stashed.
   size_t stash_bytes() const;
+  /// The most stash_bytes() has been, recomputed activations included.
+  size_t peak_stash_bytes() const { return peak_stash_bytes_; }
 
   /// Copies params, buffers and optimizer state into g's values (in place
   /// where g has them, added otherwise).
@@ -103,7 +108,18 @@ class StageWorker {
     int64_t version = 0;
     TensorMap tensors;
     TensorMap carry;  // split backward: from backward_input() to backward_weight()
+    // Recomputation: the forward's inputs and seed; `tensors` is filled again
+    // from them just before the backward.
+    TensorMap inputs;
+    uint64_t seed = 0;
   };
+  /// Recomputation: runs the forward of `st` again to refill its stash.
+  void recompute_stash(Stash& st);
+  /// The stash tensors from a forward run's outputs (copies with `copy`,
+  /// else views into the forward arena) and received feeds.
+  TensorMap stash_tensors(const TensorMap& outs, const TensorMap& feeds, bool copy) const;
+  bool recompute_ = false;
+  size_t peak_stash_bytes_ = 0;
   Stash& stash_of(int64_t mb, const char* what);
   /// The inputs of `g` from feeds and the stash of `st`.
   TensorMap backward_inputs(const ir::Graph& g, const Stash& st, const TensorMap& feeds) const;

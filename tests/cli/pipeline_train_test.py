@@ -243,7 +243,7 @@ class PipelineTrainTest(unittest.TestCase):
         r = self.ok(run(*args))
         self.assertIn("minibatch 20 = 10 x 2", r.stdout)
 
-    def test_zero_bubble_trains_the_weights_of_1f1b_flush(self):
+    def test_zero_bubble_and_recomputation_train_the_weights_of_1f1b_flush(self):
         # zb-h1 defers each weight gradient into the bubble; the sums are the same.
         common = ["--max-steps", 6, "--stages", 3, "--microbatches", 4]
         self.ok(self.train("flush", *common, "--schedule", "1f1b-flush", "-o",
@@ -251,6 +251,12 @@ class PipelineTrainTest(unittest.TestCase):
         r = self.ok(self.train("zb", *common, "--schedule", "zb-h1", "-o", self.path("zb.onnx")))
         self.assertIn("schedule zb-h1", r.stdout)
         self.assert_same_weights(self.path("flush.onnx"), self.path("zb.onnx"))
+        # Recomputing the activations changes nothing either, split backward or not.
+        for schedule in ("zb-h1", "1f1b-flush"):
+            out = self.path(f"{schedule}-rc.onnx")
+            self.ok(self.train(f"{schedule}-rc", *common, "--schedule", schedule, "--recompute",
+                               "-o", out))
+            self.assert_same_weights(self.path("flush.onnx"), out)
 
     def test_clip_norm_pipelined_matches_one_worker(self):
         # 1f1b-flush over 2 stages with the global norm clipped equals one worker
