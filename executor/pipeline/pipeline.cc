@@ -23,7 +23,9 @@ using Clock = std::chrono::steady_clock;
 struct Pipeline::Worker {
   int index = 0, stage = 0, replica = 0;
   std::unique_ptr<Backend> backend;
-  std::unique_ptr<StageWorker> sw;
+  // The stages this worker holds: one, or with interleaving one per chunk
+  // (virtual stages c p + w).
+  std::map<int, std::unique_ptr<StageWorker>> sws;
   Communicator* comm = nullptr;
   std::thread thread;
 
@@ -34,8 +36,8 @@ struct Pipeline::Worker {
   bool quit = false;
   std::exception_ptr error;
 
-  // This round's messages and results.
-  std::map<int64_t, TensorMap> inbox_fwd, inbox_bwd, outbox_fwd, outbox_bwd;
+  // This round's messages by (stage, microbatch), and results.
+  std::map<std::pair<int, int>, TensorMap> inbox_fwd, inbox_bwd, outbox_fwd, outbox_bwd;
   std::vector<std::pair<int64_t, double>> losses;  // (microbatch, loss)
   std::vector<partitioner::TimedOp> ops;
   double busy_s = 0;
@@ -52,7 +54,7 @@ VersionRule version_rule(const PipelineOptions& o) {
 
 bool is_flush(ScheduleKind k) {
   return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB ||
-         k == ScheduleKind::kZeroBubbleH1;
+         k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kInterleaved;
 }
 
 std::string describe_stages(const std::vector<int>& stages) {
@@ -71,9 +73,19 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                    PipelineOptions options)
     : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
   const ScheduleKind k = options_.schedule;
-  if (k == ScheduleKind::kInterleaved)
-    throw PlanError(std::string("the executor runs gpipe, 1f1b, pipedream, 2bw and zb-h1; '") +
-                    partitioner::schedule_name(k) + "' is for the simulator only");
+  const int chunks = k == ScheduleKind::kInterleaved ? options_.chunks : 1;
+  if (k == ScheduleKind::kInterleaved) {
+    // `stages` are the virtual stages: p workers x `chunks` each.
+    const int v = options_.chunks, n = static_cast<int>(stages_.size());
+    if (v < 1 || n % v != 0 || n / v < 2)
+      throw PlanError("interleaved 1F1B needs 2 or more workers of --chunks " +
+                      std::to_string(v) + " virtual stages each; " + std::to_string(n) +
+                      " stages do not split so");
+    for (const auto& st : stages_)
+      if (st.replicas != 1) throw PlanError("interleaved 1F1B needs unreplicated stages");
+    if (options_.clip_norm > 0)
+      throw PlanError("--clip-norm with interleaved 1F1B is not supported yet");
+  }
   if (options_.vertical_sync && k != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to the pipedream schedule only");
   if (options_.microbatches < 1) throw PlanError("the microbatch count must be at least 1");
@@ -107,6 +119,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
 
   int total = 0;
   for (const auto& st : stages_) total += st.replicas;
+  if (chunks > 1) total = num_stages() / chunks;
   total_workers_ = total;
   if (options_.comm) {
     if (options_.comm->size() != total)
@@ -122,7 +135,9 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
         own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
   }
   set_cpu_threads(options_.threads_per_worker);
-  for (int s = 0, w = 0; s < num_stages(); ++s)
+  // Worker w runs stage s's replica q; with interleaving, virtual stages w,
+  // w + p, w + 2p, ...
+  for (int s = 0, w = 0; s < (chunks > 1 ? total : num_stages()); ++s)
     for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
       if (options_.comm && options_.comm->rank() != w) continue;  // another process's
       auto worker = std::make_unique<Worker>();
@@ -130,9 +145,12 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->stage = s;
       worker->replica = q;
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
-      worker->sw = std::make_unique<StageWorker>(
-          programs_[static_cast<size_t>(s)], tg, *worker->backend, options_.optimizer,
-          /*split_backward=*/k == ScheduleKind::kZeroBubbleH1, options_.recompute);
+      for (int c = 0; c < chunks; ++c) {
+        const int vs = s + c * total;
+        worker->sws[vs] = std::make_unique<StageWorker>(
+            programs_[static_cast<size_t>(vs)], tg, *worker->backend, options_.optimizer,
+            /*split_backward=*/k == ScheduleKind::kZeroBubbleH1, options_.recompute);
+      }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
       worker->stats.replica = q;
@@ -153,8 +171,12 @@ Pipeline::~Pipeline() {
 
 partitioner::Schedule Pipeline::build_round_schedule(int count) const {
   partitioner::ScheduleShape shape;
-  for (const auto& st : stages_) shape.replicas.push_back(st.replicas);
   const ScheduleKind k = options_.schedule;
+  for (const auto& st : stages_) shape.replicas.push_back(st.replicas);
+  if (k == ScheduleKind::kInterleaved) {
+    shape.replicas.assign(static_cast<size_t>(total_workers_), 1);  // workers, not chunks
+    shape.chunks = options_.chunks;
+  }
   if (k == ScheduleKind::kTwoBW) {
     if (count % options_.microbatches != 0)
       throw PlanError("2bw runs whole steps: " + std::to_string(count) +
@@ -318,7 +340,7 @@ double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
     std::set<std::string> skip;
     for (const auto& [param, sharing] : sp.shared)
       if (*std::min_element(sharing.begin(), sharing.end()) != w.stage) skip.insert(param);
-    local = scale * scale * w.sw->sealed_sum_of_squares(round, skip);
+    local = scale * scale * w.sws.begin()->second->sealed_sum_of_squares(round, skip);
   }
   std::vector<int> everyone(static_cast<size_t>(total_workers_));
   std::iota(everyone.begin(), everyone.end(), 0);
@@ -330,10 +352,20 @@ double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
 void Pipeline::run_program(Worker& w) {
   const auto& prog = schedule_.programs[static_cast<size_t>(w.index)];
   const WorkerVersions& ver = versions_[static_cast<size_t>(w.index)];
-  const StageProgram& sp = programs_[static_cast<size_t>(w.stage)];
-  StageWorker& sw = *w.sw;
-  const int64_t base_version = sw.version();
+  const int64_t base_version = w.sws.begin()->second->version();
   const int replicas = stages_[static_cast<size_t>(w.stage)].replicas;
+  // Activations stashed over all of this worker's stages.
+  auto track_stash = [&] {
+    size_t bytes = 0, peak = 0;
+    int in_flight = 0;
+    for (const auto& [s, one] : w.sws) {
+      bytes += one->stash_bytes();
+      peak = std::max(peak, one->peak_stash_bytes());
+      in_flight += one->in_flight();
+    }
+    w.stats.peak_stash_bytes = std::max({w.stats.peak_stash_bytes, bytes, peak});
+    w.stats.peak_in_flight = std::max(w.stats.peak_in_flight, in_flight);
+  };
   auto worker_of = [&](int stage, int mb) {
     const auto& ws = schedule_.stage_workers[static_cast<size_t>(stage)];
     return ws[static_cast<size_t>(mb) % ws.size()];
@@ -351,35 +383,43 @@ void Pipeline::run_program(Worker& w) {
     if (failed_) throw RuntimeFault("communicator aborted: another worker failed");
     const auto& op = prog[i];
     const int64_t gmb = round_base_ + op.microbatch;  // unique over the run
+    // The stage this op computes on; Recv: the receiving one (op.stage
+    // names the producer).
+    const bool activation = op.payload == Payload::kActivation;
+    const int at = op.kind != OpKind::kRecv ? op.stage : op.stage + (activation ? 1 : -1);
+    const StageProgram& sp = programs_[static_cast<size_t>(at)];
+    StageWorker* owner = op.kind == OpKind::kSend || op.kind == OpKind::kRecv
+                             ? nullptr
+                             : w.sws.at(op.stage).get();
+    const std::pair<int, int> key{at, op.microbatch};
     const double start = seconds_since(round_start_);
     switch (op.kind) {
       case OpKind::kForward: {
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
-        for (auto& [name, t] : w.inbox_fwd[op.microbatch]) feeds[name] = t;
-        w.inbox_fwd.erase(op.microbatch);
-        StageForwardResult r =
-            sw.forward(gmb, absolute(ver.forward_version[i]), feeds, options_.seed + uint64_t(gmb));
+        for (auto& [name, t] : w.inbox_fwd[key]) feeds[name] = t;
+        w.inbox_fwd.erase(key);
+        StageForwardResult r = owner->forward(gmb, absolute(ver.forward_version[i]), feeds,
+                                              options_.seed + uint64_t(gmb));
         if (auto it = r.results.find(loss_); it != r.results.end()) {
           const double loss = it->second.at(0);
           if (!std::isfinite(loss))
-            throw RuntimeFault("step " + std::to_string(sw.version()) + ", microbatch " +
+            throw RuntimeFault("step " + std::to_string(owner->version()) + ", microbatch " +
                                std::to_string(gmb) + ": the loss is " +
                                (std::isnan(loss) ? "NaN"
                                 : loss > 0       ? "Inf"
                                                  : "-Inf"));
           w.losses.emplace_back(op.microbatch, loss);
         }
-        w.outbox_fwd[op.microbatch] = std::move(r.send);
-        w.stats.peak_in_flight = std::max(w.stats.peak_in_flight, sw.in_flight());
-        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
+        w.outbox_fwd[key] = std::move(r.send);
+        track_stash();
         break;
       }
       case OpKind::kBackward: {
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
-        for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
-        w.inbox_bwd.erase(op.microbatch);
-        w.outbox_bwd[op.microbatch] = sw.backward(gmb, feeds);
-        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
+        for (auto& [name, t] : w.inbox_bwd[key]) feeds[name] = t;
+        w.inbox_bwd.erase(key);
+        w.outbox_bwd[key] = owner->backward(gmb, feeds);
+        track_stash();
         break;
       }
       case OpKind::kSend: {
@@ -388,37 +428,37 @@ void Pipeline::run_program(Worker& w) {
         for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd)
           w.comm->send(worker_of(tr.to_stage, op.microbatch),
                        {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward},
-                       box[op.microbatch].at(tr.tensor));
-        box.erase(op.microbatch);
+                       box[key].at(tr.tensor));
+        box.erase(key);
         break;
       }
       case OpKind::kRecv: {
         const bool fwd = op.payload == Payload::kActivation;
         auto& box = fwd ? w.inbox_fwd : w.inbox_bwd;
         for (const auto& tr : fwd ? sp.recv_fwd : sp.recv_bwd)
-          box[op.microbatch][tr.tensor] =
+          box[key][tr.tensor] =
               w.comm->recv(worker_of(tr.from_stage, op.microbatch),
                            {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward});
         break;
       }
       case OpKind::kAllreduce:
-        sw.seal_gradients(op.microbatch);
-        w.comm->allreduce_sum(schedule_.stage_workers[static_cast<size_t>(w.stage)],
-                              sw.gradient_set(op.microbatch));
+        owner->seal_gradients(op.microbatch);
+        w.comm->allreduce_sum(schedule_.stage_workers[static_cast<size_t>(op.stage)],
+                              owner->gradient_set(op.microbatch));
         break;
       case OpKind::kStep: {
-        sw.seal_gradients(op.microbatch);
+        owner->seal_gradients(op.microbatch);
         // Tied params: the stages holding a copy sum their partial gradients
         // (one allreduce per param, in name order on every worker), so every
         // copy takes the same update.
         for (const auto& [param, sharing] : sp.shared) {
           std::vector<int> group;
           for (int s : sharing) group.push_back(worker_of(s, 0));
-          w.comm->allreduce_sum(group, {sw.sealed_gradient(op.microbatch, param)});
+          w.comm->allreduce_sum(group, {owner->sealed_gradient(op.microbatch, param)});
         }
-        if (!sw.gradients_finite(op.microbatch, /*recheck=*/replicas > 1 || !sp.shared.empty()))
-          throw RuntimeFault("step " + std::to_string(sw.version()) + ", stage " +
-                             std::to_string(w.stage) + ": a gradient is not finite");
+        if (!owner->gradients_finite(op.microbatch, /*recheck=*/replicas > 1 || !sp.shared.empty()))
+          throw RuntimeFault("step " + std::to_string(owner->version()) + ", stage " +
+                             std::to_string(op.stage) + ": a gradient is not finite");
         double step_scale = scale;
         if (options_.clip_norm > 0) {
           const double norm = global_grad_norm(w, op.microbatch, scale);
@@ -426,23 +466,23 @@ void Pipeline::run_program(Worker& w) {
           if (coef < 1.0) step_scale = scale * coef;
         }
         const bool keep_old =
-            sw.version_in_use(sw.version()) || absolute(ver.min_future[i + 1]) <= sw.version();
-        sw.step(op.microbatch, step_scale,
-                options_.lr_schedule.lr_at(sw.version(), options_.optimizer.lr), keep_old);
-        sw.release_versions(absolute(ver.min_future[i + 1]));
-        w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, sw.versions_alive());
+            owner->version_in_use(owner->version()) || absolute(ver.min_future[i + 1]) <= owner->version();
+        owner->step(op.microbatch, step_scale,
+                options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr), keep_old);
+        owner->release_versions(absolute(ver.min_future[i + 1]));
+        w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, owner->versions_alive());
         break;
       }
       case OpKind::kBackwardInput: {
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
-        for (auto& [name, t] : w.inbox_bwd[op.microbatch]) feeds[name] = t;
-        w.inbox_bwd.erase(op.microbatch);
-        w.outbox_bwd[op.microbatch] = sw.backward_input(gmb, feeds);
-        w.stats.peak_stash_bytes = std::max(w.stats.peak_stash_bytes, sw.peak_stash_bytes());
+        for (auto& [name, t] : w.inbox_bwd[key]) feeds[name] = t;
+        w.inbox_bwd.erase(key);
+        w.outbox_bwd[key] = owner->backward_input(gmb, feeds);
+        track_stash();
         break;
       }
       case OpKind::kBackwardWeight:
-        sw.backward_weight(gmb, (*feeds_)[static_cast<size_t>(op.microbatch)]);
+        owner->backward_weight(gmb, (*feeds_)[static_cast<size_t>(op.microbatch)]);
         break;
     }
     const double end = seconds_since(round_start_);
@@ -458,11 +498,15 @@ void Pipeline::write_back(ir::Graph& g, int replica) {
   for (const auto& w : workers_) {
     const int replicas = stages_[static_cast<size_t>(w->stage)].replicas;
     if (w->replica != (replica < replicas ? replica : 0)) continue;
-    if (is_root()) {
-      w->sw->write_back(g);
-    } else {
-      mine = w->sw->state_values();
-      for (auto& v : mine) v.value = v.value.clone();  // the next step may reuse the buffers
+    for (const auto& [s, one] : w->sws) {
+      if (is_root()) {
+        one->write_back(g);
+      } else {
+        for (auto v : one->state_values()) {
+          v.value = v.value.clone();  // the next step may reuse the buffers
+          mine.push_back(std::move(v));
+        }
+      }
     }
   }
   if (!options_.comm) return;
@@ -484,7 +528,7 @@ std::vector<WorkerStats> Pipeline::stats() const {
 }
 
 int64_t Pipeline::updates() const {
-  return workers_.empty() ? 0 : workers_[0]->sw->version();
+  return workers_.empty() ? 0 : workers_[0]->sws.begin()->second->version();
 }
 
 }  // namespace pipetrain::exec

@@ -40,6 +40,9 @@ struct PipelineOptions {
   partitioner::ScheduleKind schedule = partitioner::ScheduleKind::kPipeDream;
   /// Flush schedules and 2bw: microbatches per optimizer step.
   int microbatches = 1;
+  /// Interleaved 1F1B: model chunks per worker. The stages given are then
+  /// the virtual stages, p x chunks of them; worker w holds w, w + p, ...
+  int chunks = 2;
   bool vertical_sync = false;  // pipedream only
   OptimizerConfig optimizer;
   LrSchedule lr_schedule;

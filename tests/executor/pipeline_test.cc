@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "autodiff/training_graph.h"
@@ -282,6 +283,54 @@ TEST(Pipeline, RecomputationKeepsTheBitsAndDropsTheStash) {
     EXPECT_GT(stage0_stash[0], 0u) << what;
     EXPECT_LE(2 * stage0_stash[1], stage0_stash[0]) << what;
   }
+}
+
+TEST(Pipeline, InterleavedMatchesSingleWorkerOnTheWholeMinibatch) {
+  // Megatron's interleaved 1F1B: p workers hold v chunks each (virtual
+  // stages c p + w), a flush per step; the MLP and LeNet.
+  struct Model {
+    std::string name;
+    std::function<autodiff::TrainingGraph(int64_t)> graph;
+    std::function<TensorMap(const autodiff::TrainingGraph&, int, int64_t)> batch;
+  };
+  const std::vector<Model> models = {
+      {"mlp", mlp_training_graph, minibatch},
+      {"lenet", lenet_training_graph,
+       [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); }}};
+  for (const auto& model : models)
+    for (auto [p, v] : std::vector<std::pair<int, int>>{{2, 2}, {2, 3}, {3, 2}}) {
+      constexpr int64_t kBatch = 12;
+      const int m = 6;  // divisible by every p here
+      const std::string what = model.name + " p = " + std::to_string(p) + ", v = " +
+                               std::to_string(v);
+      auto full = model.graph(kBatch);
+      std::vector<TensorMap> steps;
+      for (int k = 0; k < 2; ++k) steps.push_back(model.batch(full, k, kBatch));
+      auto backend = exec::make_cpu_backend();
+      exec::TrainerOptions to;
+      to.optimizer = sgd_momentum();
+      {
+        exec::Trainer trainer(full, *backend, to);
+        for (const auto& b : steps) trainer.step(b);
+      }
+      const auto want = params_of(full.graph);
+      auto micro = model.graph(kBatch / m);
+      const int n = static_cast<int>(micro.graph.layers.size());
+      ASSERT_GE(n, p * v) << what;
+      exec::PipelineOptions po;
+      po.schedule = ScheduleKind::kInterleaved;
+      po.microbatches = m;
+      po.chunks = v;
+      po.optimizer = sgd_momentum();
+      exec::Pipeline pipe(micro, split(n, std::vector<int>(static_cast<size_t>(p * v), 1)), po);
+      for (const auto& b : steps) {
+        auto r = pipe.run(microbatches_of(b, m, kBatch));
+        ASSERT_EQ(r.losses.size(), 1u) << what;
+        ASSERT_EQ(r.busy_s.size(), static_cast<size_t>(p)) << what;  // p workers
+      }
+      pipe.write_back(micro.graph);
+      expect_close(params_of(micro.graph), want, 1e-5, what);
+    }
 }
 
 // PipeDream's semantics on one thread: minibatch b runs the whole training
