@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/random_inputs.h"
 #include "cli/schedule_auto.h"
+#include "partitioner/cost_model.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -71,10 +72,9 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "gpipe") return ScheduleKind::kGPipe;
   if (s == "2bw") return ScheduleKind::kTwoBW;
   if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
-  if (s == "interleaved")
-    throw PlanError("--schedule interleaved runs in the simulator only (pipetrain simulate)");
+  if (s == "interleaved") return ScheduleKind::kInterleaved;
   throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, or auto)");
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, interleaved, or auto)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -143,10 +143,13 @@ partitioner::SimResult as_sim_result(const exec::RoundResult& r, const std::stri
 // smallest count of at least 2 per stage that does, else the largest valid one.
 int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
   const int64_t batch = a.model.batch;
-  const int64_t least = kind == ScheduleKind::kTwoBW ? stages : 1;
+  // 2bw: a microbatch per stage at least; interleaved: whole groups of one
+  // per worker (`stages` counts the workers then).
+  const bool interleaved = kind == ScheduleKind::kInterleaved;
+  const int64_t least = kind == ScheduleKind::kTwoBW || interleaved ? stages : 1;
   std::vector<int64_t> valid;
   for (int64_t d = least; d <= batch; ++d)
-    if (batch % d == 0) valid.push_back(d);
+    if (batch % d == 0 && (!interleaved || d % stages == 0)) valid.push_back(d);
   auto listed = [&] {
     std::string s;
     for (int64_t d : valid) s += (s.empty() ? "" : ", ") + std::to_string(d);
@@ -163,6 +166,10 @@ int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
       throw ModelError("--batch " + std::to_string(batch) + " does not split into " +
                        std::to_string(a.microbatches) + " equal microbatches (counts that do: " +
                        listed() + ")");
+    if (interleaved && a.microbatches % stages != 0)
+      throw PlanError("--microbatches " + std::to_string(a.microbatches) +
+                      ": interleaved 1F1B runs groups of one microbatch per worker (" +
+                      std::to_string(stages) + "); counts that fit: " + listed());
     return a.microbatches;
   }
   if (valid.empty())
@@ -172,6 +179,41 @@ int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
   for (int64_t d : valid)
     if (d >= 2 * stages) return static_cast<int>(d);
   return static_cast<int>(valid.back());
+}
+
+// Interleaved 1F1B's plan has p x v virtual stages; the simulator models p
+// workers whose stage it cuts into v equal chunks. The worker view: one
+// synthetic layer per virtual stage (its totals), worker w's chunks made
+// contiguous, one plan stage per worker.
+std::pair<partitioner::Plan, partitioner::Profile> worker_view(const partitioner::Plan& plan,
+                                                               const partitioner::Profile& prof,
+                                                               int workers) {
+  const int n = static_cast<int>(plan.stages.size()), v = n / workers;
+  partitioner::Profile out;
+  out.model = prof.model;
+  out.batch = prof.batch;
+  for (int w = 0; w < workers; ++w)
+    for (int c = 0; c < v; ++c) {
+      const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
+      partitioner::LayerProfile l;
+      l.name = fmt::format("virtual stage {}", c * workers + w);
+      for (int k = st.first_layer; k <= st.last_layer; ++k) {
+        const auto& src = prof.layers[static_cast<size_t>(k)];
+        l.forward_s += src.forward_s;
+        l.backward_s += src.backward_s;
+        l.update_s += src.update_s;
+        l.accumulate_s += src.accumulate_s;
+        l.output_bytes += src.output_bytes;
+        l.param_bytes += src.param_bytes;
+      }
+      l.cut_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_bytes;
+      out.layers.push_back(std::move(l));
+    }
+  std::vector<int> last, reps(static_cast<size_t>(workers), 1);
+  for (int w = 0; w < workers; ++w) last.push_back((w + 1) * v - 1);
+  partitioner::Plan view =
+      partitioner::evaluate_plan(out, local_topology(workers), last, reps, "interleaved");
+  return {view, out};
 }
 
 // The ops of the first `k` microbatches (fill and early steady state), so a
@@ -221,6 +263,11 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "--schedule auto: any, or exact (flush schedules only: the same updates as one "
                  "worker)")
       ->check(CLI::IsMember({"any", "exact"}))
+      ->capture_default_str();
+  cmd.add_option("--chunks", a.chunks,
+                 "--schedule interleaved: virtual stages per worker (the model is cut into "
+                 "--stages x --chunks, worker w holding w, w + P, ...)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_flag("--recompute", a.recompute,
                "Activation recomputation: keep only each stage's inputs per microbatch in flight "
@@ -290,6 +337,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int planned_workers = a.workers > 0  ? a.workers
                               : a.stages > 0 ? a.stages
                                              : partitioner::load_plan(a.plan_path).workers_used();
+  const bool interleaved = kind == ScheduleKind::kInterleaved;
+  if (interleaved && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
+    throw PlanError("--schedule interleaved runs on --stages P workers (P x --chunks virtual "
+                    "stages, balanced by measured time)");
+  if (interleaved && a.chunks < 1) throw PlanError("--chunks must be at least 1");
   const int sharing = comm ? exec::mpi_local_size() : planned_workers;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = a.threads > 0 ? a.threads : std::max(1, cores / sharing);
@@ -306,13 +358,23 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     if (time_links) fmt::print("links between the ranks, measured: {}\n", links.describe());
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
     profile.model = a.model.path;
-    plan = choose_plan(a, profile, links);
+    if (interleaved) {
+      // P x v virtual stages, straight and balanced by measured time.
+      plan = partitioner::time_balanced_plan(profile, local_topology(a.stages * a.chunks));
+      if (static_cast<int>(plan.stages.size()) != a.stages * a.chunks)
+        throw PlanError("--stages " + std::to_string(a.stages) + " x --chunks " +
+                        std::to_string(a.chunks) + " virtual stages but the model has only " +
+                        std::to_string(profile.layers.size()) + " layers");
+    } else {
+      plan = choose_plan(a, profile, links);
+    }
   }
   if (comm)
     plan = partitioner::plan_from_json(nlohmann::json::parse(
         exec::share_text(*comm, "plan", root ? partitioner::to_json(plan).dump() : "")));
-  const int workers = plan.workers_used();
-  const int p = static_cast<int>(plan.stages.size());
+  const int workers = interleaved ? a.stages : plan.workers_used();
+  // Pipeline positions the schedule cuts microbatches for: workers when interleaved.
+  const int p = interleaved ? a.stages : static_cast<int>(plan.stages.size());
 
   if (auto_schedule) {
     // Rank 0 simulates and chooses; every rank runs its choice.
@@ -330,7 +392,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
   }
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
-                     kind == ScheduleKind::kZeroBubbleH1;
+                     kind == ScheduleKind::kZeroBubbleH1 || interleaved;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "
@@ -378,6 +440,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.lr_schedule = a.trainer.schedule;
   po.clip_norm = a.trainer.clip_norm;
   po.recompute = a.recompute;
+  po.chunks = a.chunks;
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
@@ -410,8 +473,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
         "pipeline: {} stage{} on {} workers ({}{}), schedule {}{}, minibatch {} = {} x {}, "
         "{} thread{} per worker, backend {}{}\n",
-        a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(), p,
-        p > 1 ? "s" : "", workers, plan.config(),
+        a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(),
+        plan.stages.size(), plan.stages.size() > 1 ? "s" : "", workers,
+        interleaved ? fmt::format("interleaved, {} chunks per worker", a.chunks) : plan.config(),
         comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", a.backend + (a.precision == "bf16" ? " bf16" : ""),
@@ -502,7 +566,10 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
-  partitioner::SimResult sim = partitioner::simulate(plan, run_profile, kind, so);
+  so.chunks = a.chunks;
+  auto [sim_plan, sim_profile] = interleaved ? worker_view(plan, run_profile, workers)
+                                             : std::make_pair(plan, run_profile);
+  partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   fmt::print(
       "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "

@@ -251,6 +251,12 @@ class PipelineTrainTest(unittest.TestCase):
         r = self.ok(self.train("zb", *common, "--schedule", "zb-h1", "-o", self.path("zb.onnx")))
         self.assertIn("schedule zb-h1", r.stdout)
         self.assert_same_weights(self.path("flush.onnx"), self.path("zb.onnx"))
+        # Interleaved 1F1B (2 workers x 2 chunks) too: the same microbatch sums.
+        r = self.ok(self.train("il", "--max-steps", 6, "--stages", 2, "--microbatches", 4,
+                               "--schedule", "interleaved", "--chunks", 2, "-o",
+                               self.path("il.onnx")))
+        self.assertIn("4 stages on 2 workers (interleaved, 2 chunks per worker)", r.stdout)
+        self.assert_same_weights(self.path("flush.onnx"), self.path("il.onnx"))
         # Recomputing the activations changes nothing either, split backward or not.
         for schedule in ("zb-h1", "1f1b-flush"):
             out = self.path(f"{schedule}-rc.onnx")
@@ -281,6 +287,9 @@ class PipelineTrainTest(unittest.TestCase):
             (["--stages", 2, "--schedule", "gpipe", "--vertical-sync"], "--vertical-sync applies"),
             (["--stages", 2, "--plan", self.path("missing.json")], "missing.json"),
             (["--stages", 2, "--resume", self.mlp], "not a pipetrain checkpoint"),
+            (["--stages", 2, "--schedule", "interleaved", "--microbatches", 1],
+             "interleaved 1F1B runs groups of one microbatch per worker"),
+            (["--workers", 2, "--schedule", "interleaved"], "runs on --stages P workers"),
             (["--stages", 4, "--schedule", "2bw", "--microbatches", 2],
              "2bw needs at least as many microbatches per step as stages (counts that split "
              "--batch 32: 4, 8, 16, 32)"),
