@@ -194,10 +194,9 @@ struct Pipelined {
       }
       auto per = [&](OpKindInt k) { return op_s[{static_cast<int>(s), k}] / steps_timed * 1e3; };
       // Split backward (zb-h1): its input and weight halves, together.
-      out +=
-          fmt::format("  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}",
-                      s, per(0), f * 1e3, per(1) + per(2) + per(3), b * 1e3, per(7), u * 1e3,
-                      per(5));
+      out += fmt::format(
+          "  s{}: F {:.1f} ({:.1f}) B {:.1f} ({:.1f}) step {:.1f} ({:.1f}) wait {:.1f}", s, per(0),
+          f * 1e3, per(1) + per(2) + per(3), b * 1e3, per(7), u * 1e3, per(5));
     }
     return out;
   }
@@ -290,8 +289,8 @@ int main(int argc, char** argv) {
                              : pt::partitioner::schedule_name(r.kind);
       const double measured = median(rate[i]);
       fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
-                 measured, median(ratio[i]), r.predicted, measured / r.predicted,
-                 100 * r.bubble(), peak, per);
+                 measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),
+                 peak, per);
       fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
     }
     fmt::print(

@@ -111,8 +111,8 @@ void generate(GenerateArgs& a) {
 }  // namespace
 
 void add_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "generate", "Continue a prompt with a trained causal language model");
+  auto* cmd =
+      app.add_subcommand("generate", "Continue a prompt with a trained causal language model");
   auto a = std::make_shared<GenerateArgs>();
   cmd->add_option("model", a->model.path, "ONNX model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "Text to continue")->required();

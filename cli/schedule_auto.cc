@@ -112,10 +112,10 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
                chosen ? "<- runs" : c.excluded);
   }
   if (best == cands.end())
-    throw PlanError("--schedule auto: no schedule fits (--semantics " + o.semantics +
-                    (o.memory_bytes > 0 ? ", --memory " + fmt::format("{:g}", o.memory_bytes)
-                                        : std::string()) +
-                    "); see the table above");
+    throw PlanError(
+        "--schedule auto: no schedule fits (--semantics " + o.semantics +
+        (o.memory_bytes > 0 ? ", --memory " + fmt::format("{:g}", o.memory_bytes) : std::string()) +
+        "); see the table above");
   return best->choice;
 }
 

@@ -40,9 +40,9 @@ struct TrainArgs {
   }
 
   // Pipelined training (any of the first three selects it).
-  int stages = 0;         // a straight pipeline, balanced by measured time
-  int workers = 0;        // the DP partitioner on this many workers (may replicate)
-  std::string plan_path;  // a plan from `pipetrain partition`
+  int stages = 0;                 // a straight pipeline, balanced by measured time
+  int workers = 0;                // the DP partitioner on this many workers (may replicate)
+  std::string plan_path;          // a plan from `pipetrain partition`
   std::string schedule = "1f1b";  // or "auto": simulated and chosen (cli/schedule_auto.h)
   std::string semantics = "any";  // --schedule auto: "exact" keeps to flush schedules
   double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit

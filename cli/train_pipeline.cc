@@ -18,7 +18,6 @@
 #include "cli/commands.h"
 #include "cli/random_inputs.h"
 #include "cli/schedule_auto.h"
-#include "partitioner/cost_model.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -33,6 +32,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "partitioner/baselines.h"
+#include "partitioner/cost_model.h"
 #include "partitioner/dp.h"
 #include "partitioner/plan.h"
 #include "partitioner/simulator.h"
@@ -164,8 +164,8 @@ int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
                       std::to_string(batch) + ": " + listed() + ")");
     if (batch % a.microbatches != 0)
       throw ModelError("--batch " + std::to_string(batch) + " does not split into " +
-                       std::to_string(a.microbatches) + " equal microbatches (counts that do: " +
-                       listed() + ")");
+                       std::to_string(a.microbatches) +
+                       " equal microbatches (counts that do: " + listed() + ")");
     if (interleaved && a.microbatches % stages != 0)
       throw PlanError("--microbatches " + std::to_string(a.microbatches) +
                       ": interleaved 1F1B runs groups of one microbatch per worker (" +
@@ -277,10 +277,11 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--vertical-sync", a.vertical_sync,
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
-  cmd.add_option("--microbatches", a.microbatches,
-                 "Microbatches per step for 1f1b-flush, gpipe, zb-h1 and 2bw (the --batch minibatch is "
-                 "cut into them; default: the smallest count of at least 2 x stages that "
-                 "divides --batch)")
+  cmd.add_option(
+         "--microbatches", a.microbatches,
+         "Microbatches per step for 1f1b-flush, gpipe, zb-h1 and 2bw (the --batch minibatch is "
+         "cut into them; default: the smallest count of at least 2 x stages that "
+         "divides --batch)")
       ->check(CLI::PositiveNumber);
   cmd.add_option("--round", a.round_limit,
                  "1f1b and 2bw: steps the pipeline runs before it drains (evaluation, "
@@ -339,8 +340,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                                              : partitioner::load_plan(a.plan_path).workers_used();
   const bool interleaved = kind == ScheduleKind::kInterleaved;
   if (interleaved && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
-    throw PlanError("--schedule interleaved runs on --stages P workers (P x --chunks virtual "
-                    "stages, balanced by measured time)");
+    throw PlanError(
+        "--schedule interleaved runs on --stages P workers (P x --chunks virtual "
+        "stages, balanced by measured time)");
   if (interleaved && a.chunks < 1) throw PlanError("--chunks must be at least 1");
   const int sharing = comm ? exec::mpi_local_size() : planned_workers;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -567,8 +569,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
   so.chunks = a.chunks;
-  auto [sim_plan, sim_profile] = interleaved ? worker_view(plan, run_profile, workers)
-                                             : std::make_pair(plan, run_profile);
+  auto [sim_plan, sim_profile] =
+      interleaved ? worker_view(plan, run_profile, workers) : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   fmt::print(

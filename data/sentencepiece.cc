@@ -179,13 +179,11 @@ void train_sentencepiece(const std::string& text, const std::string& out_model,
   // Train under a temporary prefix beside the output, then rename: a failed or
   // interrupted run leaves no half-written model.
   const fs::path tmp = dir / (".pipetrain-spm-" + std::to_string(getpid()));
-  const std::string flags = "model_prefix=" + tmp.string() +
-                            "\nvocab_size=" + std::to_string(o.vocab_size) +
-                            "\nmodel_type=" + o.model_type +
-                            "\ninput_sentence_size=" + std::to_string(o.max_lines) +
-                            "\nshuffle_input_sentence=true\ncharacter_coverage=1.0" +
-                            "\ncontrol_symbols=" + kNewline + "\nminloglevel=2" +
-                            "\nseed=" + std::to_string(o.seed) + "\n";
+  const std::string flags =
+      "model_prefix=" + tmp.string() + "\nvocab_size=" + std::to_string(o.vocab_size) +
+      "\nmodel_type=" + o.model_type + "\ninput_sentence_size=" + std::to_string(o.max_lines) +
+      "\nshuffle_input_sentence=true\ncharacter_coverage=1.0" + "\ncontrol_symbols=" + kNewline +
+      "\nminloglevel=2" + "\nseed=" + std::to_string(o.seed) + "\n";
   char err[kErrLen] = {0};
   const int rc =
       api.train(flags.c_str(), text.data(), static_cast<long>(text.size()), err, kErrLen);

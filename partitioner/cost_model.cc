@@ -27,10 +27,10 @@ double ChainCosts::tied(int i, int j) const {
   double s = 0;
   const int w = topology_.workers();
   for (const auto& t : tied_) {
-    const bool inside = std::any_of(t.layers.begin(), t.layers.end(),
-                                    [&](int l) { return l >= i && l <= j; });
-    const bool outside = std::any_of(t.layers.begin(), t.layers.end(),
-                                     [&](int l) { return l < i || l > j; });
+    const bool inside =
+        std::any_of(t.layers.begin(), t.layers.end(), [&](int l) { return l >= i && l <= j; });
+    const bool outside =
+        std::any_of(t.layers.begin(), t.layers.end(), [&](int l) { return l < i || l > j; });
     if (inside && outside)
       s += static_cast<double>(t.bytes) / topology_.slowest_link(0, w) +
            2 * topology_.slowest_link_latency(0, w);
@@ -57,8 +57,7 @@ StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) cons
   if (i > 0) c.transfer_in_s = link(first - 1, r + 1, cut(i - 1));
   if (j < n_ - 1) c.transfer_out_s = link(first, r + 1, cut(j));
   c.tied_s = tied(i, j);
-  c.time_s =
-      std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s}) + c.tied_s;
+  c.time_s = std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s}) + c.tied_s;
   c.in_flight = (downstream + r - 1) / r;
   c.memory_bytes = c.in_flight * (activations(i, j) + cut(i - 1) + p) + p;
   return c;

@@ -81,14 +81,14 @@ nlohmann::json to_json(const Profile& p) {
   nlohmann::json edges = nlohmann::json::array();
   for (auto [a, b] : p.edges) edges.push_back({a, b});
   nlohmann::json j = {{"format", "pipetrain-profile"},
-          {"version", 1},
-          {"model", p.model},
-          {"source", p.source},
-          {"device", p.device},
-          {"batch", p.batch},
-          {"backward_estimated", p.backward_estimated},
-          {"layers", layers},
-          {"edges", edges}};
+                      {"version", 1},
+                      {"model", p.model},
+                      {"source", p.source},
+                      {"device", p.device},
+                      {"batch", p.batch},
+                      {"backward_estimated", p.backward_estimated},
+                      {"layers", layers},
+                      {"edges", edges}};
   if (!p.tied.empty()) {
     nlohmann::json tied = nlohmann::json::array();
     for (const auto& t : p.tied)

@@ -82,7 +82,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       std::set<int> stages;
       for (int l : t.layers)
         for (int st = 0; st < p; ++st)
-          if (l >= plan.stages[st].first_layer && l <= plan.stages[st].last_layer) stages.insert(st);
+          if (l >= plan.stages[st].first_layer && l <= plan.stages[st].last_layer)
+            stages.insert(st);
       if (stages.size() > 1) groups[{stages.begin(), stages.end()}] += static_cast<double>(t.bytes);
     }
     if (options.synced_updates && p > 1) {
@@ -206,9 +207,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       // Recomputation: one microbatch's activations exist again during its backward.
       const StageData& d = data[plan_stage(st)];
       const double refilled = options.recompute ? (d.stash_bytes - d.cut_in) * scale / v : 0.0;
-      out.peak_memory_bytes = std::max(out.peak_memory_bytes,
-                                       run.peak_activation_bytes[w] + refilled +
-                                           (run.peak_weight_versions[w] + 1) * params);
+      out.peak_memory_bytes =
+          std::max(out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
+                                              (run.peak_weight_versions[w] + 1) * params);
     }
   return res;
 }

@@ -102,10 +102,12 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
       width + label + 10, height);
   // Legend.
   double x = 4;
-  const std::pair<OpKind, const char*> keys[] = {
-      {OpKind::kForward, "forward"},          {OpKind::kBackward, "backward (input gradient)"},
-      {OpKind::kBackwardWeight, "weight gradient"}, {OpKind::kRecv, "wait (receive)"},
-      {OpKind::kAllreduce, "allreduce"},      {OpKind::kStep, "optimizer step"}};
+  const std::pair<OpKind, const char*> keys[] = {{OpKind::kForward, "forward"},
+                                                 {OpKind::kBackward, "backward (input gradient)"},
+                                                 {OpKind::kBackwardWeight, "weight gradient"},
+                                                 {OpKind::kRecv, "wait (receive)"},
+                                                 {OpKind::kAllreduce, "allreduce"},
+                                                 {OpKind::kStep, "optimizer step"}};
   for (const auto& [kind, name] : keys) {
     s += fmt::format(
         "<rect x=\"{:.0f}\" y=\"10\" width=\"12\" height=\"12\" fill=\"{}\"/>"
@@ -141,7 +143,8 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
     for (double t = 0; t <= span * (1 + 1e-9); t += step)
       s += fmt::format(
           "<line x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\" stroke=\"#555\"/>"
-          "<text x=\"{0:.2f}\" y=\"{3:.1f}\" text-anchor=\"middle\" fill=\"#555\">{4:g} ms</text>\n",
+          "<text x=\"{0:.2f}\" y=\"{3:.1f}\" text-anchor=\"middle\" fill=\"#555\">{4:g} "
+          "ms</text>\n",
           label + t * scale, y + 2, y + 6, y + 17, t * 1e3);
     y += axis;
   }

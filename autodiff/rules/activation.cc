@@ -23,8 +23,8 @@ void leaky_relu_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("LeakyReluGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha"})));
 }
 void hard_sigmoid_grad(GradBuilder& b) {
-  b.set_GI(0, b.emit1("HardSigmoidGrad", {b.GO(0), b.I(0)},
-                      copy_attrs(b.node(), {"alpha", "beta"})));
+  b.set_GI(0,
+           b.emit1("HardSigmoidGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha", "beta"})));
 }
 void hard_swish_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("HardSwishGrad", {b.GO(0), b.I(0)}));

@@ -81,9 +81,13 @@ void* pipetrain_spm_load(const char* path, char* err, int err_len) {
   return nullptr;
 }
 
-void pipetrain_spm_free(void* h) { delete static_cast<Processor*>(h); }
+void pipetrain_spm_free(void* h) {
+  delete static_cast<Processor*>(h);
+}
 
-int pipetrain_spm_vocab(void* h) { return static_cast<Processor*>(h)->GetPieceSize(); }
+int pipetrain_spm_vocab(void* h) {
+  return static_cast<Processor*>(h)->GetPieceSize();
+}
 
 // The id of a control piece, -1 when the model has no such control piece.
 int pipetrain_spm_control_id(void* h, const char* piece) {
@@ -96,7 +100,8 @@ int pipetrain_spm_control_id(void* h, const char* piece) {
 // pipetrain_spm_release); returns the count, -1 on error.
 long pipetrain_spm_encode(void* h, const char* text, long len, int** ids, char* err, int err_len) {
   std::vector<int> out;
-  const auto s = static_cast<Processor*>(h)->Encode(std::string(text, static_cast<size_t>(len)), &out);
+  const auto s =
+      static_cast<Processor*>(h)->Encode(std::string(text, static_cast<size_t>(len)), &out);
   if (!s.ok()) {
     set_error(s, err, err_len);
     return -1;
@@ -119,6 +124,8 @@ long pipetrain_spm_decode(void* h, const int* ids, long n, char** text, char* er
   return static_cast<long>(out.size());
 }
 
-void pipetrain_spm_release(void* p) { std::free(p); }
+void pipetrain_spm_release(void* p) {
+  std::free(p);
+}
 
 }  // extern "C"

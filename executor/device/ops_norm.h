@@ -111,8 +111,8 @@ void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
                                        a.n().attr_float("epsilon", 1e-5f),
                                        a.n().attr_float("momentum", 0.9f), training});
   if (size > 0)
-    ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), mf,
-                                         af, nullptr, bf, channels, size});
+    ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), mf, af,
+                                         nullptr, bf, channels, size});
 }
 
 /// Per channel of BatchNormalizationGrad, from the channel totals: dB,
@@ -164,8 +164,7 @@ void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
               BatchNormGradStats{a.in[2].data<float>(), mean, sq, sum_g, sum_gx,
                                  a.has_out(1) ? a.out[1].data<float>() : nullptr,
                                  a.has_out(2) ? a.out[2].data<float>() : nullptr, mf, af, b1, b0,
-                                 count,
-                                 static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
+                                 count, static_cast<double>(a.n().attr_float("epsilon", 1e-5f))});
   if (a.has_out(0))
     ex.for_each(x.numel(),
                 ChannelAffine{dy, xd, a.out[0].data<float>(), mf, af, b1, b0, channels, size});

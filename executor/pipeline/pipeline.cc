@@ -78,9 +78,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     // `stages` are the virtual stages: p workers x `chunks` each.
     const int v = options_.chunks, n = static_cast<int>(stages_.size());
     if (v < 1 || n % v != 0 || n / v < 2)
-      throw PlanError("interleaved 1F1B needs 2 or more workers of --chunks " +
-                      std::to_string(v) + " virtual stages each; " + std::to_string(n) +
-                      " stages do not split so");
+      throw PlanError("interleaved 1F1B needs 2 or more workers of --chunks " + std::to_string(v) +
+                      " virtual stages each; " + std::to_string(n) + " stages do not split so");
     for (const auto& st : stages_)
       if (st.replicas != 1) throw PlanError("interleaved 1F1B needs unreplicated stages");
     if (options_.clip_norm > 0)
@@ -388,9 +387,8 @@ void Pipeline::run_program(Worker& w) {
     const bool activation = op.payload == Payload::kActivation;
     const int at = op.kind != OpKind::kRecv ? op.stage : op.stage + (activation ? 1 : -1);
     const StageProgram& sp = programs_[static_cast<size_t>(at)];
-    StageWorker* owner = op.kind == OpKind::kSend || op.kind == OpKind::kRecv
-                             ? nullptr
-                             : w.sws.at(op.stage).get();
+    StageWorker* owner =
+        op.kind == OpKind::kSend || op.kind == OpKind::kRecv ? nullptr : w.sws.at(op.stage).get();
     const std::pair<int, int> key{at, op.microbatch};
     const double start = seconds_since(round_start_);
     switch (op.kind) {
@@ -465,12 +463,13 @@ void Pipeline::run_program(Worker& w) {
           const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
           if (coef < 1.0) step_scale = scale * coef;
         }
-        const bool keep_old =
-            owner->version_in_use(owner->version()) || absolute(ver.min_future[i + 1]) <= owner->version();
+        const bool keep_old = owner->version_in_use(owner->version()) ||
+                              absolute(ver.min_future[i + 1]) <= owner->version();
         owner->step(op.microbatch, step_scale,
-                options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr), keep_old);
+                    options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr), keep_old);
         owner->release_versions(absolute(ver.min_future[i + 1]));
-        w.stats.peak_weight_versions = std::max(w.stats.peak_weight_versions, owner->versions_alive());
+        w.stats.peak_weight_versions =
+            std::max(w.stats.peak_weight_versions, owner->versions_alive());
         break;
       }
       case OpKind::kBackwardInput: {

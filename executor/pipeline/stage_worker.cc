@@ -62,8 +62,8 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 }  // namespace
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
-                         Backend& backend, const OptimizerConfig& optimizer,
-                         bool split_backward, bool recompute)
+                         Backend& backend, const OptimizerConfig& optimizer, bool split_backward,
+                         bool recompute)
     : recompute_(recompute), program_(program) {
   if (split_backward) exec::split_backward(program_);
   std::map<std::string, std::string> buffer_for;
@@ -164,8 +164,8 @@ StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const Tenso
       else if (auto it = feeds.find(name); it != feeds.end())
         st.tensors[name] = it->second;  // received: already this worker's
       else
-        throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" +
-                           name + "' was neither computed nor received");
+        throw RuntimeFault("stage " + std::to_string(program_.stage) + ": stash tensor '" + name +
+                           "' was neither computed nor received");
     }
   }
   peak_stash_bytes_ = std::max(peak_stash_bytes_, stash_bytes());
@@ -211,8 +211,8 @@ void StageWorker::recompute_stash(Stash& st) {
 StageWorker::Stash& StageWorker::stash_of(int64_t mb, const char* what) {
   auto it = stash_.find(mb);
   if (it == stash_.end())
-    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": " + what +
-                       " of microbatch " + std::to_string(mb) + " before its forward");
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": " + what + " of microbatch " +
+                       std::to_string(mb) + " before its forward");
   return it->second;
 }
 
@@ -368,8 +368,7 @@ bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
   return true;
 }
 
-double StageWorker::sealed_sum_of_squares(int64_t round,
-                                          const std::set<std::string>& skip) const {
+double StageWorker::sealed_sum_of_squares(int64_t round, const std::set<std::string>& skip) const {
   double sum = 0;
   for (const auto& [param, t] : sealed_.at(round).grads)
     if (!skip.count(param)) sum += sum_of_squares(t);

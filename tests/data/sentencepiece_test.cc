@@ -104,19 +104,23 @@ TEST(SentencePiece, TextDataUsesTheTokenizer) {
 TEST(SentencePiece, BadInputsNameTheCause) {
   TempDir dir;
   write_text(dir.file("junk.model"), "not a model");
-  EXPECT_NE(error_of([&] { make_tokenizer(dir.file("junk.model")); })
-                .find("junk.model: not a SentencePiece model"),
+  EXPECT_NE(error_of([&] {
+              make_tokenizer(dir.file("junk.model"));
+            }).find("junk.model: not a SentencePiece model"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { make_tokenizer(dir.file("missing.model")); })
-                .find("missing.model: no such SentencePiece model file"),
+  EXPECT_NE(error_of([&] {
+              make_tokenizer(dir.file("missing.model"));
+            }).find("missing.model: no such SentencePiece model file"),
             std::string::npos);
   SentencePieceOptions o;
-  EXPECT_NE(error_of([&] { train_sentencepiece(corpus(), dir.file("tok.bin"), o); })
-                .find("must end in .model"),
+  EXPECT_NE(error_of([&] {
+              train_sentencepiece(corpus(), dir.file("tok.bin"), o);
+            }).find("must end in .model"),
             std::string::npos);
   o.vocab_size = 100000;  // more pieces than this text has
-  EXPECT_NE(error_of([&] { train_sentencepiece(corpus(), dir.file("big.model"), o); })
-                .find("Vocabulary size too high"),
+  EXPECT_NE(error_of([&] {
+              train_sentencepiece(corpus(), dir.file("big.model"), o);
+            }).find("Vocabulary size too high"),
             std::string::npos);
   // Nothing half-written: the junk file is all the directory holds.
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);

@@ -63,9 +63,9 @@ TEST(HardSwishAndHardSigmoid, ForwardAndGradMatchTorchAcrossTheKinks) {
   const std::map<std::string, ir::Attribute> torch_alpha = {{"alpha", 1.0f / 6}, {"beta", 0.5f}};
   expect_close(forward("HardSigmoid", x, torch_alpha),
                {0.7462668f, 1, 1, 1, 1, 1, 0.9852755f, 0.7074557f, 0.4015576f, 0.1089833f, 0, 0});
-  expect_close(grad("HardSigmoidGrad", dy, x, torch_alpha),
-               {0.2804903f, 0, 0, 0, 0, 0, -0.02610901f, -0.1445103f, -0.2433528f, -0.3092586f, 0,
-                0});
+  expect_close(
+      grad("HardSigmoidGrad", dy, x, torch_alpha),
+      {0.2804903f, 0, 0, 0, 0, 0, -0.02610901f, -0.1445103f, -0.2433528f, -0.3092586f, 0, 0});
 }
 
 TEST(SigmoidGrad, Rank3MatchesTorch) {

@@ -195,7 +195,8 @@ TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
   std::vector<FlushCase> cases;
   for (int p : {2, 3, 4})
     for (int m : {1, 3, 8})
-      cases.push_back({ScheduleKind::kZeroBubbleH1, std::vector<int>(static_cast<size_t>(p), 1), m});
+      cases.push_back(
+          {ScheduleKind::kZeroBubbleH1, std::vector<int>(static_cast<size_t>(p), 1), m});
   cases.push_back({ScheduleKind::kZeroBubbleH1, {2, 1}, 4});
   for (const FlushCase& c : cases) {
     std::string what = "zb-h1 replicas";
@@ -258,8 +259,10 @@ TEST(Pipeline, RecomputationKeepsTheBitsAndDropsTheStash) {
     for (int recompute = 0; recompute < 2; ++recompute) {
       auto tg = lenet_training_graph(8 / m);
       const int n = static_cast<int>(tg.graph.layers.size());
-      std::vector<exec::PipelineStage> stages = {
-          {0, n / 4 - 1, 1}, {n / 4, n / 2 - 1, 1}, {n / 2, 3 * n / 4 - 1, 1}, {3 * n / 4, n - 1, 1}};
+      std::vector<exec::PipelineStage> stages = {{0, n / 4 - 1, 1},
+                                                 {n / 4, n / 2 - 1, 1},
+                                                 {n / 2, 3 * n / 4 - 1, 1},
+                                                 {3 * n / 4, n - 1, 1}};
       exec::PipelineOptions po;
       po.schedule = kind;
       po.microbatches = m;
@@ -301,8 +304,8 @@ TEST(Pipeline, InterleavedMatchesSingleWorkerOnTheWholeMinibatch) {
     for (auto [p, v] : std::vector<std::pair<int, int>>{{2, 2}, {2, 3}, {3, 2}}) {
       constexpr int64_t kBatch = 12;
       const int m = 6;  // divisible by every p here
-      const std::string what = model.name + " p = " + std::to_string(p) + ", v = " +
-                               std::to_string(v);
+      const std::string what =
+          model.name + " p = " + std::to_string(p) + ", v = " + std::to_string(v);
       auto full = model.graph(kBatch);
       std::vector<TensorMap> steps;
       for (int k = 0; k < 2; ++k) steps.push_back(model.batch(full, k, kBatch));
@@ -673,7 +676,8 @@ TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
   std::vector<double> norms;
   {
     exec::Trainer trainer(full, *backend, to);
-    for (int k = 0; k < kSteps; ++k) norms.push_back(trainer.step(minibatch(full, k, kBatch)).grad_norm);
+    for (int k = 0; k < kSteps; ++k)
+      norms.push_back(trainer.step(minibatch(full, k, kBatch)).grad_norm);
   }
   for (double n : norms) ASSERT_GT(n, clip);  // every step clipped
   const auto want = params_of(full.graph);

@@ -249,7 +249,8 @@ TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
   for (const auto& node : programs[1].backward_weight.nodes)
     conv_weight_parts += node.op_type == "ConvGrad" && node.outputs[0].empty();
   int conv_in_backward = 0;
-  for (const auto& node : programs[1].backward.nodes) conv_in_backward += node.op_type == "ConvGrad";
+  for (const auto& node : programs[1].backward.nodes)
+    conv_in_backward += node.op_type == "ConvGrad";
   EXPECT_GT(conv_in_backward, 0);
   EXPECT_EQ(conv_weight_parts, conv_in_backward);
 }

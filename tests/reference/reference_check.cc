@@ -65,10 +65,11 @@ double relative_error(const ir::Tensor& got, const ir::Tensor& want) {
 
 // Appends loss = sum_k ReduceSum(output_k * seed_k), differentiates with respect
 // to the initializers grads.txt lists, and compares with PyTorch's gradients.
-bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::string, ir::Tensor>& feeds,
+bool check_gradients(const fs::path& dir, ir::Graph g,
+                     const std::map<std::string, ir::Tensor>& feeds,
                      const std::map<std::string, double>& torch32) {
   std::ifstream index(dir / "grads.txt");
-  if (!index) return true;  // exported without gradients
+  if (!index) return true;                                    // exported without gradients
   std::vector<std::pair<std::string, std::string>> expected;  // initializer, file
   for (std::string name, file; index >> name >> file;) expected.emplace_back(name, file);
   std::string loss;
@@ -78,7 +79,10 @@ bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::strin
     const std::string o = g.outputs[k], s = "ref/seed" + std::to_string(k);
     g.set_value(s, ir::load_npy(seed_path.string()), ir::Role::kConstant);
     g.nodes.push_back({"ref/mul" + std::to_string(k), "Mul", {o, s}, {s + "*"}, {}});
-    g.nodes.push_back({"ref/sum" + std::to_string(k), "ReduceSum", {s + "*"}, {s + "+"},
+    g.nodes.push_back({"ref/sum" + std::to_string(k),
+                       "ReduceSum",
+                       {s + "*"},
+                       {s + "+"},
                        {{"keepdims", ir::Attribute(int64_t{0})}}});
     if (loss.empty()) {
       loss = s + "+";
@@ -100,9 +104,10 @@ bool check_gradients(const fs::path& dir, ir::Graph g, const std::map<std::strin
   int failed = 0;
   for (const auto& [name, file] : expected) {
     auto it = bw.grads.find(name);
-    double err = it == bw.grads.end()
-                     ? INFINITY
-                     : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
+    double err =
+        it == bw.grads.end()
+            ? INFINITY
+            : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
     const double bound = bound_for(torch32, "grad " + name, kGradientBound);
     if (!(err <= bound)) {
       ++failed;
