@@ -110,6 +110,7 @@ struct SingleWorker {
 };
 
 using OpKindInt = int;  // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
+constexpr int kChunks = 2;  // interleaved: virtual stages per worker
 
 // One schedule's pipeline, its prediction and what its timed rounds measured.
 struct Pipelined {
@@ -126,10 +127,13 @@ struct Pipelined {
   int steps_timed = 0;
   double busy_s = 0, worker_s = 0;  // compute time, workers x wall time (timed rounds)
 
-  Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& plan)
+  pt::partitioner::Plan plan;  // interleaved: the virtual stages
+
+  Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& stage_plan)
       : kind(k),
         m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches),
-        model(load(a, a.batch / m)) {
+        model(load(a, a.batch / m)),
+        plan(stage_plan) {
     tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
     std::vector<pt::exec::PipelineStage> stages;
     for (const auto& st : plan.stages)
@@ -140,6 +144,7 @@ struct Pipelined {
     po.optimizer.lr = 0.01;
     po.optimizer.momentum = 0.9;
     po.threads_per_worker = a.threads;
+    po.chunks = kChunks;
     const int64_t classes = classes_of(tg);
     // The simulator on a profile of the graph the workers run (one
     // microbatch, optimizer update included), stated per minibatch.
@@ -149,7 +154,12 @@ struct Pipelined {
     pt::partitioner::SimOptions so;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
-    predicted = pt::partitioner::simulate(plan, profile, kind, so).samples_per_s;
+    so.chunks = kChunks;
+    auto [sim_plan, sim_profile] =
+        kind == ScheduleKind::kInterleaved
+            ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
+            : std::make_pair(plan, profile);
+    predicted = pt::partitioner::simulate(sim_plan, sim_profile, kind, so).samples_per_s;
     pipe = std::make_unique<pt::exec::Pipeline>(tg, stages, po);
     // A round: one step (flush), `steps` minibatches (pipedream), or a
     // quarter of `steps` steps of m microbatches (2bw).
@@ -169,11 +179,13 @@ struct Pipelined {
       done += steps_per_round;
       for (double b : r.busy_s) busy_s += b;
       worker_s += r.seconds * static_cast<double>(r.busy_s.size());
-      // Per stage of the worker that ran it: a Recv names the sending stage.
-      const auto stats = pipe->stats();
-      for (const auto& t : r.ops)
-        op_s[{stats[static_cast<size_t>(t.worker)].stage, static_cast<int>(t.op.kind)}] +=
-            t.end - t.start;
+      // Per stage that ran it: a Recv names the sending stage.
+      for (const auto& t : r.ops) {
+        const bool recv = t.op.kind == pt::partitioner::OpKind::kRecv;
+        const bool act = t.op.payload == pt::partitioner::Payload::kActivation;
+        const int stage = recv ? t.op.stage + (act ? 1 : -1) : t.op.stage;
+        op_s[{stage, static_cast<int>(t.op.kind)}] += t.end - t.start;
+      }
     }
     steps_timed += done;
     return a.batch * done / seconds;
@@ -183,7 +195,7 @@ struct Pipelined {
   double bubble() const { return worker_s > 0 ? 1 - busy_s / worker_s : 0; }
 
   // Per stage, ms per minibatch: measured (the profile's figure).
-  std::string breakdown(const pt::partitioner::Plan& plan) {
+  std::string breakdown() {
     std::string out;
     for (size_t s = 0; s < plan.stages.size(); ++s) {
       double f = 0, b = 0, u = 0;
@@ -243,11 +255,17 @@ int main(int argc, char** argv) {
         a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
         plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
     SingleWorker single(a);
-    const std::vector<ScheduleKind> kinds = {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                                             ScheduleKind::kZeroBubbleH1, ScheduleKind::kPipeDream,
-                                             ScheduleKind::kTwoBW};
+    const std::vector<ScheduleKind> kinds = {
+        ScheduleKind::kGPipe,     ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
+    // Interleaved: stages x kChunks virtual stages, balanced the same way.
+    auto virtual_topo =
+        pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
+    const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
     std::vector<std::unique_ptr<Pipelined>> runs;
-    for (ScheduleKind k : kinds) runs.push_back(std::make_unique<Pipelined>(a, k, plan));
+    for (ScheduleKind k : kinds)
+      runs.push_back(std::make_unique<Pipelined>(
+          a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan));
     // Trials interleave the single worker and every schedule, so drift on a
     // shared machine hits all of them alike; each ratio is taken within a
     // trial and the median over trials is printed.
@@ -275,10 +293,13 @@ int main(int argc, char** argv) {
       for (const auto& st : r.pipe->stats()) {
         per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
                            st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
-        double params = 0;
-        for (int l = plan.stages[static_cast<size_t>(st.stage)].first_layer;
-             l <= plan.stages[static_cast<size_t>(st.stage)].last_layer; ++l)
-          params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
+        double params = 0;  // over the worker's stages (its chunks when interleaved)
+        const size_t stride = r.kind == ScheduleKind::kInterleaved
+                                  ? static_cast<size_t>(a.stages)
+                                  : r.plan.stages.size();
+        for (size_t vs = static_cast<size_t>(st.stage); vs < r.plan.stages.size(); vs += stride)
+          for (int l = r.plan.stages[vs].first_layer; l <= r.plan.stages[vs].last_layer; ++l)
+            params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
         peak = std::max(
             peak, (static_cast<double>(st.peak_stash_bytes) + st.peak_weight_versions * params) /
                       1048576.0);
@@ -291,12 +312,12 @@ int main(int argc, char** argv) {
       fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
                  measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),
                  peak, per);
-      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown(plan));
+      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown());
     }
     fmt::print(
         "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
-        "2bw cut the minibatch into {} microbatches\n",
-        a.microbatches);
+        "2bw cut the minibatch into {} microbatches; interleaved runs {} chunks per worker\n",
+        a.microbatches, kChunks);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -32,7 +32,6 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "partitioner/baselines.h"
-#include "partitioner/cost_model.h"
 #include "partitioner/dp.h"
 #include "partitioner/plan.h"
 #include "partitioner/simulator.h"
@@ -179,41 +178,6 @@ int microbatch_count(const TrainArgs& a, ScheduleKind kind, int stages) {
   for (int64_t d : valid)
     if (d >= 2 * stages) return static_cast<int>(d);
   return static_cast<int>(valid.back());
-}
-
-// Interleaved 1F1B's plan has p x v virtual stages; the simulator models p
-// workers whose stage it cuts into v equal chunks. The worker view: one
-// synthetic layer per virtual stage (its totals), worker w's chunks made
-// contiguous, one plan stage per worker.
-std::pair<partitioner::Plan, partitioner::Profile> worker_view(const partitioner::Plan& plan,
-                                                               const partitioner::Profile& prof,
-                                                               int workers) {
-  const int n = static_cast<int>(plan.stages.size()), v = n / workers;
-  partitioner::Profile out;
-  out.model = prof.model;
-  out.batch = prof.batch;
-  for (int w = 0; w < workers; ++w)
-    for (int c = 0; c < v; ++c) {
-      const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
-      partitioner::LayerProfile l;
-      l.name = fmt::format("virtual stage {}", c * workers + w);
-      for (int k = st.first_layer; k <= st.last_layer; ++k) {
-        const auto& src = prof.layers[static_cast<size_t>(k)];
-        l.forward_s += src.forward_s;
-        l.backward_s += src.backward_s;
-        l.update_s += src.update_s;
-        l.accumulate_s += src.accumulate_s;
-        l.output_bytes += src.output_bytes;
-        l.param_bytes += src.param_bytes;
-      }
-      l.cut_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_bytes;
-      out.layers.push_back(std::move(l));
-    }
-  std::vector<int> last, reps(static_cast<size_t>(workers), 1);
-  for (int w = 0; w < workers; ++w) last.push_back((w + 1) * v - 1);
-  partitioner::Plan view =
-      partitioner::evaluate_plan(out, local_topology(workers), last, reps, "interleaved");
-  return {view, out};
 }
 
 // The ops of the first `k` microbatches (fill and early steady state), so a
@@ -570,7 +534,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
   so.chunks = a.chunks;
   auto [sim_plan, sim_profile] =
-      interleaved ? worker_view(plan, run_profile, workers) : std::make_pair(plan, run_profile);
+      interleaved ? partitioner::interleaved_worker_view(plan, run_profile, workers)
+                  : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   fmt::print(

@@ -1,11 +1,14 @@
 #include "partitioner/simulator.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "ir/error.h"
+#include "partitioner/cost_model.h"
 
 namespace pipetrain::partitioner {
 
@@ -42,6 +45,40 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
 }
 
 }  // namespace
+
+std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& prof,
+                                                 int workers) {
+  const int n = static_cast<int>(plan.stages.size());
+  if (workers < 1 || n % workers != 0)
+    throw PlanError(std::to_string(n) + " virtual stages do not split over " +
+                    std::to_string(workers) + " workers");
+  const int v = n / workers;
+  Profile out;
+  out.model = prof.model;
+  out.batch = prof.batch;
+  for (int w = 0; w < workers; ++w)
+    for (int c = 0; c < v; ++c) {
+      const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
+      LayerProfile l;
+      l.name = fmt::format("virtual stage {}", c * workers + w);
+      for (int k = st.first_layer; k <= st.last_layer; ++k) {
+        const auto& src = prof.layers[static_cast<size_t>(k)];
+        l.forward_s += src.forward_s;
+        l.backward_s += src.backward_s;
+        l.update_s += src.update_s;
+        l.accumulate_s += src.accumulate_s;
+        l.output_bytes += src.output_bytes;
+        l.param_bytes += src.param_bytes;
+      }
+      l.cut_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_bytes;
+      out.layers.push_back(std::move(l));
+    }
+  std::vector<int> last, reps(static_cast<size_t>(workers), 1);
+  for (int w = 0; w < workers; ++w) last.push_back((w + 1) * v - 1);
+  Topology t = plan.topology;
+  if (t.workers() != workers) t = parse_topology(std::to_string(workers), "10e9", "");
+  return {evaluate_plan(out, t, last, reps, "interleaved"), out};
+}
 
 SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                    const SimOptions& options) {

@@ -61,6 +61,13 @@ struct SimResult {
 SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                    const SimOptions& options = {});
 
+/// Interleaved 1F1B runs a plan of p x v virtual stages on p workers (worker
+/// w holds w, w + p, ...), while simulate() models p workers whose stage it
+/// cuts into v equal chunks. This is that view: one layer per virtual stage
+/// (its totals), worker w's chunks made contiguous, one stage per worker.
+std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& profile,
+                                                 int workers);
+
 /// Chrome trace JSON (chrome://tracing, Perfetto): one process per result,
 /// one thread per worker, plus one track per link for transfers.
 std::string chrome_trace(const std::vector<SimResult>& results);
