@@ -109,7 +109,7 @@ struct SingleWorker {
   }
 };
 
-using OpKindInt = int;  // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
+using OpKindInt = int;      // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
 constexpr int kChunks = 2;  // interleaved: virtual stages per worker
 
 // One schedule's pipeline, its prediction and what its timed rounds measured.
@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
         plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
     SingleWorker single(a);
     const std::vector<ScheduleKind> kinds = {
-        ScheduleKind::kGPipe,     ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kGPipe,       ScheduleKind::kOneFOneB,  ScheduleKind::kZeroBubbleH1,
         ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
     // Interleaved: stages x kChunks virtual stages, balanced the same way.
     auto virtual_topo =
@@ -264,8 +264,8 @@ int main(int argc, char** argv) {
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
     std::vector<std::unique_ptr<Pipelined>> runs;
     for (ScheduleKind k : kinds)
-      runs.push_back(std::make_unique<Pipelined>(
-          a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan));
+      runs.push_back(
+          std::make_unique<Pipelined>(a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan));
     // Trials interleave the single worker and every schedule, so drift on a
     // shared machine hits all of them alike; each ratio is taken within a
     // trial and the median over trials is printed.
@@ -294,9 +294,8 @@ int main(int argc, char** argv) {
         per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
                            st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
         double params = 0;  // over the worker's stages (its chunks when interleaved)
-        const size_t stride = r.kind == ScheduleKind::kInterleaved
-                                  ? static_cast<size_t>(a.stages)
-                                  : r.plan.stages.size();
+        const size_t stride = r.kind == ScheduleKind::kInterleaved ? static_cast<size_t>(a.stages)
+                                                                   : r.plan.stages.size();
         for (size_t vs = static_cast<size_t>(st.stage); vs < r.plan.stages.size(); vs += stride)
           for (int l = r.plan.stages[vs].first_layer; l <= r.plan.stages[vs].last_layer; ++l)
             params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);

@@ -21,6 +21,22 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     cut_[l] = static_cast<double>(lp.cut_bytes);
   }
   tied_ = profile.tied;
+  const int w = topology_.workers();
+  if (w <= 512) {
+    link_stride_ = w + 2;
+    links_.resize(static_cast<size_t>(w + 1) * static_cast<size_t>(link_stride_));
+    for (int first = 0; first <= w; ++first)
+      for (int count = 0; count < link_stride_; ++count)
+        links_[static_cast<size_t>(first * link_stride_ + count)] = {
+            topology_.slowest_link(first, count), topology_.slowest_link_latency(first, count)};
+  }
+}
+
+ChainCosts::Link ChainCosts::link(int first, int count) const {
+  if (link_stride_ > 0 && first >= 0 && count >= 0 && first <= link_stride_ - 2 &&
+      count < link_stride_)
+    return links_[static_cast<size_t>(first * link_stride_ + count)];
+  return {topology_.slowest_link(first, count), topology_.slowest_link_latency(first, count)};
 }
 
 double ChainCosts::tied(int i, int j) const {
@@ -38,28 +54,57 @@ double ChainCosts::tied(int i, int j) const {
   return s;
 }
 
+ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, int r)
+    : c_(costs), i_(i), r_(r), in_s_(0) {
+  const Link ar = r > 1 ? costs.link(first, r) : Link{0, 0};
+  ar_bandwidth_ = ar.bandwidth;
+  ar_latency_ = ar.latency;
+  if (i > 0) {
+    const Link in = costs.link(first - 1, r + 1);
+    in_s_ = 2.0 * (costs.cut(i - 1) / in.bandwidth + in.latency) / r;
+  }
+  const Link out = costs.link(first, r + 1);
+  out_bandwidth_ = out.bandwidth;
+  out_latency_ = out.latency;
+}
+
+double ChainCosts::StageTimer::time(int j) const {
+  const double compute_s = c_.compute(i_, j) / r_;
+  const double allreduce_s = r_ > 1 ? (4.0 * (r_ - 1) * c_.params(i_, j) / (ar_bandwidth_ * r_) +
+                                       2.0 * (r_ - 1) * ar_latency_) /
+                                          r_
+                                    : 0.0;
+  const double out_s = j < c_.n_ - 1 ? 2.0 * (c_.cut(j) / out_bandwidth_ + out_latency_) / r_ : 0.0;
+  return std::max({compute_s, allreduce_s, in_s_, out_s}) +
+         (c_.tied_.empty() ? 0.0 : c_.tied(i_, j));
+}
+
+double ChainCosts::memory(int i, int j, int r, int downstream) const {
+  const double p = params(i, j);
+  const int in_flight = (downstream + r - 1) / r;
+  return in_flight * (activations(i, j) + cut(i - 1) + p) + p;
+}
+
 StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) const {
   StageCost c;
   double work = compute(i, j);
   double p = params(i, j);
   c.compute_s = work / r;
   // Per message a link's latency, then its bandwidth (activation out, gradient back).
-  auto link = [&](int from, int count, double bytes) {
-    return 2.0 *
-           (bytes / topology_.slowest_link(from, count) +
-            topology_.slowest_link_latency(from, count)) /
-           r;
+  auto transfer = [&](int from, int count, double bytes) {
+    const Link l = link(from, count);
+    return 2.0 * (bytes / l.bandwidth + l.latency) / r;
   };
-  if (r > 1)
-    c.allreduce_s = (4.0 * (r - 1) * p / (topology_.slowest_link(first, r) * r) +
-                     2.0 * (r - 1) * topology_.slowest_link_latency(first, r)) /
-                    r;
-  if (i > 0) c.transfer_in_s = link(first - 1, r + 1, cut(i - 1));
-  if (j < n_ - 1) c.transfer_out_s = link(first, r + 1, cut(j));
-  c.tied_s = tied(i, j);
-  c.time_s = std::max({c.compute_s, c.allreduce_s, c.transfer_in_s, c.transfer_out_s}) + c.tied_s;
+  if (r > 1) {
+    const Link l = link(first, r);
+    c.allreduce_s = (4.0 * (r - 1) * p / (l.bandwidth * r) + 2.0 * (r - 1) * l.latency) / r;
+  }
+  if (i > 0) c.transfer_in_s = transfer(first - 1, r + 1, cut(i - 1));
+  if (j < n_ - 1) c.transfer_out_s = transfer(first, r + 1, cut(j));
+  c.tied_s = tied_.empty() ? 0.0 : tied(i, j);
+  c.time_s = StageTimer(*this, i, first, r).time(j);  // the DP's figure, bit for bit
   c.in_flight = (downstream + r - 1) / r;
-  c.memory_bytes = c.in_flight * (activations(i, j) + cut(i - 1) + p) + p;
+  c.memory_bytes = memory(i, j, r, downstream);
   return c;
 }
 

@@ -52,11 +52,35 @@ class ChainCosts {
 
   StageCost stage(int i, int j, int first, int r, int downstream) const;
 
+  /// stage(i, j, first, r, .).time_s for varying j, with the links looked
+  /// up once: the DP's inner loop. Bitwise the same value as stage()'s.
+  class StageTimer {
+   public:
+    StageTimer(const ChainCosts& costs, int i, int first, int r);
+    double time(int j) const;
+
+   private:
+    const ChainCosts& c_;
+    int i_, r_;
+    double ar_bandwidth_, ar_latency_, in_s_, out_bandwidth_, out_latency_;
+  };
+  /// stage(i, j, first, r, downstream).memory_bytes.
+  double memory(int i, int j, int r, int downstream) const;
+
  private:
   int n_;
   Topology topology_;
   std::vector<double> compute_, params_, acts_, cut_;
   std::vector<TiedParam> tied_;
+  /// The slowest link's bandwidth and latency over workers [first, first +
+  /// count), for first <= N and count <= N + 1 (the DP asks millions of
+  /// times; the topology walks its levels each time). Empty for large N.
+  struct Link {
+    double bandwidth, latency;
+  };
+  std::vector<Link> links_;
+  int link_stride_ = 0;
+  Link link(int first, int count) const;
 };
 
 /// Builds a plan from stage boundaries and replication factors under the

@@ -44,7 +44,8 @@ struct SuffixDp {
     split_k.assign(cells, -1);
     reps.assign(cells, 0);
   }
-  size_t at(int i, int u) const { return size_t(i) * (workers + 1) + u; }
+  // Column-major in i: the inner loop reads best(k + 1, rest) over consecutive k.
+  size_t at(int i, int u) const { return size_t(u) * (n + 1) + i; }
 
   bool fits(const StageCost& c) const { return memory <= 0 || c.memory_bytes <= memory; }
 
@@ -69,6 +70,7 @@ struct SuffixDp {
     const int max_r = options.straight ? std::min(1, u - 1) : u - 1;
     for (int r = 1; r <= max_r; ++r) {
       const int rest = u - r;
+      const ChainCosts::StageTimer timer(costs, i, first, r);  // links looked up once
       // Smallest k with C(k+1..n-1) / rest < b: the suffix after k can beat b.
       int lo = i, hi = n - 1;  // k in [i, n-2]; hi = n-1 means none
       if (b < kInf) {
@@ -86,9 +88,8 @@ struct SuffixDp {
         if ((tail - costs.compute(k + 1, n - 1)) / r >= b) break;  // C(i..k)/r
         double rest_time = best[at(k + 1, rest)];
         if (rest_time >= b) continue;
-        StageCost c = costs.stage(i, k, first, r, u);
-        if (!fits(c)) continue;
-        double t = std::max(c.time_s, rest_time);
+        if (memory > 0 && costs.memory(i, k, r, u) > memory) continue;
+        double t = std::max(timer.time(k), rest_time);
         if (t < b) {
           b = t;
           split_k[at(i, u)] = k;
