@@ -12,7 +12,8 @@
   X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
   /* activations */                                                                       \
   X(Relu) X(LeakyRelu) X(Sigmoid) X(Tanh) X(Gelu) X(Clip) X(Softmax) X(LogSoftmax)        \
-  X(HardSigmoid) X(HardSwish)                                                             \
+  X(HardSigmoid) X(HardSwish) X(Elu) X(Selu) X(Celu) X(ThresholdedRelu) X(Softplus)        \
+  X(Softsign) X(Mish) X(Sin) X(Cos) X(Floor) X(Ceil) X(Round) X(Sign)                     \
   /* linear algebra */                                                                    \
   X(Gemm) X(MatMul)                                                                       \
   /* convolution and pooling */                                                           \

@@ -22,6 +22,50 @@ void relu_grad(GradBuilder& b) {
 void leaky_relu_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("LeakyReluGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha"})));
 }
+// The exponential family, from the saved output Y where it can: for x <= 0,
+// elu' = Y + alpha, selu' = Y + gamma alpha, celu' = Y / alpha + 1.
+void elu_grad(GradBuilder& b) {
+  const float alpha = b.node().attr_float("alpha", 1.0f);
+  const std::string dy = b.GO(0), pos = b.emit1("Greater", {b.I(0), b.scalar(0.0f)});
+  const std::string neg = b.emit1("Mul", {dy, b.emit1("Add", {b.O(0), b.scalar(alpha)})});
+  b.set_GI(0, b.emit1("Where", {pos, dy, neg}));
+}
+void selu_grad(GradBuilder& b) {
+  const float alpha = b.node().attr_float("alpha", 1.67326319217681884765625f);
+  const float gamma = b.node().attr_float("gamma", 1.05070102214813232421875f);
+  const std::string dy = b.GO(0), pos = b.emit1("Greater", {b.I(0), b.scalar(0.0f)});
+  const std::string neg = b.emit1("Mul", {dy, b.emit1("Add", {b.O(0), b.scalar(gamma * alpha)})});
+  b.set_GI(0, b.emit1("Where", {pos, b.emit1("Mul", {dy, b.scalar(gamma)}), neg}));
+}
+void celu_grad(GradBuilder& b) {
+  const float alpha = b.node().attr_float("alpha", 1.0f);
+  const std::string dy = b.GO(0), pos = b.emit1("Greater", {b.I(0), b.scalar(0.0f)});
+  const std::string slope =
+      b.emit1("Add", {b.emit1("Mul", {b.O(0), b.scalar(1.0f / alpha)}), b.scalar(1.0f)});
+  b.set_GI(0, b.emit1("Where", {pos, dy, b.emit1("Mul", {dy, slope})}));
+}
+void thresholded_relu_grad(GradBuilder& b) {
+  const float alpha = b.node().attr_float("alpha", 1.0f);
+  const std::string pos = b.emit1("Greater", {b.I(0), b.scalar(alpha)});
+  b.set_GI(0, b.emit1("Where", {pos, b.GO(0), b.scalar(0.0f)}));
+}
+// softplus' = sigmoid(x).
+void softplus_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Sigmoid", {b.I(0)})}));
+}
+// softsign' = 1 / (1 + |x|)^2.
+void softsign_grad(GradBuilder& b) {
+  const std::string d = b.emit1("Add", {b.emit1("Abs", {b.I(0)}), b.scalar(1.0f)});
+  b.set_GI(0, b.emit1("Div", {b.GO(0), b.emit1("Mul", {d, d})}));
+}
+// mish' = t + x (1 - t^2) sigmoid(x), t = tanh(softplus(x)).
+void mish_grad(GradBuilder& b) {
+  const std::string x = b.I(0);
+  const std::string t = b.emit1("Tanh", {b.emit1("Softplus", {x})});
+  const std::string sech2 = b.emit1("Sub", {b.scalar(1.0f), b.emit1("Mul", {t, t})});
+  const std::string rest = b.emit1("Mul", {b.emit1("Mul", {x, sech2}), b.emit1("Sigmoid", {x})});
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Add", {t, rest})}));
+}
 void hard_sigmoid_grad(GradBuilder& b) {
   b.set_GI(0,
            b.emit1("HardSigmoidGrad", {b.GO(0), b.I(0)}, copy_attrs(b.node(), {"alpha", "beta"})));
@@ -76,6 +120,13 @@ void register_activation_rules(std::map<std::string, RuleEntry>& r) {
   r["Relu"] = {relu_grad};
   r["LeakyRelu"] = {leaky_relu_grad};
   r["HardSigmoid"] = {hard_sigmoid_grad};
+  r["Elu"] = {elu_grad};
+  r["Selu"] = {selu_grad};
+  r["Celu"] = {celu_grad};
+  r["ThresholdedRelu"] = {thresholded_relu_grad};
+  r["Softplus"] = {softplus_grad};
+  r["Softsign"] = {softsign_grad};
+  r["Mish"] = {mish_grad};
   r["HardSwish"] = {hard_swish_grad};
   r["Sigmoid"] = {sigmoid_grad};
   r["Tanh"] = {tanh_grad};

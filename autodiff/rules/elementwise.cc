@@ -105,6 +105,14 @@ void erf_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Mul", {e, b.scalar(1.1283791670955126f)})}));
 }
 
+// sin' = cos, cos' = -sin.
+void sin_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Cos", {b.I(0)})}));
+}
+void cos_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Neg", {b.emit1("Mul", {b.GO(0), b.emit1("Sin", {b.I(0)})})}));
+}
+
 // Y = cond ? A : B: dA = cond ? dY : 0, dB = cond ? 0 : dY
 void where_grad(GradBuilder& b) {
   const std::string c = b.I(0), zero = b.scalar(0.0f);
@@ -135,9 +143,13 @@ void register_elementwise_rules(std::map<std::string, RuleEntry>& r) {
   r["Reciprocal"] = {reciprocal_grad};
   r["Abs"] = {abs_grad};
   r["Erf"] = {erf_grad};
+  r["Sin"] = {sin_grad};
+  r["Cos"] = {cos_grad};
   r["Where"] = {where_grad};
   r["Cast"] = {cast_grad};
   for (const char* op : {"Equal", "Less", "Greater", "Not"}) r[op] = {nullptr};
+  // Piecewise constant: zero gradient almost everywhere, as PyTorch's.
+  for (const char* op : {"Floor", "Ceil", "Round", "Sign"}) r[op] = {nullptr};
 }
 
 }  // namespace pipetrain::autodiff

@@ -219,6 +219,68 @@ struct LeakyReluFn {
   float alpha;
   PIPETRAIN_HD float operator()(float v) const { return select_f32(v < 0.0f, alpha * v, v); }
 };
+/// elu(x) = x > 0 ? x : alpha (e^x - 1).
+struct EluFn {
+  float alpha;
+  PIPETRAIN_HD float operator()(float v) const {
+    return select_f32(v > 0.0f, v, alpha * ::expm1f(select_f32(v > 0.0f, 0.0f, v)));
+  }
+};
+/// selu(x) = gamma (x > 0 ? x : alpha (e^x - 1)).
+struct SeluFn {
+  float alpha, gamma;
+  PIPETRAIN_HD float operator()(float v) const {
+    return gamma * select_f32(v > 0.0f, v, alpha * ::expm1f(select_f32(v > 0.0f, 0.0f, v)));
+  }
+};
+/// celu(x) = max(0, x) + min(0, alpha (e^(x / alpha) - 1)).
+struct CeluFn {
+  float alpha;
+  PIPETRAIN_HD float operator()(float v) const {
+    return select_f32(v > 0.0f, v, alpha * ::expm1f(select_f32(v > 0.0f, 0.0f, v) / alpha));
+  }
+};
+/// thresholded_relu(x) = x > alpha ? x : 0.
+struct ThresholdedReluFn {
+  float alpha;
+  PIPETRAIN_HD float operator()(float v) const { return select_f32(v > alpha, v, 0.0f); }
+};
+/// softplus(x) = log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow.
+struct SoftplusFn {
+  PIPETRAIN_HD float operator()(float v) const {
+    return select_f32(v > 0.0f, v, 0.0f) + ::log1pf(exp_f32(-::fabsf(v)));
+  }
+};
+/// softsign(x) = x / (1 + |x|).
+struct SoftsignFn {
+  PIPETRAIN_HD float operator()(float v) const { return v / (1.0f + ::fabsf(v)); }
+};
+/// mish(x) = x tanh(softplus(x)).
+struct MishFn {
+  PIPETRAIN_HD float operator()(float v) const { return v * tanh_f32(SoftplusFn{}(v)); }
+};
+struct SinFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::sinf(v); }
+};
+struct CosFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::cosf(v); }
+};
+struct FloorFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::floorf(v); }
+};
+struct CeilFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::ceilf(v); }
+};
+/// Halves to even (the default rounding mode), as ONNX's Round.
+struct RoundFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::nearbyintf(v); }
+};
+/// -1, 0 or 1; NaN stays NaN.
+struct SignFn {
+  PIPETRAIN_HD float operator()(float v) const {
+    return select_f32(v > 0.0f, 1.0f, select_f32(v < 0.0f, -1.0f, v * 0.0f));
+  }
+};
 /// hard_sigmoid(x) = max(0, min(1, alpha x + beta)); NaN stays NaN.
 struct HardSigmoidFn {
   float alpha, beta;

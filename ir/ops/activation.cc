@@ -54,6 +54,34 @@ OpSchema schema_LeakyRelu() {
 OpSchema schema_HardSigmoid() {
   return unary({{"alpha", AttrType::kFloat}, {"beta", AttrType::kFloat}});
 }
+/// x > 0 ? x : alpha (e^x - 1); default alpha 1.
+OpSchema schema_Elu() {
+  return unary({{"alpha", AttrType::kFloat}});
+}
+/// gamma (x > 0 ? x : alpha (e^x - 1)); defaults alpha 1.67326, gamma 1.0507.
+OpSchema schema_Selu() {
+  return unary({{"alpha", AttrType::kFloat}, {"gamma", AttrType::kFloat}});
+}
+/// max(0, x) + min(0, alpha (e^(x / alpha) - 1)); default alpha 1.
+OpSchema schema_Celu() {
+  return unary({{"alpha", AttrType::kFloat}});
+}
+/// x > alpha ? x : 0; default alpha 1.
+OpSchema schema_ThresholdedRelu() {
+  return unary({{"alpha", AttrType::kFloat}});
+}
+/// log(1 + e^x).
+OpSchema schema_Softplus() {
+  return unary();
+}
+/// x / (1 + |x|).
+OpSchema schema_Softsign() {
+  return unary();
+}
+/// x tanh(softplus(x)).
+OpSchema schema_Mish() {
+  return unary();
+}
 /// x max(0, min(1, x / 6 + 1/2)) (MobileNetV3).
 OpSchema schema_HardSwish() {
   return unary();

@@ -125,6 +125,26 @@ OpSchema schema_Abs() {
 OpSchema schema_Erf() {
   return unary();
 }
+OpSchema schema_Sin() {
+  return unary();
+}
+OpSchema schema_Cos() {
+  return unary();
+}
+// Piecewise constant: no gradient flows through them (PyTorch's is zero).
+OpSchema schema_Floor() {
+  return unary(false);
+}
+OpSchema schema_Ceil() {
+  return unary(false);
+}
+/// Halves to even, as ONNX specifies.
+OpSchema schema_Round() {
+  return unary(false);
+}
+OpSchema schema_Sign() {
+  return unary(false);
+}
 
 OpSchema schema_Not() {
   OpSchema s = unary(false);

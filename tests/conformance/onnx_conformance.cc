@@ -51,7 +51,17 @@ const std::set<std::string> kRandomCases = {
 };
 
 // Looser bounds, each with its reason. Empty so far.
-const std::map<std::string, std::pair<double, double>> kLooserTolerance = {};
+// ONNX's window functions written out in float32 ops (Range, Mul, Cos)
+// against references computed in float64: onnxruntime misses them by the same
+// 7e-5 (hannwindow_expanded); ONNX's own backend tests allow rtol 1e-3.
+const std::map<std::string, std::pair<double, double>> kLooserTolerance = {
+    {"test_blackmanwindow_expanded", {1e-3, 1e-6}},
+    {"test_blackmanwindow_symmetric_expanded", {1e-3, 1e-6}},
+    {"test_hammingwindow_expanded", {1e-3, 1e-6}},
+    {"test_hammingwindow_symmetric_expanded", {1e-3, 1e-6}},
+    {"test_hannwindow_expanded", {1e-3, 1e-6}},
+    {"test_hannwindow_symmetric_expanded", {1e-3, 1e-6}},
+};
 
 enum class Verdict { kPass, kFail, kSkip };
 struct Outcome {

@@ -68,6 +68,13 @@ TEST(HardSwishAndHardSigmoid, ForwardAndGradMatchTorchAcrossTheKinks) {
       {0.2804903f, 0, 0, 0, 0, 0, -0.02610901f, -0.1445103f, -0.2433528f, -0.3092586f, 0, 0});
 }
 
+TEST(Mish, ForwardMatchesTorch) {
+  // Not in ONNX 1.12's test data (Mish is opset 18); F.mish on the same wave.
+  expect_close(forward("Mish", wave({12}, 0.3, 5.0)),
+               {1.378997f, 3.09352f, 4.310512f, 4.934998f, 4.890439f, 4.182611f, 2.896201f,
+                1.126182f, -0.2447171f, -0.2139119f, -0.08503814f, -0.04222895f});
+}
+
 TEST(SigmoidGrad, Rank3MatchesTorch) {
   Tensor x = wave({2, 3, 4}, 0.3, 3.0), dy = wave({2, 3, 4}, 1.0, 2.0);
   expect_close(grad("SigmoidGrad", dy, forward("Sigmoid", x)),

@@ -94,6 +94,29 @@ void leaky_relu_kernel(KernelContext& ctx) {
   map_f32(ctx, device::LeakyReluFn{ctx.n().attr_float("alpha", 0.01f)});
 }
 
+void elu_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::EluFn{ctx.n().attr_float("alpha", 1.0f)});
+}
+void selu_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::SeluFn{ctx.n().attr_float("alpha", 1.67326319217681884765625f),
+                              ctx.n().attr_float("gamma", 1.05070102214813232421875f)});
+}
+void celu_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::CeluFn{ctx.n().attr_float("alpha", 1.0f)});
+}
+void thresholded_relu_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::ThresholdedReluFn{ctx.n().attr_float("alpha", 1.0f)});
+}
+void softplus_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::SoftplusFn{});
+}
+void softsign_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::SoftsignFn{});
+}
+void mish_kernel(KernelContext& ctx) {
+  map_f32(ctx, device::MishFn{});
+}
+
 void hard_sigmoid_kernel(KernelContext& ctx) {
   map_f32(ctx, device::HardSigmoidFn{ctx.n().attr_float("alpha", 0.2f),
                                      ctx.n().attr_float("beta", 0.5f)});
@@ -194,6 +217,27 @@ CpuKernel kernel_Relu() {
 }
 CpuKernel kernel_LeakyRelu() {
   return {with_f32<leaky_relu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Elu() {
+  return {with_f32<elu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Selu() {
+  return {with_f32<selu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Celu() {
+  return {with_f32<celu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_ThresholdedRelu() {
+  return {with_f32<thresholded_relu_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Softplus() {
+  return {with_f32<softplus_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Softsign() {
+  return {with_f32<softsign_kernel>, kFloat, 0};
+}
+CpuKernel kernel_Mish() {
+  return {with_f32<mish_kernel>, kFloat, 0};
 }
 CpuKernel kernel_HardSigmoid() {
   return {with_f32<hard_sigmoid_kernel>, kFloat, 0};

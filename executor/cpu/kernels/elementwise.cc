@@ -98,11 +98,17 @@ void unary_kernel(KernelContext& ctx) {
 }
 
 using device::AbsFn;
+using device::CeilFn;
+using device::CosFn;
 using device::ErfFn;
 using device::ExpFn;
+using device::FloorFn;
 using device::LogFn;
 using device::NegFn;
 using device::ReciprocalFn;
+using device::RoundFn;
+using device::SignFn;
+using device::SinFn;
 using device::SqrtFn;
 
 template <typename Fn>
@@ -250,6 +256,24 @@ CpuKernel kernel_Reciprocal() {
 }
 CpuKernel kernel_Erf() {
   return float_unary<ErfFn>();
+}
+CpuKernel kernel_Sin() {
+  return float_unary<SinFn>();
+}
+CpuKernel kernel_Cos() {
+  return float_unary<CosFn>();
+}
+CpuKernel kernel_Floor() {
+  return float_unary<FloorFn>();
+}
+CpuKernel kernel_Ceil() {
+  return float_unary<CeilFn>();
+}
+CpuKernel kernel_Round() {
+  return float_unary<RoundFn>();
+}
+CpuKernel kernel_Sign() {
+  return float_unary<SignFn>();
 }
 CpuKernel kernel_Neg() {
   return {with_f32<unary_kernel<NegFn, float, int64_t, int32_t>>, kNumeric, 0};
