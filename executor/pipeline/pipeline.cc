@@ -412,11 +412,13 @@ void Pipeline::run_program(Worker& w) {
         track_stash();
         break;
       }
-      case OpKind::kBackward: {
+      case OpKind::kBackward:
+      case OpKind::kBackwardInput: {  // whole, or its input half (zb-h1)
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
         for (auto& [name, t] : w.inbox_bwd[key]) feeds[name] = t;
         w.inbox_bwd.erase(key);
-        w.outbox_bwd[key] = owner->backward(gmb, feeds);
+        w.outbox_bwd[key] = op.kind == OpKind::kBackward ? owner->backward(gmb, feeds)
+                                                         : owner->backward_input(gmb, feeds);
         track_stash();
         break;
       }
@@ -470,14 +472,6 @@ void Pipeline::run_program(Worker& w) {
         owner->release_versions(absolute(ver.min_future[i + 1]));
         w.stats.peak_weight_versions =
             std::max(w.stats.peak_weight_versions, owner->versions_alive());
-        break;
-      }
-      case OpKind::kBackwardInput: {
-        TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
-        for (auto& [name, t] : w.inbox_bwd[key]) feeds[name] = t;
-        w.inbox_bwd.erase(key);
-        w.outbox_bwd[key] = owner->backward_input(gmb, feeds);
-        track_stash();
         break;
       }
       case OpKind::kBackwardWeight:

@@ -208,6 +208,20 @@ void StageWorker::recompute_stash(Stash& st) {
   st.inputs.clear();
 }
 
+RunOptions StageWorker::backward_run() const {
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
+  return run;
+}
+
+TensorMap StageWorker::sent_gradients(const TensorMap& outs) const {
+  TensorMap send;  // copies: the outputs are views into the backward arena
+  for (const auto& tr : program_.send_bwd)
+    if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
+  return send;
+}
+
 StageWorker::Stash& StageWorker::stash_of(int64_t mb, const char* what) {
   auto it = stash_.find(mb);
   if (it == stash_.end())
@@ -243,28 +257,21 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
   recompute_stash(st);
   TensorMap in = backward_inputs(program_.backward, st, feeds);
   own_borrowed();  // the run below overwrites the arena the views point into
-  RunOptions run;
-  run.training = true;
-  run.values_version = values_version_;
+  const RunOptions run = backward_run();
   TensorMap outs = backward_runner_->run(in, run);
   stash_.erase(mb);
 
   std::map<std::string, const ir::Tensor*> grads;
   for (const auto& [param, acc] : grad_acc_) grads[param] = &outs.at(program_.grads.at(param));
   add_gradients(grads);
-  TensorMap send;
-  for (const auto& tr : program_.send_bwd)
-    if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
-  return send;
+  return sent_gradients(outs);
 }
 
 TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "backward");
   use_version(st.version);
   recompute_stash(st);
-  RunOptions run;
-  run.training = true;
-  run.values_version = values_version_;
+  const RunOptions run = backward_run();
   TensorMap outs = input_runner_->run(backward_inputs(program_.backward_input, st, feeds), run);
   for (const auto& name : program_.carry) st.carry[name] = outs.at(name).clone();
   // Received gradients the weight half reads too (dW = X^T dY): kept by handle.
@@ -272,10 +279,7 @@ TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   for (const auto& tr : program_.recv_bwd)
     if (std::find(w_inputs.begin(), w_inputs.end(), tr.tensor) != w_inputs.end())
       st.carry[tr.tensor] = feeds.at(tr.tensor);
-  TensorMap send;
-  for (const auto& tr : program_.send_bwd)
-    if (!send.count(tr.tensor)) send[tr.tensor] = outs.at(tr.tensor).clone();
-  return send;
+  return sent_gradients(outs);
 }
 
 void StageWorker::backward_weight(int64_t mb, const TensorMap& feeds) {
@@ -283,9 +287,7 @@ void StageWorker::backward_weight(int64_t mb, const TensorMap& feeds) {
   use_version(st.version);
   TensorMap in = backward_inputs(program_.backward_weight, st, feeds);
   own_borrowed();  // the run below overwrites the arena the views point into
-  RunOptions run;
-  run.training = true;
-  run.values_version = values_version_;
+  const RunOptions run = backward_run();
   TensorMap outs = weight_runner_->run(in, run);
   std::map<std::string, const ir::Tensor*> grads;
   for (const auto& [param, acc] : grad_acc_) {

@@ -121,6 +121,10 @@ class StageWorker {
   bool recompute_ = false;
   size_t peak_stash_bytes_ = 0;
   Stash& stash_of(int64_t mb, const char* what);
+  /// Options of a backward run: training, on the current values.
+  RunOptions backward_run() const;
+  /// Copies of the gradients a backward output sends to earlier stages.
+  TensorMap sent_gradients(const TensorMap& outs) const;
   /// The inputs of `g` from feeds and the stash of `st`.
   TensorMap backward_inputs(const ir::Graph& g, const Stash& st, const TensorMap& feeds) const;
   /// Adds one microbatch's param gradients (`grads`: param -> tensor) into

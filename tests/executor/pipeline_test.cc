@@ -114,6 +114,30 @@ std::vector<TensorMap> microbatches_of(const TensorMap& mini, int m, int64_t bat
   return out;
 }
 
+// The reference: one worker trains `tg` on each whole minibatch in turn (SGD
+// with momentum); its params afterwards, and each step's gradient norm.
+std::map<std::string, ir::Tensor> single_worker_params(autodiff::TrainingGraph& tg,
+                                                       const std::vector<TensorMap>& minibatches,
+                                                       double clip_norm = 0,
+                                                       std::vector<double>* norms = nullptr) {
+  auto backend = exec::make_cpu_backend();
+  exec::TrainerOptions to;
+  to.optimizer = sgd_momentum();
+  to.clip_norm = clip_norm;
+  exec::Trainer trainer(tg, *backend, to);
+  for (const auto& b : minibatches) {
+    const double norm = trainer.step(b).grad_norm;
+    if (norms) norms->push_back(norm);
+  }
+  return params_of(tg.graph);
+}
+
+std::vector<TensorMap> mlp_minibatches(const autodiff::TrainingGraph& tg, int count, int64_t rows) {
+  std::vector<TensorMap> out;
+  for (int k = 0; k < count; ++k) out.push_back(minibatch(tg, k, rows));
+  return out;
+}
+
 struct FlushCase {
   ScheduleKind kind;
   std::vector<int> replicas;
@@ -125,14 +149,7 @@ TEST(Pipeline, FlushSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
   constexpr int kSteps = 3;
   // The reference: one worker, the whole minibatch per step.
   auto full = mlp_training_graph(kBatch);
-  auto backend = exec::make_cpu_backend();
-  exec::TrainerOptions to;
-  to.optimizer = sgd_momentum();
-  {
-    exec::Trainer trainer(full, *backend, to);
-    for (int k = 0; k < kSteps; ++k) trainer.step(minibatch(full, k, kBatch));
-  }
-  const auto want = params_of(full.graph);
+  const auto want = single_worker_params(full, mlp_minibatches(full, kSteps, kBatch));
 
   std::vector<FlushCase> cases;
   for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
@@ -184,14 +201,7 @@ TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
   constexpr int64_t kBatch = 24;
   constexpr int kSteps = 3;
   auto full = mlp_training_graph(kBatch);
-  auto backend = exec::make_cpu_backend();
-  exec::TrainerOptions to;
-  to.optimizer = sgd_momentum();
-  {
-    exec::Trainer trainer(full, *backend, to);
-    for (int k = 0; k < kSteps; ++k) trainer.step(minibatch(full, k, kBatch));
-  }
-  const auto want = params_of(full.graph);
+  const auto want = single_worker_params(full, mlp_minibatches(full, kSteps, kBatch));
   std::vector<FlushCase> cases;
   for (int p : {2, 3, 4})
     for (int m : {1, 3, 8})
@@ -309,14 +319,7 @@ TEST(Pipeline, InterleavedMatchesSingleWorkerOnTheWholeMinibatch) {
       auto full = model.graph(kBatch);
       std::vector<TensorMap> steps;
       for (int k = 0; k < 2; ++k) steps.push_back(model.batch(full, k, kBatch));
-      auto backend = exec::make_cpu_backend();
-      exec::TrainerOptions to;
-      to.optimizer = sgd_momentum();
-      {
-        exec::Trainer trainer(full, *backend, to);
-        for (const auto& b : steps) trainer.step(b);
-      }
-      const auto want = params_of(full.graph);
+      const auto want = single_worker_params(full, steps);
       auto micro = model.graph(kBatch / m);
       const int n = static_cast<int>(micro.graph.layers.size());
       ASSERT_GE(n, p * v) << what;
@@ -599,14 +602,9 @@ TEST(Pipeline, TiedWeightsUnderFlushSchedulesMatchSingleWorker) {
   constexpr int64_t kBatch = 8;
   constexpr int kSteps = 3;
   auto full = testing_models::tied_lm(kBatch);
-  auto backend = exec::make_cpu_backend();
-  exec::TrainerOptions to;
-  to.optimizer = sgd_momentum();
-  {
-    exec::Trainer trainer(full, *backend, to);
-    for (int k = 0; k < kSteps; ++k) trainer.step(token_minibatch(full, k, kBatch));
-  }
-  const auto want = params_of(full.graph);
+  std::vector<TensorMap> steps;
+  for (int k = 0; k < kSteps; ++k) steps.push_back(token_minibatch(full, k, kBatch));
+  const auto want = single_worker_params(full, steps);
   for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kGPipe})
     for (int p : {2, 3, 4}) {
       const int m = 4;
@@ -659,9 +657,9 @@ TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
 // Half the first step's gradient norm: every update of these short runs is clipped.
 double half_first_norm(const autodiff::TrainingGraph& tg, const TensorMap& first) {
   auto copy = mlp_training_graph(tg.graph.tensor(tg.graph.inputs.at(0)).shape.at(0));
-  auto backend = exec::make_cpu_backend();
-  exec::Trainer trainer(copy, *backend, {});
-  return 0.5 * trainer.step(first).grad_norm;
+  std::vector<double> norms;
+  single_worker_params(copy, {first}, 0, &norms);
+  return 0.5 * norms.at(0);
 }
 
 TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
@@ -669,18 +667,9 @@ TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
   constexpr int kSteps = 3;
   auto full = mlp_training_graph(kBatch);
   const double clip = half_first_norm(full, minibatch(full, 0, kBatch));
-  auto backend = exec::make_cpu_backend();
-  exec::TrainerOptions to;
-  to.optimizer = sgd_momentum();
-  to.clip_norm = clip;
   std::vector<double> norms;
-  {
-    exec::Trainer trainer(full, *backend, to);
-    for (int k = 0; k < kSteps; ++k)
-      norms.push_back(trainer.step(minibatch(full, k, kBatch)).grad_norm);
-  }
+  const auto want = single_worker_params(full, mlp_minibatches(full, kSteps, kBatch), clip, &norms);
   for (double n : norms) ASSERT_GT(n, clip);  // every step clipped
-  const auto want = params_of(full.graph);
   std::vector<FlushCase> cases = {{ScheduleKind::kOneFOneB, {1, 1}, 3},
                                   {ScheduleKind::kOneFOneB, {1, 1, 1}, 4},
                                   {ScheduleKind::kGPipe, {1, 1, 1, 1}, 2},
