@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/op_time_table.h"
+#include "cli/output_paths.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -25,6 +26,7 @@ namespace {
 void train(TrainArgs& a) {
   a.model.resolve_batch();
   if (a.pipelined()) return train_pipelined(a);
+  check_train_outputs(a);
   if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(
         "--comm " + a.comm +

@@ -9,15 +9,16 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "autodiff/training_graph.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "cli/random_inputs.h"
 #include "cli/schedule_auto.h"
+#include "cli/stop_signals.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -39,27 +40,6 @@
 namespace pipetrain::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void request_stop(int) {
-  g_stop = true;
-}
-
-// Ctrl-C from the start of the command on sets g_stop (the run stops at its
-// first round boundary); so does SIGUSR1, which mpirun forwards to every rank
-// (its Ctrl-C kills the job instead). The previous handlers come back when the
-// command ends.
-struct SigintGuard {
-  void (*previous_int)(int) = std::signal(SIGINT, request_stop);
-  void (*previous_usr1)(int) = std::signal(SIGUSR1, request_stop);
-  SigintGuard() = default;
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
-  ~SigintGuard() {
-    std::signal(SIGINT, previous_int);
-    std::signal(SIGUSR1, previous_usr1);
-  }
-};
 
 using partitioner::ScheduleKind;
 
@@ -276,6 +256,7 @@ namespace {
 // The run on this process: all of it (comm null), or rank comm->rank()'s worker.
 void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const bool root = !comm || comm->rank() == 0;
+  if (root) check_train_outputs(a);  // rank 0 writes them
   const bool auto_schedule = a.schedule == "auto";
   ScheduleKind kind = auto_schedule ? ScheduleKind::kPipeDream : train_schedule(a.schedule);
   if (auto_schedule && a.microbatches > 0)
@@ -464,7 +445,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   fo.round_limit = a.round_limit;
   fo.checkpoint_every = a.checkpoint_every;
   fo.start_step = start_step;
-  fo.stop = &g_stop;
+  fo.stop = &StopSignals::requested();
   auto backend = exec::make_cpu_backend();
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
   exec::RoundResult shown;
@@ -501,14 +482,14 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                             : std::string("; no checkpoint was written")));
   }
   if (!root) {
-    if (result.stopped) throw ExitRequest{130};
+    if (result.stopped) throw ExitRequest{StopSignals::exit_code()};
     return;
   }
   report->write_loss_svg(a.run_dir + "/loss.svg");
   if (result.stopped) {
-    fmt::print("\ninterrupted at step {}: checkpoint {} (continue with --resume {})\n",
-               result.steps, checkpoint, checkpoint);
-    throw ExitRequest{130};
+    fmt::print("\ninterrupted at step {} ({}): checkpoint {} (continue with --resume {})\n",
+               result.steps, StopSignals::name(), checkpoint, checkpoint);
+    throw ExitRequest{StopSignals::exit_code()};
   }
 
   // Utilisation, throughput against the simulator, timelines.
@@ -567,7 +548,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
 }  // namespace
 
 void train_pipelined(TrainArgs& a) {
-  SigintGuard sigint;
+  StopSignals signals;
   std::unique_ptr<exec::Communicator> control, comm;  // control: NCCL's MPI side
   const auto peer_timeout = std::chrono::milliseconds(std::lround(a.peer_timeout * 1000));
   if (a.comm == "mpi") {

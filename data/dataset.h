@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/tensor.h"
 
@@ -25,6 +26,12 @@ struct Dataset {
   /// (N, ...) f32 regression targets.
   ir::Tensor labels;
   int64_t num_classes = 0;  // 0 for regression
+  /// The source's sample behind each sample here, once a split or a selection took rows
+  /// (empty: the same index), so messages name the sample the user can find.
+  std::vector<int64_t> source_rows;
+  int64_t source_row(int64_t i) const {
+    return source_rows.empty() ? i : source_rows[static_cast<size_t>(i)];
+  }
   int64_t size() const {
     if (features.defined()) return features.shape()[0];
     return inputs.empty() ? 0 : inputs.begin()->second.shape()[0];

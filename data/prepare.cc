@@ -49,6 +49,21 @@ std::vector<std::pair<std::string, ir::Tensor*>> arrays_of(Dataset& ds) {
   return out;
 }
 
+// A NaN or infinity in the inputs would surface steps later as "the loss is
+// nan"; found here, it names the sample.
+void check_finite(const ir::Tensor& t, const std::string& what) {
+  if (t.dtype() != ir::DType::kF32 || t.numel() == 0) return;
+  const float* x = t.data<float>();
+  const int64_t per = t.numel() / t.shape()[0];
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    throw ModelError(what + ": " + (std::isnan(x[i]) ? "NaN" : "infinity") + " in sample " +
+                     std::to_string(i / per) +
+                     (per > 1 ? " (element " + std::to_string(i % per) + ")" : std::string()) +
+                     "; clean the data or drop the sample");
+  }
+}
+
 }  // namespace
 
 void check_dataset(Dataset& ds, const DataOptions& options, const std::string& what) {
@@ -64,6 +79,7 @@ void check_dataset(Dataset& ds, const DataOptions& options, const std::string& w
       throw ModelError(what + ": " + name + " has shape " + ir::shape_str(t->shape()) +
                        " but the dataset has " + std::to_string(n) + " samples");
     *t = canonical(*t);
+    check_finite(*t, what + ": " + name);
   }
   if (ds.labels.shape()[0] != n)
     throw ModelError(what + ": " + std::to_string(ds.labels.shape()[0]) + " labels for " +
@@ -120,6 +136,8 @@ Dataset take_rows(const Dataset& ds, const std::vector<int64_t>& indices) {
   out.name = ds.name;
   out.num_classes = ds.num_classes;
   const int64_t m = static_cast<int64_t>(indices.size());
+  out.source_rows.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) out.source_rows[i] = ds.source_row(indices[i]);
   std::vector<std::pair<const ir::Tensor*, ir::Tensor*>> arrays = {{&ds.labels, &out.labels}};
   if (ds.features.defined()) arrays.emplace_back(&ds.features, &out.features);
   for (const auto& [name, t] : ds.inputs) arrays.emplace_back(&t, &out.inputs[name]);

@@ -45,14 +45,16 @@ ir::Tensor convert(const ir::Tensor& t, ir::DType want, const std::string& what)
 }
 
 // ModelError at the first id outside [0, bound) (`ignore` allowed when set).
-void check_ids(const ir::Tensor& t, int64_t bound, const std::string& what,
+// `ds` maps the sample to the source's row, the one the user can find.
+void check_ids(const data::Dataset& ds, const ir::Tensor& t, int64_t bound, const std::string& what,
                const std::string& range_name, const int64_t* ignore = nullptr) {
   if (bound <= 0 || ir::is_float(t.dtype())) return;
   const int64_t per = t.shape()[0] > 0 ? t.numel() / t.shape()[0] : 1;
   for (int64_t i = 0; i < t.numel(); ++i) {
     const auto id = static_cast<int64_t>(t.at(i));
     if ((id >= 0 && id < bound) || (ignore && id == *ignore)) continue;
-    throw ModelError(what + ": id " + std::to_string(id) + " (sample " + std::to_string(i / per) +
+    throw ModelError(what + ": id " + std::to_string(id) + " (sample " +
+                     std::to_string(ds.source_row(i / per)) +
                      (per > 1 ? ", position " + std::to_string(i % per) : std::string()) +
                      ") is outside " + range_name + " [0, " + std::to_string(bound) + ")");
   }
@@ -155,7 +157,7 @@ DataBinding bind_dataset(const ir::Graph& g, const std::string& labels, data::Da
                          "' takes " + ir::shape_str(sample_shape(d.shape)) + " per sample (" +
                          ir::shape_str(d.shape) + " per batch)");
       it->second = convert(it->second, d.dtype, array);
-      check_ids(it->second, id_bound(g, in), array, "the rows of the embedding it indexes");
+      check_ids(*ds, it->second, id_bound(g, in), array, "the rows of the embedding it indexes");
     }
     if (!labels.empty()) {
       const ir::TensorDesc& d = g.tensor(labels);
@@ -174,7 +176,7 @@ DataBinding bind_dataset(const ir::Graph& g, const std::string& labels, data::Da
                          "' takes " + ir::dtype_name(d.dtype) +
                          (d.dtype == ir::DType::kI64 ? " class ids (use --loss mse for regression)"
                                                      : " targets"));
-      check_ids(ds->labels, label_classes, array,
+      check_ids(*ds, ds->labels, label_classes, array,
                 "the model's " + std::to_string(label_classes) + " classes", &ignore_index);
     }
   }

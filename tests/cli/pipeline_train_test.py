@@ -151,6 +151,58 @@ class PipelineTrainTest(unittest.TestCase):
         self.ok(self.train("resumed", *common, "--resume", ck, "-o", self.path("resumed.onnx")))
         self.assert_same_weights(self.path("straight.onnx"), self.path("resumed.onnx"))
 
+    def start(self, run_dir, *extra, model=None, data=None):
+        args = [PIPETRAIN, *self.args(run_dir, *extra)]
+        if model:
+            args[2] = model
+        if data:
+            args[args.index("--data") + 1] = data
+        return subprocess.Popen(list(map(str, args)), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def wait_for(self, path, p, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(path) and os.path.getsize(path) > 0:
+                return
+            time.sleep(0.05)
+        self.fail(f"{path} did not appear (exit {p.poll()})")
+
+    def test_sigterm_checkpoints_like_ctrl_c_and_exits_143(self):
+        ck = self.path("term.ck.onnx")
+        p = self.start("term", "--stages", 2, "--epochs", 400, "--checkpoint", ck)
+        self.wait_for(self.path("term/metrics.jsonl"), p)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, out + err)
+        self.assertIn("(SIGTERM)", out)
+        step = int({m.key: m.value for m in onnx.load(ck).metadata_props}["step"])
+        self.assertGreater(step, 0)
+        self.ok(self.train("term-resumed", "--stages", 2, "--epochs", 400, "--max-steps",
+                           step + 3, "--resume", ck))
+
+    def test_a_second_signal_exits_at_once_and_writes_nothing(self):
+        # One round spans the epoch (1,875 steps of LeNet on Fashion-MNIST, seconds), so
+        # the first signal alone would wait for its end; the second must not.
+        lenet = self.path("lenet.onnx")
+        self.ok(run("zoo", "export", "lenet", "-o", lenet))
+        ck = self.path("twice.ck.onnx")
+        p = self.start("twice", "--stages", 2, "--round", 100000, "--checkpoint", ck,
+                       model=lenet, data="fashion-mnist")
+        self.wait_for(self.path("twice/plan.json"), p)  # written as the first round starts
+        time.sleep(0.5)
+        started = time.time()
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, out + err)
+        self.assertLess(time.time() - started, 1.5)
+        self.assertIn("second signal: exiting now", err)
+        self.assertNotIn("interrupted at step", out)
+        self.assertFalse(os.path.exists(ck))
+        self.assertEqual([f for f in os.listdir(self.dir) if ".tmp" in f], [])
+
     def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(self):
         ck = self.path("nan.ck.onnx")
         r = self.train("nan", "--stages", 2, "--schedule", "1f1b", "--checkpoint-every", 1,

@@ -160,6 +160,38 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("hinge", r.stderr)
 
+    def test_bad_outputs_and_data_fail_before_the_first_step(self):
+        mlp = self.zoo("mlp")
+        common = ["train", mlp, "--batch", 32, "--loss", "cross-entropy", "--quiet"]
+        # Unwritable outputs, one worker and pipelined: exit 2, and no step was run.
+        for extra, names in [(["-o", "/nonexistent/dir/x.onnx"], ["-o", "/nonexistent/dir"]),
+                             (["--run-dir", "/proc/no/such"], ["--run-dir", "/proc/no/such"]),
+                             (["--stages", 2, "--checkpoint", self.dir], ["--checkpoint",
+                                                                         "is a directory"])]:
+            run_dir = [] if "--run-dir" in extra else ["--run-dir", self.path("ok")]
+            r = run(*common, "--data", "digits", *run_dir, *extra)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            for name in names:
+                self.assertIn(name, r.stderr)
+            self.assertNotIn("epoch 1", r.stdout)
+            self.assertFalse(os.path.exists(self.path("ok/metrics.jsonl")))
+        # A NaN feature and a label past the classes name the sample of the file (not of
+        # the shuffled train split).
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((200, 64)).astype(np.float32)
+        y = rng.integers(0, 10, 200).astype(np.int64)
+        x[37, 5] = np.nan
+        np.savez(self.path("nan.npz"), input=x, labels=y)
+        x[37, 5] = 0
+        y[151] = 10
+        np.savez(self.path("label.npz"), input=x, labels=y)
+        for data, want in [("nan.npz", "NaN in sample 37 (element 5)"),
+                           ("label.npz", "id 10 (sample 151) is outside the model's 10 classes")]:
+            r = run(*common, "--data", self.path(data), "--run-dir", self.path("bad"))
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(want, r.stderr)
+            self.assertFalse(os.path.exists(self.path("bad/metrics.jsonl")))
+
 
 if __name__ == "__main__":
     PIPETRAIN = sys.argv.pop(1)
