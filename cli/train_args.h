@@ -52,8 +52,9 @@ struct TrainArgs {
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
   int64_t round_limit = 128;
   int64_t checkpoint_every = 0;
-  std::string checkpoint;  // default: <run-dir>/checkpoint.onnx
-  std::string resume;
+  std::string checkpoint;      // default: <run-dir>/checkpoint.onnx
+  std::string resume;          // a checkpoint file, or "latest"
+  int keep_checkpoints = 1;    // rotated checkpoints kept beside `checkpoint`
   std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
   double peer_timeout = 5.0;   // seconds a silent rank is waited for (mpi, nccl); 0: forever
 

@@ -30,6 +30,7 @@
 #include "executor/pipeline/job_topology.h"
 #include "executor/pipeline/pipeline_fit.h"
 #include "importer/checkpoint.h"
+#include "importer/checkpoint_files.h"
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "partitioner/baselines.h"
@@ -182,6 +183,12 @@ partitioner::SimResult first_microbatches(partitioner::SimResult r, int k) {
   return r;
 }
 
+// "dir/checkpoint.step<N>.onnx" for the message about rotated checkpoints.
+std::string rotated_pattern(const std::string& checkpoint) {
+  std::string p = importer::rotated_checkpoint_path(checkpoint, 0);
+  return p.replace(p.rfind(".step0"), 6, ".step<N>");
+}
+
 void write_text(const std::string& path, const std::string& text) {
   partitioner::write_file_atomically(path, text);
 }
@@ -237,7 +244,14 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--checkpoint", a.checkpoint,
                  "Checkpoint file (default: <run-dir>/checkpoint.onnx)");
-  cmd.add_option("--resume", a.resume, "Continue from this checkpoint");
+  cmd.add_option("--resume", a.resume,
+                 "Continue from this checkpoint, or 'latest': the newest one at --checkpoint or "
+                 "rotated beside it that verifies (none yet: start at step 0)");
+  cmd.add_option("--keep-checkpoints", a.keep_checkpoints,
+                 "Keep the newest K checkpoints as <stem>.step<N>.onnx beside --checkpoint (which "
+                 "names the newest)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd.add_option("--comm", a.comm,
                  "local: the workers are threads of this process; mpi: one worker per rank of "
                  "`mpirun -np <workers> pipetrain train ... --comm mpi`; nccl: as mpi, with "
@@ -357,16 +371,36 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const std::string checkpoint =
       a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
   int64_t start_step = 0;
-  if (!a.resume.empty()) {
-    importer::Checkpoint c = importer::load_checkpoint(a.resume);
+  std::optional<importer::Checkpoint> resumed;
+  std::string resume_path = a.resume;
+  if (a.resume == "latest") {
+    // Rank 0 chooses (its files are the ones written); every rank loads that file.
+    std::optional<importer::FoundCheckpoint> found;
+    if (root) {
+      found = importer::latest_checkpoint(
+          checkpoint, [](const std::string& w) { fmt::print(stderr, "warning: {}\n", w); });
+      resume_path = found ? found->path : "";
+      if (found)
+        resumed = std::move(found->checkpoint);
+      else
+        fmt::print("--resume latest: no checkpoint at {} yet; starting at step 0\n", checkpoint);
+    }
+    if (comm) resume_path = exec::share_text(*comm, "resume", resume_path);
+    if (!root && !resume_path.empty()) resumed = importer::load_checkpoint(resume_path);
+  } else if (!a.resume.empty()) {
+    resumed = importer::load_checkpoint(a.resume);
+  }
+  if (resumed) {
+    const importer::Checkpoint& c = *resumed;
     for (const auto& [key, mine] : std::map<std::string, std::string>{
              {"batch", std::to_string(a.model.batch)}, {"seed", std::to_string(a.seed)}})
       if (c.meta.count(key) && c.meta.at(key) != mine)
-        throw ModelError(a.resume + ": written with --" + key + " " + c.meta.at(key) +
+        throw ModelError(resume_path + ": written with --" + key + " " + c.meta.at(key) +
                          "; resume with the same --" + key + " (the data order depends on it)");
-    importer::restore_checkpoint(c, tg.graph, a.resume);
+    importer::restore_checkpoint(c, tg.graph, resume_path);
     start_step = std::stoll(c.meta.at("step"));
-    if (root) fmt::print("resuming from {} at step {}\n", a.resume, start_step);
+    if (root) fmt::print("resuming from {} at step {}\n", resume_path, start_step);
+    resumed.reset();
   }
 
   // The prediction's profile: the graph the workers run (one microbatch),
@@ -450,42 +484,67 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
   exec::RoundResult shown;
   int64_t last_checkpoint = -1;
+  // Rank 0 snapshots the weights at a checkpoint and writes them on a thread of its own.
+  std::optional<importer::CheckpointWriter> writer;
+  if (root) writer.emplace(checkpoint, a.keep_checkpoints);
+  double snapshot_s = 0;
   exec::PipelineFitResult result;
   try {
-    result =
-        exec::fit_pipeline(pipe, tg, model, *backend, binding, split, fo,
-                           {[&](const exec::StepReport& s) {
-                              if (report) report->step(s);
-                            },
-                            [&](const exec::EpochReport& e) {
-                              if (report) report->epoch(e);
-                            },
-                            [&](const exec::RoundResult& r) {
-                              for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
-                              if (r.losses.size() >= shown.losses.size()) shown = r;
-                            },
-                            [&](int64_t step) {
-                              if (!root) return;
-                              importer::save_checkpoint(checkpoint, tg.graph,
-                                                        {{"step", std::to_string(step)},
-                                                         {"batch", std::to_string(a.model.batch)},
-                                                         {"seed", std::to_string(a.seed)},
-                                                         {"schedule", a.schedule},
-                                                         {"model", a.model.path}});
-                              last_checkpoint = step;
-                            }});
+    result = exec::fit_pipeline(
+        pipe, tg, model, *backend, binding, split, fo,
+        {[&](const exec::StepReport& s) {
+           if (report) report->step(s);
+         },
+         [&](const exec::EpochReport& e) {
+           if (report) report->epoch(e);
+         },
+         [&](const exec::RoundResult& r) {
+           for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
+           if (r.losses.size() >= shown.losses.size()) shown = r;
+         },
+         [&](int64_t step) {
+           if (!root) return;
+           const auto t0 = std::chrono::steady_clock::now();
+           writer->submit(importer::checkpoint_of(tg.graph,
+                                                  {{"step", std::to_string(step)},
+                                                   {"batch", std::to_string(a.model.batch)},
+                                                   {"seed", std::to_string(a.seed)},
+                                                   {"schedule", a.schedule},
+                                                   {"model", a.model.path}},
+                                                  /*copy=*/true),
+                          step);
+           snapshot_s +=
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+           last_checkpoint = step;
+         }});
   } catch (const RuntimeFault& e) {
-    throw RuntimeFault(std::string(e.what()) +
-                       (last_checkpoint >= 0
-                            ? fmt::format("; the last good checkpoint is {} (step {})", checkpoint,
-                                          last_checkpoint)
-                            : std::string("; no checkpoint was written")));
+    std::string kept =
+        last_checkpoint >= 0
+            ? fmt::format("; the last good checkpoint is {} (step {})", checkpoint, last_checkpoint)
+            : std::string("; no checkpoint was written");
+    try {
+      if (writer) writer->finish();
+    } catch (const std::exception& w) {
+      kept = std::string("; the last checkpoint write failed too: ") + w.what();
+    }
+    throw RuntimeFault(std::string(e.what()) + kept);
   }
+  if (writer) writer->finish();
   if (!root) {
     if (result.stopped) throw ExitRequest{StopSignals::exit_code()};
     return;
   }
   report->write_loss_svg(a.run_dir + "/loss.svg");
+  if (writer->written() > 0)
+    fmt::print(
+        "checkpoints: {} written to {}{}; training paused {:.1f} ms for each snapshot, the writes "
+        "took {:.1f} ms each in the background\n",
+        writer->written(), checkpoint,
+        a.keep_checkpoints > 1 ? fmt::format(" (the newest {} kept as {})", a.keep_checkpoints,
+                                             rotated_pattern(checkpoint))
+                               : "",
+        1e3 * snapshot_s / static_cast<double>(writer->written()),
+        1e3 * writer->write_seconds() / static_cast<double>(writer->written()));
   if (result.stopped) {
     fmt::print("\ninterrupted at step {} ({}): checkpoint {} (continue with --resume {})\n",
                result.steps, StopSignals::name(), checkpoint, checkpoint);

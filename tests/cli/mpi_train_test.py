@@ -154,7 +154,7 @@ class MpiTrainTest(unittest.TestCase):
                 job.kill()
                 job.wait()
         self.assertEqual(job.returncode, 130, out)
-        self.assertRegex(out, r"interrupted at step \d+: checkpoint .*usr1/checkpoint.onnx")
+        self.assertRegex(out, r"interrupted at step \d+ \(SIGUSR1\): checkpoint .*usr1/checkpoint.onnx")
         self.assertTrue(os.path.exists(self.path("usr1/checkpoint.onnx")))
 
     def test_a_failing_rank_stops_every_rank_naming_it(self):

@@ -203,6 +203,31 @@ class PipelineTrainTest(unittest.TestCase):
         self.assertFalse(os.path.exists(ck))
         self.assertEqual([f for f in os.listdir(self.dir) if ".tmp" in f], [])
 
+    def test_resume_latest_passes_over_a_damaged_checkpoint_and_resumes_bitwise(self):
+        common = ["--stages", 2, "--schedule", "1f1b-flush", "--microbatches", 2, "--epochs", 5]
+        ck = self.path("rot/ck.onnx")
+        os.makedirs(self.path("rot"))
+        # No checkpoint yet: 'latest' starts at step 0 (one command for a first run and restarts).
+        r = self.ok(self.train("rot", *common, "--max-steps", 30, "--checkpoint-every", 10,
+                               "--keep-checkpoints", 2, "--checkpoint", ck, "--resume", "latest"))
+        self.assertIn("no checkpoint at", r.stdout)
+        self.assertEqual(sorted(os.listdir(self.path("rot"))),
+                         ["ck.onnx", "ck.step20.onnx", "ck.step30.onnx", "loss.svg",
+                          "metrics.jsonl", "plan.json", "timeline.json", "timeline.svg"])
+        # Flip one bit in the newest (ck.onnx and ck.step30.onnx are one file).
+        with open(ck, "r+b") as f:
+            f.seek(os.path.getsize(ck) // 2)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x08]))
+        r = self.ok(self.train("rot2", *common, "--max-steps", 40, "--checkpoint", ck,
+                               "--resume", "latest", "-o", self.path("resumed.onnx")))
+        self.assertIn("resuming from " + self.path("rot/ck.step20.onnx") + " at step 20", r.stdout)
+        self.assertIn("skipping " + ck + ": checksum mismatch", r.stderr)
+        self.assertIn("skipping " + self.path("rot/ck.step30.onnx"), r.stderr)
+        self.ok(self.train("straight", *common, "--max-steps", 40, "-o", self.path("straight.onnx")))
+        self.assert_same_weights(self.path("straight.onnx"), self.path("resumed.onnx"))
+
     def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(self):
         ck = self.path("nan.ck.onnx")
         r = self.train("nan", "--stages", 2, "--schedule", "1f1b", "--checkpoint-every", 1,
