@@ -3,6 +3,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 namespace pipetrain::cli {
 
 /// Thrown by a command to end the program with `code` after it has said why
@@ -10,6 +13,10 @@ namespace pipetrain::cli {
 struct ExitRequest {
   int code = 1;
 };
+
+/// The program's argv, kept by main (a supervised run starts itself again).
+void set_command_line(int argc, char** argv);
+const std::vector<std::string>& command_line();
 
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
@@ -22,6 +29,7 @@ CLI::App* add_zoo_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_launch_command(CLI::App& app);
 /// `zoo compare`, added to the group add_zoo_command returns.
 void add_zoo_compare_command(CLI::App& zoo);
 

@@ -6,6 +6,7 @@
 #include "ir/error.h"
 
 int main(int argc, char** argv) {
+  pipetrain::cli::set_command_line(argc, argv);
   CLI::App app{"pipetrain: train ONNX models with PipeDream-style pipeline parallelism"};
   app.require_subcommand(1);
   pipetrain::cli::add_inspect_command(app);
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_profile_command(app);
   pipetrain::cli::add_partition_command(app);
   pipetrain::cli::add_simulate_command(app);
+  pipetrain::cli::add_launch_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -26,6 +26,10 @@ namespace {
 void train(TrainArgs& a) {
   a.model.resolve_batch();
   if (a.pipelined()) return train_pipelined(a);
+  if (a.max_restarts > 0)
+    throw PlanError(
+        "--max-restarts restarts pipelined runs from their checkpoints; one-worker "
+        "training writes none (give --stages N)");
   check_train_outputs(a);
   if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(

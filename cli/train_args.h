@@ -55,6 +55,7 @@ struct TrainArgs {
   std::string checkpoint;      // default: <run-dir>/checkpoint.onnx
   std::string resume;          // a checkpoint file, or "latest"
   int keep_checkpoints = 1;    // rotated checkpoints kept beside `checkpoint`
+  int max_restarts = 0;        // supervised: restarted from the newest checkpoint when it dies
   std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
   double peer_timeout = 5.0;   // seconds a silent rank is waited for (mpi, nccl); 0: forever
 

@@ -19,6 +19,7 @@
 #include "cli/random_inputs.h"
 #include "cli/schedule_auto.h"
 #include "cli/stop_signals.h"
+#include "cli/supervisor.h"
 #include "cli/train_args.h"
 #include "cli/train_data.h"
 #include "cli/train_report.h"
@@ -247,6 +248,10 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--resume", a.resume,
                  "Continue from this checkpoint, or 'latest': the newest one at --checkpoint or "
                  "rotated beside it that verifies (none yet: start at step 0)");
+  cmd.add_option("--max-restarts", a.max_restarts,
+                 "Supervise the run: when it dies (a crash, a kill), start it again from the "
+                 "newest valid checkpoint, at most this many times (mpirun jobs: pipetrain launch)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--keep-checkpoints", a.keep_checkpoints,
                  "Keep the newest K checkpoints as <stem>.step<N>.onnx beside --checkpoint (which "
                  "names the newest)")
@@ -607,6 +612,17 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
 }  // namespace
 
 void train_pipelined(TrainArgs& a) {
+  if (a.max_restarts > 0) {
+    if (a.comm != "local")
+      throw PlanError("--max-restarts supervises worker threads; for --comm " + a.comm +
+                      " run the job under `pipetrain launch --max-restarts K -- mpirun ...`");
+    if (a.checkpoint_every == 0)
+      throw PlanError("--max-restarts restarts from checkpoints: give --checkpoint-every N");
+    if (const auto code = supervise_self(a.max_restarts)) {
+      if (*code != 0) throw ExitRequest{*code};
+      return;
+    }
+  }
   StopSignals signals;
   std::unique_ptr<exec::Communicator> control, comm;  // control: NCCL's MPI side
   const auto peer_timeout = std::chrono::milliseconds(std::lround(a.peer_timeout * 1000));
