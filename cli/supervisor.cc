@@ -26,11 +26,22 @@ std::atomic<pid_t> g_child{0};
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_forward_as{0};  // the signal the child gets for a stop (0: the one received)
 
+// The stop goes to the command's process group, except for mpirun: it alone
+// gets SIGUSR1 and forwards it to each rank once (a rank that got it twice
+// would take the second as "exit now").
+void send_stop(pid_t child, int sig) {
+  const int as = g_forward_as.load();
+  if (as)
+    ::kill(child, as);
+  else
+    ::kill(-child, sig);
+}
+
 extern "C" void forward_stop(int sig) {
   int expected = 0;
   g_stop_signal.compare_exchange_strong(expected, sig);
   const pid_t child = g_child.load();
-  if (child > 0) ::kill(-child, g_forward_as.load() ? g_forward_as.load() : sig);
+  if (child > 0) send_stop(child, sig);
 }
 
 std::string describe(int status) {
@@ -64,8 +75,7 @@ int run_once(const std::vector<std::string>& command) {
   }
   ::setpgid(pid, pid);  // also here: no race with a signal before the child's own call
   g_child = pid;
-  if (const int sig = g_stop_signal.load())
-    ::kill(-pid, g_forward_as.load() ? g_forward_as.load() : sig);
+  if (const int sig = g_stop_signal.load()) send_stop(pid, sig);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

@@ -92,6 +92,29 @@ partitioner::Plan choose_plan(const TrainArgs& a, const partitioner::Profile& pr
   return plan;
 }
 
+// The plan a checkpoint was written under, when this run asks for the same
+// shape (--stages N as a straight N-stage pipeline, or --workers W) and the
+// model still has its layers: asynchronous schedules' weights depend on where
+// the stages are cut, so a resume (a restart above all) keeps the cut.
+std::optional<partitioner::Plan> plan_to_keep(const TrainArgs& a,
+                                              const std::optional<importer::Checkpoint>& c,
+                                              const partitioner::Profile& profile) {
+  if (!c || !a.plan_path.empty() || !c->meta.count("plan")) return std::nullopt;
+  partitioner::Plan plan;
+  try {
+    plan = partitioner::plan_from_json(nlohmann::json::parse(c->meta.at("plan")));
+    partitioner::check_against_profile(plan, profile);
+  } catch (const std::exception&) {
+    return std::nullopt;  // another model or layering: plan afresh
+  }
+  bool straight = true;
+  for (const auto& st : plan.stages) straight = straight && st.replication == 1;
+  const bool same = a.stages > 0 ? straight && static_cast<int>(plan.stages.size()) == a.stages
+                                 : plan.workers_used() == a.workers;
+  if (!same) return std::nullopt;
+  return plan;
+}
+
 std::string stage_list(const partitioner::Plan& plan) {
   std::string s;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
@@ -317,6 +340,29 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   partitioner::Topology links = local_topology(planned_workers);
   const bool time_links = comm && a.plan_path.empty() && planned_workers == comm->size();
   if (time_links) links = exec::measure_job_topology(*comm);
+  // The checkpoint to resume from, found before planning: a resumed run keeps
+  // the plan it was written under when asked for the same shape.
+  const std::string checkpoint =
+      a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
+  std::optional<importer::Checkpoint> resumed;
+  std::string resume_path = a.resume;
+  if (a.resume == "latest") {
+    // Rank 0 chooses (its files are the ones written); every rank loads that file.
+    std::optional<importer::FoundCheckpoint> found;
+    if (root) {
+      found = importer::latest_checkpoint(
+          checkpoint, [](const std::string& w) { fmt::print(stderr, "warning: {}\n", w); });
+      resume_path = found ? found->path : "";
+      if (found)
+        resumed = std::move(found->checkpoint);
+      else
+        fmt::print("--resume latest: no checkpoint at {} yet; starting at step 0\n", checkpoint);
+    }
+    if (comm) resume_path = exec::share_text(*comm, "resume", resume_path);
+    if (!root && !resume_path.empty()) resumed = importer::load_checkpoint(resume_path);
+  } else if (!a.resume.empty()) {
+    resumed = importer::load_checkpoint(a.resume);
+  }
   // Rank 0 measures and plans; every rank runs its plan.
   partitioner::Profile profile;
   partitioner::Plan plan;
@@ -331,6 +377,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         throw PlanError("--stages " + std::to_string(a.stages) + " x --chunks " +
                         std::to_string(a.chunks) + " virtual stages but the model has only " +
                         std::to_string(profile.layers.size()) + " layers");
+    } else if (auto kept = plan_to_keep(a, resumed, profile)) {
+      plan = *kept;
+      fmt::print("the plan of {} (the same shape; give --plan to choose another)\n", resume_path);
     } else {
       plan = choose_plan(a, profile, links);
     }
@@ -373,28 +422,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       m == 1 ? std::move(full) : importer::import_model(a.model.path, micro_opts.import_options());
   autodiff::TrainingGraph tg =
       m == 1 ? std::move(full_tg) : autodiff::build_training_graph(model, loss);
-  const std::string checkpoint =
-      a.checkpoint.empty() ? a.run_dir + "/checkpoint.onnx" : a.checkpoint;
   int64_t start_step = 0;
-  std::optional<importer::Checkpoint> resumed;
-  std::string resume_path = a.resume;
-  if (a.resume == "latest") {
-    // Rank 0 chooses (its files are the ones written); every rank loads that file.
-    std::optional<importer::FoundCheckpoint> found;
-    if (root) {
-      found = importer::latest_checkpoint(
-          checkpoint, [](const std::string& w) { fmt::print(stderr, "warning: {}\n", w); });
-      resume_path = found ? found->path : "";
-      if (found)
-        resumed = std::move(found->checkpoint);
-      else
-        fmt::print("--resume latest: no checkpoint at {} yet; starting at step 0\n", checkpoint);
-    }
-    if (comm) resume_path = exec::share_text(*comm, "resume", resume_path);
-    if (!root && !resume_path.empty()) resumed = importer::load_checkpoint(resume_path);
-  } else if (!a.resume.empty()) {
-    resumed = importer::load_checkpoint(a.resume);
-  }
   if (resumed) {
     const importer::Checkpoint& c = *resumed;
     for (const auto& [key, mine] : std::map<std::string, std::string>{
@@ -490,6 +518,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   exec::RoundResult shown;
   int64_t last_checkpoint = -1;
   // Rank 0 snapshots the weights at a checkpoint and writes them on a thread of its own.
+  const std::string plan_json = partitioner::to_json(plan).dump();
   std::optional<importer::CheckpointWriter> writer;
   if (root) writer.emplace(checkpoint, a.keep_checkpoints);
   double snapshot_s = 0;
@@ -515,6 +544,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                                                    {"batch", std::to_string(a.model.batch)},
                                                    {"seed", std::to_string(a.seed)},
                                                    {"schedule", a.schedule},
+                                                   {"plan", plan_json},
                                                    {"model", a.model.path}},
                                                   /*copy=*/true),
                           step);

@@ -154,7 +154,21 @@ class RestartTest(unittest.TestCase):
         self.assertIn("not restarting", stderr)
         self.assertNotIn("second signal", stderr)
 
+    def test_ctrl_c_to_a_supervised_mpi_job_stops_every_rank_once(self):
+        cmd = [PIPETRAIN, "launch", "--max-restarts", "3", "--", MPIEXEC, "--oversubscribe",
+               "--allow-run-as-root", "-np", "2", *self.train_args("mpistop", "--comm", "mpi")]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while not os.path.exists(self.path("mpistop/checkpoint.onnx")) and time.time() < deadline:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 130, stdout + stderr)
+        self.assertRegex(stdout, r"interrupted at step \d+ \(SIGUSR1\)")
+        self.assertIn("not restarting", stderr)
+        self.assertNotIn("second signal", stderr)
+
 
 if __name__ == "__main__":
     PIPETRAIN, MPIEXEC = os.path.abspath(sys.argv[1]), sys.argv[2]
-    unittest.main(argv=sys.argv[:1], verbosity=2)
+    unittest.main(argv=sys.argv[:1] + sys.argv[3:], verbosity=2)
