@@ -30,6 +30,10 @@ void add_launch_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--log", o->log_path, "Also append each start, restart and its cause here");
+  cmd->add_option("--hang-timeout", o->hang_timeout_s,
+                  "Kill and restart the job when it shows no progress (no round finished) for "
+                  "this many seconds: a hung or stopped process (0: never; allow for startup)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("command", *command, "The command, after --")->required();
   cmd->callback([o, command] {
     const int code = run_supervised(*command, *o);

@@ -1,7 +1,9 @@
 #include "cli/supervisor.h"
 
+#include <fcntl.h>
 #include <fmt/chrono.h>
 #include <fmt/core.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@ namespace pipetrain::cli {
 
 namespace {
 
+constexpr const char* kHeartbeatEnv = "PIPETRAIN_HEARTBEAT";
 std::atomic<pid_t> g_child{0};
 std::atomic<int> g_stop_signal{0};
 std::atomic<int> g_forward_as{0};  // the signal the child gets for a stop (0: the one received)
@@ -59,12 +62,25 @@ bool is_mpi_launcher(const std::string& program) {
   return base == "mpirun" || base == "mpiexec" || base == "orterun";
 }
 
+// Seconds since `path` was last touched (since `start` when it never was).
+double seconds_quiet(const std::string& path, std::filesystem::file_time_type start) {
+  std::error_code ec;
+  auto last = std::filesystem::last_write_time(path, ec);
+  if (ec || last < start) last = start;
+  return std::chrono::duration<double>(std::filesystem::file_time_type::clock::now() - last)
+      .count();
+}
+
 // fork + exec in a new process group (terminal signals reach the supervisor
-// alone, which forwards them once); the child's wait status.
-int run_once(const std::vector<std::string>& command) {
+// alone, which forwards them once); the child's wait status. With a hang
+// timeout, a job whose heartbeat file stays untouched that long is killed
+// (mpirun first by SIGTERM, so that it takes its ranks down), and `hung` set.
+int run_once(const std::vector<std::string>& command, double hang_timeout,
+             const std::string& heartbeat, bool* hung) {
   std::vector<char*> argv;
   for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const auto start = std::filesystem::file_time_type::clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) throw RuntimeFault(std::string("launch: cannot fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -77,7 +93,24 @@ int run_once(const std::vector<std::string>& command) {
   g_child = pid;
   if (const int sig = g_stop_signal.load()) send_stop(pid, sig);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  *hung = false;
+  double killed_at = -1;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, hang_timeout > 0 ? WNOHANG : 0);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR)
+      throw RuntimeFault(std::string("launch: waitpid: ") + std::strerror(errno));
+    if (hang_timeout <= 0) continue;
+    const double quiet = seconds_quiet(heartbeat, start);
+    if (!*hung && quiet > hang_timeout) {
+      *hung = true;
+      killed_at = quiet;
+      ::kill(g_forward_as.load() ? pid : -pid, g_forward_as.load() ? SIGTERM : SIGKILL);
+    } else if (*hung && quiet > killed_at + 10) {
+      ::kill(-pid, SIGKILL);  // mpirun did not end its job in 10 s
+      ::kill(pid, SIGKILL);
+    }
+    ::usleep(100000);
   }
   g_child = 0;
   return status;
@@ -101,7 +134,17 @@ std::vector<std::string> resume_latest(std::vector<std::string> command) {
   return command;
 }
 
-std::optional<int> supervise_self(int max_restarts) {
+void touch_heartbeat() {
+  static const char* path = std::getenv(kHeartbeatEnv);
+  if (!path) return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT, 0600);
+  if (fd >= 0) {
+    ::futimens(fd, nullptr);
+    ::close(fd);
+  }
+}
+
+std::optional<int> supervise_self(int max_restarts, double hang_timeout_s) {
   constexpr const char* kMarker = "PIPETRAIN_SUPERVISED";
   if (max_restarts <= 0 || std::getenv(kMarker)) return std::nullopt;
   std::vector<std::string> command;
@@ -112,12 +155,18 @@ std::optional<int> supervise_self(int max_restarts) {
       continue;
     }
     if (argv[i].rfind("--max-restarts=", 0) == 0) continue;
+    if (argv[i] == "--hang-timeout") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--hang-timeout=", 0) == 0) continue;
     command.push_back(argv[i]);
   }
   command[0] = std::filesystem::read_symlink("/proc/self/exe").string();
   ::setenv(kMarker, "1", 1);  // the child trains; its restarts are ours
   SupervisorOptions o;
   o.max_restarts = max_restarts;
+  o.hang_timeout_s = hang_timeout_s;
   return run_supervised(command, o);
 }
 
@@ -150,10 +199,20 @@ int run_supervised(const std::vector<std::string>& command, const SupervisorOpti
     }
   } restore{old_int, old_term};
 
+  // The job touches this file at every round boundary (train, rank 0).
+  const std::string heartbeat = (std::filesystem::temp_directory_path() /
+                                 ("pipetrain-heartbeat-" + std::to_string(::getpid())))
+                                    .string();
+  ::setenv(kHeartbeatEnv, heartbeat.c_str(), 1);
+  struct RemoveHeartbeat {
+    const std::string& path;
+    ~RemoveHeartbeat() { ::unlink(path.c_str()); }
+  } remove_heartbeat{heartbeat};
   std::vector<std::string> cmd = command;
   for (int attempt = 0;; ++attempt) {
     const auto start = std::chrono::steady_clock::now();
-    const int status = run_once(cmd);
+    bool hung = false;
+    const int status = run_once(cmd, options.hang_timeout_s, heartbeat, &hung);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -174,12 +233,15 @@ int run_supervised(const std::vector<std::string>& command, const SupervisorOpti
     }
     if (attempt >= options.max_restarts) {
       say(fmt::format("{} after {:.1f} s, and all {} restart{} are spent; giving up",
-                      describe(status), seconds, options.max_restarts,
-                      options.max_restarts == 1 ? "" : "s"));
+                      hung ? std::string("no progress (hung or stopped)") : describe(status),
+                      seconds, options.max_restarts, options.max_restarts == 1 ? "" : "s"));
       return code;
     }
-    say(fmt::format("{} after {:.1f} s; restart {} of {} from the newest valid checkpoint",
-                    describe(status), seconds, attempt + 1, options.max_restarts));
+    const std::string cause = hung ? fmt::format("no progress for {:g} s (hung or stopped), killed",
+                                                 options.hang_timeout_s)
+                                   : describe(status);
+    say(fmt::format("{} after {:.1f} s; restart {} of {} from the newest valid checkpoint", cause,
+                    seconds, attempt + 1, options.max_restarts));
     cmd = resume_latest(command);
   }
 }

@@ -14,6 +14,9 @@ struct SupervisorOptions {
   int max_restarts = 3;
   /// Where each start and restart is logged besides stderr ("" for none).
   std::string log_path;
+  /// Kill and restart a job whose heartbeat (touch_heartbeat(), at every round boundary)
+  /// is older than this many seconds: a hung or stopped process. 0: no watchdog.
+  double hang_timeout_s = 0;
 };
 
 /// Runs `command` (argv: a program and its arguments, e.g. pipetrain train ... or
@@ -28,7 +31,10 @@ int run_supervised(const std::vector<std::string>& command, const SupervisorOpti
 /// `train --max-restarts K`: when this process is not itself supervised, runs this same
 /// command line (less --max-restarts) under run_supervised and returns its exit code; nullopt
 /// inside the supervised child, which then trains.
-std::optional<int> supervise_self(int max_restarts);
+std::optional<int> supervise_self(int max_restarts, double hang_timeout_s);
+
+/// Under a supervisor with a hang timeout: tells it the job is making progress.
+void touch_heartbeat();
 
 /// The command a restart runs: `command` with `--resume latest` (replacing any --resume).
 std::vector<std::string> resume_latest(std::vector<std::string> command);

@@ -56,6 +56,7 @@ struct TrainArgs {
   std::string resume;          // a checkpoint file, or "latest"
   int keep_checkpoints = 1;    // rotated checkpoints kept beside `checkpoint`
   int max_restarts = 0;        // supervised: restarted from the newest checkpoint when it dies
+  double hang_timeout = 0;     // supervised: restart when no round ends for this long
   std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
   double peer_timeout = 5.0;   // seconds a silent rank is waited for (mpi, nccl); 0: forever
 

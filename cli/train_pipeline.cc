@@ -275,6 +275,10 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "Supervise the run: when it dies (a crash, a kill), start it again from the "
                  "newest valid checkpoint, at most this many times (mpirun jobs: pipetrain launch)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--hang-timeout", a.hang_timeout,
+                 "With --max-restarts: restart when no round ends for this many seconds (a hung "
+                 "or stopped run; allow for startup and a whole round)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--keep-checkpoints", a.keep_checkpoints,
                  "Keep the newest K checkpoints as <stem>.step<N>.onnx beside --checkpoint (which "
                  "names the newest)")
@@ -533,6 +537,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
            if (report) report->epoch(e);
          },
          [&](const exec::RoundResult& r) {
+           if (root) touch_heartbeat();
            for (size_t w = 0; w < r.busy_s.size(); ++w) busy[w] += r.busy_s[w];
            if (r.losses.size() >= shown.losses.size()) shown = r;
          },
@@ -648,7 +653,7 @@ void train_pipelined(TrainArgs& a) {
                       " run the job under `pipetrain launch --max-restarts K -- mpirun ...`");
     if (a.checkpoint_every == 0)
       throw PlanError("--max-restarts restarts from checkpoints: give --checkpoint-every N");
-    if (const auto code = supervise_self(a.max_restarts)) {
+    if (const auto code = supervise_self(a.max_restarts, a.hang_timeout)) {
       if (*code != 0) throw ExitRequest{*code};
       return;
     }

@@ -77,7 +77,9 @@ def main():
         if mode != "threads":
             command = [mpiexec, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks),
                        *command, "--comm", "mpi"]
-        p = subprocess.Popen([pipetrain, "launch", "--max-restarts", "8", "--", *command],
+        # --hang-timeout: a rank stopped inside MPI_Init is beyond --peer-timeout.
+        p = subprocess.Popen([pipetrain, "launch", "--max-restarts", "8", "--hang-timeout", "30",
+                              "--", *command],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         faults = []
 

@@ -133,6 +133,23 @@ class RestartTest(unittest.TestCase):
         self.assertEqual(len(re.findall(r"restart \d of 3", logged)), 2, logged)
         self.assertEqual(weights(out), weights(self.straight))
 
+    def test_a_stopped_threads_job_is_killed_by_the_watchdog_and_restarted(self):
+        out = self.path("stopped.onnx")
+        p = subprocess.Popen(self.train_args("stopped", "--max-restarts", 2, "--hang-timeout", 3,
+                                             "-o", out),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ck = self.path("stopped/checkpoint.onnx")
+        deadline = time.time() + 120
+        while not (os.path.exists(ck) and children(p.pid)) and time.time() < deadline:
+            time.sleep(0.05)
+        stopped = children(p.pid)[0]
+        os.kill(stopped, signal.SIGSTOP)  # a hung process: alive, silent
+        stdout, stderr = p.communicate(timeout=300)
+        self.assertEqual(p.returncode, 0, stdout + stderr)
+        self.assertIn("no progress for 3 s (hung or stopped), killed", stderr)
+        self.assertIn("restart 1 of 2", stderr)
+        self.assertEqual(weights(out), weights(self.straight))
+
     def test_bad_input_is_not_restarted(self):
         r = subprocess.run(self.train_args("bad", "--max-restarts", 3, "--checkpoint",
                                            self.path("no/such/dir/ck.onnx")),
