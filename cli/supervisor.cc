@@ -199,11 +199,11 @@ int run_supervised(const std::vector<std::string>& command, const SupervisorOpti
     }
   } restore{old_int, old_term};
 
-  // The job touches this file at every round boundary (train, rank 0).
+  // With a watchdog, the job touches this file at every round boundary (train, rank 0).
   const std::string heartbeat = (std::filesystem::temp_directory_path() /
                                  ("pipetrain-heartbeat-" + std::to_string(::getpid())))
                                     .string();
-  ::setenv(kHeartbeatEnv, heartbeat.c_str(), 1);
+  if (options.hang_timeout_s > 0) ::setenv(kHeartbeatEnv, heartbeat.c_str(), 1);
   struct RemoveHeartbeat {
     const std::string& path;
     ~RemoveHeartbeat() { ::unlink(path.c_str()); }

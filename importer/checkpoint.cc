@@ -96,11 +96,6 @@ void write_checkpoint(const Checkpoint& c, const std::string& path) {
   write_model_file(m, path);
 }
 
-void save_checkpoint(const std::string& path, const ir::Graph& g,
-                     const std::map<std::string, std::string>& meta) {
-  write_checkpoint(checkpoint_of(g, meta, /*copy=*/false), path);
-}
-
 Checkpoint load_checkpoint(const std::string& path) {
   onnx::ModelProto m;
   const std::string bytes = detail::read_file(path);

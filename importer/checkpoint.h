@@ -29,10 +29,6 @@ Checkpoint checkpoint_of(const ir::Graph& g, const std::map<std::string, std::st
 /// place. ModelError naming the path when it cannot be written.
 void write_checkpoint(const Checkpoint& c, const std::string& path);
 
-/// Writes the params, buffers and optimizer state of `g` with `meta`.
-void save_checkpoint(const std::string& path, const ir::Graph& g,
-                     const std::map<std::string, std::string>& meta);
-
 /// Reads a checkpoint and verifies its CRC-32 (files from before checksums have none); ModelError
 /// naming the file when it is not one, is truncated, or changed after it was written.
 Checkpoint load_checkpoint(const std::string& path);

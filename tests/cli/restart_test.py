@@ -29,6 +29,12 @@ def children(pid):
     return [int(p) for p in r.stdout.split()]
 
 
+def wait_until(ready, seconds):
+    deadline = time.time() + seconds
+    while not ready() and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def weights(path):
     return {t.name: numpy_helper.to_array(t).tobytes() for t in onnx.load(path).graph.initializer}
 
@@ -139,9 +145,7 @@ class RestartTest(unittest.TestCase):
                                              "-o", out),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ck = self.path("stopped/checkpoint.onnx")
-        deadline = time.time() + 120
-        while not (os.path.exists(ck) and children(p.pid)) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(ck) and children(p.pid), 120)
         stopped = children(p.pid)[0]
         os.kill(stopped, signal.SIGSTOP)  # a hung process: alive, silent
         stdout, stderr = p.communicate(timeout=300)
@@ -161,9 +165,7 @@ class RestartTest(unittest.TestCase):
     def test_ctrl_c_to_the_supervisor_stops_once_with_a_checkpoint(self):
         p = subprocess.Popen(self.train_args("stop", "--max-restarts", 3),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 60
-        while not os.path.exists(self.path("stop/checkpoint.onnx")) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(self.path("stop/checkpoint.onnx")), 60)
         p.send_signal(signal.SIGINT)
         stdout, stderr = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, stdout + stderr)
@@ -175,9 +177,7 @@ class RestartTest(unittest.TestCase):
         cmd = [PIPETRAIN, "launch", "--max-restarts", "3", "--", MPIEXEC, "--oversubscribe",
                "--allow-run-as-root", "-np", "2", *self.train_args("mpistop", "--comm", "mpi")]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while not os.path.exists(self.path("mpistop/checkpoint.onnx")) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: os.path.exists(self.path("mpistop/checkpoint.onnx")), 120)
         p.send_signal(signal.SIGINT)
         stdout, stderr = p.communicate(timeout=120)
         self.assertEqual(p.returncode, 130, stdout + stderr)
