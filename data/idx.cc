@@ -131,11 +131,18 @@ IdxArray read_idx(const std::string& path) {
     if (total > (uint64_t{1} << 36))
       throw ModelError(path + ": IDX dimensions are implausibly large");
   }
-  a.bytes.resize(total);
-  size_t got = gz_read(gz.f, a.bytes.data(), a.bytes.size(), path);
-  if (got != a.bytes.size())
-    throw ModelError(path + ": truncated IDX data: " + std::to_string(got) + " of " +
-                     std::to_string(total) + " bytes");
+  // In chunks, so that memory follows the data actually there: a damaged
+  // header can claim gigabytes that a short file does not hold.
+  constexpr size_t kChunk = size_t{1} << 24;
+  while (a.bytes.size() < total) {
+    const size_t have = a.bytes.size();
+    const size_t want = std::min<size_t>(kChunk, total - have);
+    a.bytes.resize(have + want);
+    const size_t got = gz_read(gz.f, a.bytes.data() + have, want, path);
+    if (got != want)
+      throw ModelError(path + ": truncated IDX data: " + std::to_string(have + got) + " of " +
+                       std::to_string(total) + " bytes");
+  }
   uint8_t extra;
   if (gz_read(gz.f, &extra, 1, path) != 0)
     throw ModelError(path + ": trailing bytes after the IDX data its header describes");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 
 #include "data/tokenizer.h"
 #include "ir/error.h"
@@ -13,6 +14,9 @@ namespace pipetrain::data {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Token ids fit an int32 (every real vocabulary does); larger ones are damage.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 31) - 1;
 
 Dataset windows(const std::vector<int64_t>& stream, int64_t first, int64_t count, int64_t t) {
   Dataset ds;
@@ -87,9 +91,10 @@ TokenWindows token_windows(const std::string& path, const DataOptions& options) 
   }
   int64_t max_id = -1;
   for (size_t i = 0; i < stream.size(); ++i) {
-    if (stream[i] < 0)
-      throw ModelError(path + ": token " + std::to_string(i) + " has a negative id " +
-                       std::to_string(stream[i]));
+    if (stream[i] < 0 || stream[i] > kMaxTokenId)
+      throw ModelError(path + ": token " + std::to_string(i) + " has id " +
+                       std::to_string(stream[i]) + (stream[i] < 0 ? ", a negative id" :
+                       ", beyond any vocabulary (ids are at most 2^31 - 1)"));
     max_id = std::max(max_id, stream[i]);
   }
   return window_stream(stream, options.seq_len, options.test_fraction, max_id + 1,
@@ -97,13 +102,14 @@ TokenWindows token_windows(const std::string& path, const DataOptions& options) 
 }
 
 double unigram_loss(const DataSplit& split, int64_t vocab) {
-  std::vector<double> count(static_cast<size_t>(vocab), 1.0);  // add-one smoothing
-  double total = static_cast<double>(vocab);
+  // Sparse counts: memory follows the tokens, not the vocabulary.
+  std::unordered_map<int64_t, double> count;
+  double total = static_cast<double>(vocab);  // add-one smoothing
   const ir::Tensor& train = split.train.labels;
   for (int64_t i = 0; i < train.numel(); ++i) {
     const int64_t id = train.data<int64_t>()[i];
     if (id < 0 || id >= vocab) continue;
-    count[static_cast<size_t>(id)] += 1;
+    count[id] += 1;
     total += 1;
   }
   const ir::Tensor& test = split.test.labels;
@@ -112,7 +118,8 @@ double unigram_loss(const DataSplit& split, int64_t vocab) {
   for (int64_t i = 0; i < test.numel(); ++i) {
     const int64_t id = test.data<int64_t>()[i];
     if (id < 0 || id >= vocab) continue;
-    nll -= std::log(count[static_cast<size_t>(id)] / total);
+    auto it = count.find(id);
+    nll -= std::log(((it == count.end() ? 0.0 : it->second) + 1.0) / total);
     ++n;
   }
   return n > 0 ? nll / static_cast<double>(n) : 0.0;

@@ -1,20 +1,13 @@
 // libFuzzer target: arbitrary bytes into the ONNX importer. Any input must
 // end in a parsed graph or a pipetrain::Error, never a crash or a hang.
-#include <cstddef>
-#include <cstdint>
-#include <string>
-
+#include "fuzz/fuzz_input.h"
 #include "importer/importer.h"
-#include "ir/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   pipetrain::importer::ImportOptions opts;
   opts.batch = 2;
-  try {
-    pipetrain::importer::import_model_bytes(bytes, "/nonexistent-fuzz-dir", opts);
-  } catch (const pipetrain::Error&) {
-    // Expected: a clear error for malformed input.
-  }
+  pipetrain::fuzz::expect_clean(
+      [&] { pipetrain::importer::import_model_bytes(bytes, "/nonexistent-fuzz-dir", opts); });
   return 0;
 }

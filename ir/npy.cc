@@ -64,11 +64,48 @@ Tensor read_widened(std::istream& f, const Widened& w, const Shape& shape,
   return t;
 }
 
+// The text after `'key':` in the header's dict.
 std::string field(const std::string& header, const std::string& key, const std::string& path) {
   size_t k = header.find("'" + key + "'");
-  if (k == std::string::npos) throw ModelError(path + ": .npy header has no '" + key + "'");
-  size_t colon = header.find(':', k);
+  size_t colon = k == std::string::npos ? k : header.find(':', k);
+  if (colon == std::string::npos) throw ModelError(path + ": .npy header has no '" + key + "'");
   return header.substr(colon + 1);
+}
+
+std::string quoted(const std::string& v, const std::string& path) {
+  size_t q1 = v.find_first_not_of(' ');
+  size_t q2 = q1 == std::string::npos || (v[q1] != '\'' && v[q1] != '"') ? std::string::npos
+                                                                        : v.find(v[q1], q1 + 1);
+  if (q2 == std::string::npos) throw ModelError(path + ": .npy header's descr is not a string");
+  return v.substr(q1 + 1, q2 - q1 - 1);
+}
+
+// "(3, 4)", "(5,)", "()": each dimension a plain decimal number.
+Shape parse_shape(const std::string& v, const std::string& path) {
+  size_t open = v.find('('), close = open == std::string::npos ? open : v.find(')', open);
+  if (close == std::string::npos) throw ModelError(path + ": .npy header's shape is not a tuple");
+  Shape shape;
+  std::stringstream ss(v.substr(open + 1, close - open - 1));
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    const size_t b = tok.find_first_not_of(' '), e = tok.find_last_not_of(' ');
+    if (b == std::string::npos) continue;
+    tok = tok.substr(b, e - b + 1);
+    if (tok.size() > 15 || tok.find_first_not_of("0123456789") != std::string::npos)
+      throw ModelError(path + ": .npy header's shape has a bad dimension '" + tok + "'");
+    shape.push_back(std::stoll(tok));
+  }
+  return shape;
+}
+
+// The bytes left in `f` (-1 when the stream cannot tell).
+int64_t bytes_left(std::istream& f) {
+  const std::streampos here = f.tellg();
+  if (here < 0) return -1;
+  f.seekg(0, std::ios::end);
+  const std::streampos end = f.tellg();
+  f.seekg(here);
+  return end < 0 ? -1 : static_cast<int64_t>(end - here);
 }
 }  // namespace
 
@@ -95,9 +132,7 @@ Tensor read_npy(std::istream& f, const std::string& path) {
   f.read(header.data(), header_len);
   if (!f) throw ModelError(path + ": truncated .npy header");
 
-  std::string d = field(header, "descr", path);
-  size_t q1 = d.find('\''), q2 = d.find('\'', q1 + 1);
-  std::string descr = d.substr(q1 + 1, q2 - q1 - 1);
+  const std::string descr = quoted(field(header, "descr", path), path);
   DType dtype = DType::kUndefined;
   for (DType t : {DType::kF32, DType::kF16, DType::kI64, DType::kI32, DType::kBool})
     if (descr == descr_of(t) || (t == DType::kBool && descr == "<b1")) dtype = t;
@@ -109,14 +144,15 @@ Tensor read_npy(std::istream& f, const std::string& path) {
                      "' is not supported (f32, f64, f16, i64, i32, i16, i8, u32, u16, u8, bool)");
   if (field(header, "fortran_order", path).find("True") < 8)
     throw ModelError(path + ": Fortran-order .npy is not supported");
-  std::string s = field(header, "shape", path);
-  size_t open = s.find('('), close = s.find(')');
-  Shape shape;
-  std::stringstream ss(s.substr(open + 1, close - open - 1));
-  std::string tok;
-  while (std::getline(ss, tok, ',')) {
-    if (tok.find_first_not_of(" ") == std::string::npos) continue;
-    shape.push_back(std::stoll(tok));
+  const Shape shape = parse_shape(field(header, "shape", path), path);
+  // The size against the file, before allocating: a damaged header can claim
+  // terabytes. need > left / d is need * d > left, without overflowing.
+  if (const int64_t left = bytes_left(f); left >= 0) {
+    int64_t need = widen ? static_cast<int64_t>(widen->bytes)
+                         : static_cast<int64_t>(dtype_size(dtype));
+    for (int64_t d : shape) need = d != 0 && need > left / d ? left + 1 : need * d;
+    if (need > left)
+      throw ModelError(path + ": .npy data is shorter than its shape " + shape_str(shape));
   }
   if (widen) return read_widened(f, *widen, shape, path);
   Tensor t(dtype, shape);

@@ -138,8 +138,8 @@ Plan plan_from_json(const nlohmann::json& j) {
   p.cost_model = ju::string_or(j, "cost_model", "pipetrain", w);
   p.strategy = ju::string_or(j, "strategy", "dp", w);
   p.topology = topology_from_json(ju::field(j, "topology", w));
-  p.num_layers = static_cast<int>(ju::integer(j, "num_layers", w));
-  p.noam = static_cast<int>(ju::integer(j, "noam", w));
+  p.num_layers = ju::small_integer(j, "num_layers", w);
+  p.noam = ju::small_integer(j, "noam", w);
   p.time_per_minibatch_s = ju::number(j, "time_per_minibatch_s", w);
   p.single_worker_s = ju::number_or(j, "single_worker_s", 0, w);
   p.data_parallel_s = ju::number_or(j, "data_parallel_s", 0, w);
@@ -148,8 +148,8 @@ Plan plan_from_json(const nlohmann::json& j) {
     const auto& sj = stages[i];
     std::string sw = "plan stage " + std::to_string(i);
     StagePlan s;
-    s.first_layer = static_cast<int>(ju::integer(sj, "first_layer", sw));
-    s.last_layer = static_cast<int>(ju::integer(sj, "last_layer", sw));
+    s.first_layer = ju::small_integer(sj, "first_layer", sw);
+    s.last_layer = ju::small_integer(sj, "last_layer", sw);
     s.first_layer_name = ju::string_or(sj, "first_layer_name", "", sw);
     s.last_layer_name = ju::string_or(sj, "last_layer_name", "", sw);
     if (sj.contains("nodes"))
@@ -157,10 +157,9 @@ Plan plan_from_json(const nlohmann::json& j) {
         if (!n.is_string()) throw PlanError(sw + ": 'nodes' must hold strings");
         s.nodes.push_back(n.get<std::string>());
       }
-    s.replication = static_cast<int>(ju::integer(sj, "replication", sw));
+    s.replication = ju::small_integer(sj, "replication", sw);
     for (const auto& wk : ju::array(sj, "workers", sw)) {
-      if (!wk.is_number_integer()) throw PlanError(sw + ": 'workers' must hold worker ids");
-      s.workers.push_back(wk.get<int>());
+      s.workers.push_back(ju::small_integer(wk, sw + ": 'workers'"));
     }
     s.compute_s = ju::number_or(sj, "compute_s", 0, sw);
     s.allreduce_s = ju::number_or(sj, "allreduce_s", 0, sw);
@@ -168,7 +167,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     s.transfer_in_s = ju::number_or(sj, "transfer_in_s", 0, sw);
     s.transfer_out_s = ju::number_or(sj, "transfer_out_s", 0, sw);
     s.time_s = ju::number_or(sj, "time_s", 0, sw);
-    s.in_flight = static_cast<int>(sj.contains("in_flight") ? ju::integer(sj, "in_flight", sw) : 1);
+    s.in_flight = sj.contains("in_flight") ? ju::small_integer(sj, "in_flight", sw) : 1;
     s.memory_bytes = ju::number_or(sj, "memory_bytes", 0, sw);
     p.stages.push_back(std::move(s));
   }

@@ -138,9 +138,10 @@ Profile profile_from_json(const nlohmann::json& j) {
   if (j.contains("edges")) {
     const auto& edges = ju::array(j, "edges", where);
     for (const auto& e : edges) {
-      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer() || !e[1].is_number_integer())
+      if (!e.is_array() || e.size() != 2)
         throw PlanError("profile: each edge must be [from, to] layer indices");
-      p.edges.emplace_back(e[0].get<int>(), e[1].get<int>());
+      p.edges.emplace_back(ju::small_integer(e[0], "profile: edge ends"),
+                           ju::small_integer(e[1], "profile: edge ends"));
     }
   }
   if (j.contains("tied")) {
@@ -150,9 +151,7 @@ Profile profile_from_json(const nlohmann::json& j) {
       t.bytes = ju::integer(tj, "bytes", "profile tied param '" + t.name + "'");
       const auto& layers = ju::array(tj, "layers", "profile tied param '" + t.name + "'");
       for (const auto& l : layers) {
-        if (!l.is_number_integer())
-          throw PlanError("profile tied param '" + t.name + "': 'layers' must hold integers");
-        t.layers.push_back(l.get<int>());
+        t.layers.push_back(ju::small_integer(l, "profile tied param '" + t.name + "': 'layers'"));
       }
       p.tied.push_back(std::move(t));
     }

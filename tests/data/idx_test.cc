@@ -97,6 +97,13 @@ TEST(Idx, BadFilesNameTheFileAndTheProblem) {
   testing::write_text(dir.file("trunc.idx"), std::string("\0\0\x08\x01\0\0\0\x05\x01\x02\x03", 11));
   EXPECT_NE(error_of(dir.file("trunc.idx")).find("trunc.idx: truncated IDX data: 3 of 5 bytes"),
             std::string::npos);
+  // Found by idx_fuzzer: 2^32 - 1 i32 values claimed, 4 bytes there; the
+  // reader stops at the data's end instead of allocating 16 GiB first.
+  testing::write_text(dir.file("huge.idx"),
+                      std::string("\0\0\x0C\x01\xFF\xFF\xFF\xFF\x01\x02\x03\x04", 12));
+  EXPECT_NE(error_of(dir.file("huge.idx")).find("truncated IDX data: 4 of 17179869180 bytes"),
+            std::string::npos)
+      << error_of(dir.file("huge.idx"));
   testing::write_text(dir.file("extra.idx"), std::string("\0\0\x08\x01\0\0\0\x01\x01\x02", 10));
   EXPECT_NE(error_of(dir.file("extra.idx")).find("extra.idx: trailing bytes"), std::string::npos);
 

@@ -125,6 +125,11 @@ TEST(TokenData, NanoGptBinAndNpyStreams) {
             std::string::npos);
   ir::save_npy(ir::Tensor::from_i64({1, 2, 3, 4}, {2, 2}), dir.file("m.npy"));
   EXPECT_NE(error_of("tokens:" + dir.file("m.npy"), o).find("1-D integer"), std::string::npos);
+  // Found by npy_fuzzer: an id of 2^40 made the vocabulary (and the unigram
+  // baseline's table) 2^40 long.
+  ir::save_npy(ir::Tensor::from_i64({1, 2, int64_t{1} << 40, 4}, {4}), dir.file("big.npy"));
+  EXPECT_NE(error_of("tokens:" + dir.file("big.npy"), o).find("token 2 has id 1099511627776, beyond"),
+            std::string::npos);
 }
 
 // Test tokens under the train tokens' add-one unigram frequencies.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "ir/error.h"
 
@@ -53,6 +54,40 @@ TEST(Npy, BadFilesNameTheFileAndTheProblem) {
   }
   std::remove(p.c_str());
   EXPECT_THROW(load_npy(temp_path("missing.npy")), ModelError);
+}
+
+// Found by npy_fuzzer: a header is checked before anything is allocated.
+TEST(Npy, DamagedHeadersAreRefusedBeforeAllocating) {
+  auto with_header = [](const std::string& dict) {
+    std::string h = dict;
+    h.append((64 - (10 + h.size() + 1) % 64) % 64, ' ');
+    h += '\n';
+    std::string f("\x93NUMPY\x01\x00", 8);
+    f += static_cast<char>(h.size() & 0xFF);
+    f += static_cast<char>(h.size() >> 8);
+    return f + h + std::string(16, '\0');
+  };
+  auto error_of = [&](const std::string& dict) {
+    std::istringstream in(with_header(dict));
+    try {
+      read_npy(in, "x.npy");
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // Terabytes claimed by a 16-byte body: refused, not allocated.
+  EXPECT_NE(error_of("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }")
+                .find("x.npy: .npy data is shorter than its shape"),
+            std::string::npos);
+  EXPECT_NE(error_of("{'descr': '<f4', 'fortran_order': False, 'shape': (4, x), }")
+                .find("bad dimension 'x'"),
+            std::string::npos);
+  EXPECT_NE(error_of("{'descr': '<f4', 'fortran_order': False, 'shape': 4, }").find("not a tuple"),
+            std::string::npos);
+  EXPECT_NE(error_of("{'descr': <f4, 'fortran_order': False, 'shape': (4,), }").find("descr"),
+            std::string::npos);
+  EXPECT_EQ(error_of("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"), "no error");
 }
 
 }  // namespace

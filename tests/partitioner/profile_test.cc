@@ -6,6 +6,7 @@
 
 #include "ir/error.h"
 #include "partitioner/graph_txt.h"
+#include "partitioner/json_util.h"
 #include "partitioner/profile_ir.h"
 
 namespace pipetrain::partitioner {
@@ -55,6 +56,26 @@ TEST(Profile, MalformedJsonNamesTheField) {
   j = to_json(three_layers());
   j["edges"] = {{2, 1}};
   EXPECT_THROW(profile_from_json(j), PlanError);
+}
+
+// Found by json_fuzzer: numbers past int or double were wrapped, or escaped
+// as nlohmann's own exceptions instead of one PlanError.
+TEST(Profile, NumbersOutOfRangeAreRefusedNotWrapped) {
+  auto j = to_json(three_layers());
+  j["edges"] = {{0, 4294967297LL}};  // 2^32 + 1 wrapped to 1 in an int
+  EXPECT_THROW(profile_from_json(j), PlanError);
+  j = to_json(three_layers());
+  j["layers"][0]["cut_bytes"] = 1e300;  // integral, but no int64
+  EXPECT_THROW(profile_from_json(j), PlanError);
+  j = to_json(three_layers());
+  j["layers"][0]["cut_bytes"] = 18446744073709551615ULL;
+  EXPECT_THROW(profile_from_json(j), PlanError);
+  try {
+    json_util::parse("{\"batch\": 1e400}", "p.json");
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: not valid JSON"), std::string::npos) << e.what();
+  }
 }
 
 // The reference's format: an Input source and a __getitem__ sink are dropped;
