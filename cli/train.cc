@@ -23,13 +23,25 @@ namespace pipetrain::cli {
 
 namespace {
 
+// Checkpoints, --resume and restarts live in the pipelined runtime.
+bool wants_checkpoints(const TrainArgs& a) {
+  return a.checkpoint_every > 0 || !a.checkpoint.empty() || !a.resume.empty() ||
+         a.keep_checkpoints > 1 || a.max_restarts > 0;
+}
+
 void train(TrainArgs& a) {
   a.model.resolve_batch();
+  if (!a.pipelined() && wants_checkpoints(a)) {
+    // One worker that asks for checkpoints runs as a one-stage pipeline: the
+    // same steps (tests/cli/pipeline_train_test.py checks the weights bitwise).
+    if (a.backend != "cpu")
+      throw PlanError("checkpoints (--checkpoint, --checkpoint-every, --resume, --max-restarts) "
+                      "run one worker as a one-stage pipeline, on --backend cpu only (got '" +
+                      a.backend + "')");
+    a.stages = 1;
+    fmt::print("checkpoints asked for: one worker runs as a one-stage pipeline\n");
+  }
   if (a.pipelined()) return train_pipelined(a);
-  if (a.max_restarts > 0)
-    throw PlanError(
-        "--max-restarts restarts pipelined runs from their checkpoints; one-worker "
-        "training writes none (give --stages N)");
   check_train_outputs(a);
   if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(

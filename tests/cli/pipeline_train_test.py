@@ -188,6 +188,32 @@ class PipelineTrainTest(unittest.TestCase):
         self.ok(self.train("term-resumed", "--stages", 2, "--epochs", 400, "--max-steps",
                            step + 3, "--resume", ck))
 
+    def test_one_worker_with_checkpoints_runs_as_one_stage_and_resumes_bitwise(self):
+        # Checkpoints live in the pipelined runtime: one worker that asks for them
+        # runs as a one-stage pipeline, with the plain one-worker run's weights.
+        self.ok(self.train("plain", "--max-steps", 40, "-o", self.path("plain.onnx")))
+        ck = self.path("one.ck.onnx")
+        r = self.ok(self.train("ck", "--max-steps", 40, "--checkpoint-every", 20, "--checkpoint",
+                               ck, "-o", self.path("ck.onnx")))
+        self.assertIn("one-stage pipeline", r.stdout + r.stderr)
+        self.assert_same_weights(self.path("plain.onnx"), self.path("ck.onnx"))
+        # Interrupted by SIGTERM, then resumed from its checkpoint: the weights of
+        # a plain one-worker run of as many steps.
+        p = self.start("term1", "--epochs", 400, "--checkpoint", ck)
+        self.wait_for(self.path("term1/metrics.jsonl"), p)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 143, out + err)
+        step = int({m.key: m.value for m in onnx.load(ck).metadata_props}["step"])
+        self.assertGreater(step, 0)
+        steps = ["--epochs", 400, "--max-steps", step + 30]
+        self.ok(self.train("resumed1", *steps, "--resume", ck, "-o", self.path("resumed1.onnx")))
+        self.ok(self.train("full", *steps, "-o", self.path("full.onnx")))
+        self.assert_same_weights(self.path("full.onnx"), self.path("resumed1.onnx"))
+        r = self.train("gpu", "--backend", "portable", "--checkpoint", ck)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--backend cpu only", r.stderr)
+
     def test_a_second_signal_exits_at_once_and_writes_nothing(self):
         # One round spans the epoch (1,875 steps of LeNet on Fashion-MNIST, seconds), so
         # the first signal alone would wait for its end; the second must not.
