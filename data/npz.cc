@@ -25,8 +25,11 @@ constexpr uint32_t kZip64EndOfCentralDir = 0x06064b50;
 class Reader {
  public:
   Reader(const std::string& bytes, const std::string& path) : b_(bytes), path_(path) {}
+  /// Whether [off, off + len) lies in the archive (written so that nothing overflows:
+  /// zip64 offsets and sizes are any 64-bit value).
+  bool fits(uint64_t off, uint64_t len) const { return off <= b_.size() && len <= b_.size() - off; }
   uint64_t le(uint64_t off, int n) const {
-    if (off + static_cast<uint64_t>(n) > b_.size()) damaged("a record runs past the end");
+    if (!fits(off, static_cast<uint64_t>(n))) damaged("a record runs past the end");
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(b_[off + i]);
     return v;
@@ -48,18 +51,27 @@ struct Entry {
   uint64_t comp = 0, uncomp = 0, local_offset = 0;
 };
 
+// Inflates in chunks, so that memory follows the data actually there: the
+// declared size is only an upper bound to check, and a damaged header can
+// declare gigabytes.
 std::string inflate_raw(const char* src, uint64_t n, uint64_t out_size, const std::string& what) {
-  std::string out(out_size, '\0');
+  constexpr size_t kChunk = size_t{1} << 20;
+  std::string out;
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) throw ModelError(what + ": zlib init failed");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(src));
   zs.avail_in = static_cast<uInt>(n);
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out_size);
-  int rc = inflate(&zs, Z_FINISH);
-  uint64_t produced = zs.total_out;
+  int rc = Z_OK;
+  while (rc == Z_OK && out.size() <= out_size) {
+    const size_t have = out.size();
+    out.resize(have + kChunk);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + have);
+    zs.avail_out = static_cast<uInt>(kChunk);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.resize(have + kChunk - zs.avail_out);
+  }
   inflateEnd(&zs);
-  if (rc != Z_STREAM_END || produced != out_size) throw ModelError(what + ": corrupt deflate data");
+  if (rc != Z_STREAM_END || out.size() != out_size) throw ModelError(what + ": corrupt deflate data");
   return out;
 }
 
@@ -111,7 +123,7 @@ std::map<std::string, ir::Tensor> read_npz(const std::string& path) {
     uint64_t name_len = r.le(off + 28, 2), extra_len = r.le(off + 30, 2),
              comment_len = r.le(off + 32, 2);
     e.local_offset = r.le(off + 42, 4);
-    if (off + 46 + name_len > bytes.size()) r.damaged("entry name runs past the end");
+    if (!r.fits(off + 46, name_len)) r.damaged("entry name runs past the end");
     e.name = bytes.substr(off + 46, name_len);
     // The zip64 extra field (id 1) holds, in order, whichever sizes were saturated.
     uint64_t x = off + 46 + name_len, x_end = x + extra_len;
@@ -142,7 +154,7 @@ std::map<std::string, ir::Tensor> read_npz(const std::string& path) {
     if (r.le(e.local_offset, 4) != kLocalHeader) r.damaged("bad local header for " + e.name);
     uint64_t data =
         e.local_offset + 30 + r.le(e.local_offset + 26, 2) + r.le(e.local_offset + 28, 2);
-    if (data + e.comp > bytes.size()) r.damaged(e.name + " is truncated");
+    if (!r.fits(data, e.comp)) r.damaged(e.name + " is truncated");
     std::string raw;
     if (e.method == 0) {
       if (e.comp != e.uncomp) r.damaged(e.name + ": stored sizes disagree");

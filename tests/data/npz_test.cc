@@ -1,6 +1,7 @@
 #include "data/npz.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <fstream>
 
@@ -104,6 +105,27 @@ TEST(Npz, DamagedArchivesNameTheFileAndEntry) {
     f.put('\x7f');
   }
   EXPECT_NE(error_of(flip).find("flip.npz:x.npy: CRC mismatch"), std::string::npos);
+}
+
+// Found by npz_fuzzer: the declared uncompressed size was allocated before
+// inflating, so a damaged header made a 500-byte archive take gigabytes.
+TEST(Npz, ADeclaredSizeIsCheckedNotAllocated) {
+  TempDir dir;
+  std::string path = write_hex(dir, "big.npz", kDeflatedHex);
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const size_t central = bytes.find("PK\x01\x02");  // x's central directory entry
+  ASSERT_NE(central, std::string::npos);
+  bytes.replace(central + 24, 4, "\xF0\xFF\xFF\xFF");  // uncompressed: 4 GiB
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_NE(error_of(path).find("big.npz:x.npy: corrupt deflate data"), std::string::npos)
+      << error_of(path);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 512 * 1024) << "KiB at peak: the declared 4 GiB was allocated";
 }
 
 TEST(Npy, PairsBySiblingNameOrExplicitly) {
