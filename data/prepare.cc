@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -164,9 +165,12 @@ DataSplit split_dataset(const Dataset& ds, double test_fraction, uint64_t seed) 
   // Groups: one per class (stratified) when each sample has one class id; else one group.
   bool stratify = ds.is_classification() && ds.labels.rank() == 1;
   for (int64_t i = 0; stratify && i < n; ++i) stratify = ds.labels.data<int64_t>()[i] >= 0;
-  std::vector<std::vector<int64_t>> groups(stratify ? ds.num_classes : 1);
+  // Keyed by class id, in id order: memory follows the classes present, not
+  // the largest id (a CSV's label 145204520 made 145 million empty groups).
+  std::map<int64_t, std::vector<int64_t>> groups;
   for (int64_t i = 0; i < n; ++i) groups[stratify ? ds.labels.data<int64_t>()[i] : 0].push_back(i);
-  for (auto& g : groups) {
+  for (auto& group : groups) {
+    std::vector<int64_t>& g = group.second;
     fisher_yates(g, rng);
     const size_t n_test =
         static_cast<size_t>(std::llround(static_cast<double>(g.size()) * test_fraction));

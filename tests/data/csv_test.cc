@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <zlib.h>
 
+#include "data/dataset.h"
 #include "ir/error.h"
 #include "tests/data/data_test_util.h"
 
@@ -46,6 +48,19 @@ TEST(Csv, NoHeaderLastColumnIntegersAreClasses) {
   ds = read_csv_dataset(dir.file("d.csv"), o);
   EXPECT_EQ(ds.labels.to_i64(), (std::vector<int64_t>{1, 4}));
   EXPECT_EQ(ds.features.data<float>()[0], 2.0f);
+}
+
+// Found by csv_fuzzer: the split kept a group per class id up to the largest,
+// so one label of 145204520 made 145 million empty groups (3.5 GB, minutes).
+TEST(Csv, AHugeClassIdSplitsByTheClassesPresent) {
+  TempDir dir;
+  write_text(dir.file("big.csv"), "0.5,10,145204520\n1.5,20,3\n2.5,30,3\n3.5,40,145204520\n");
+  DataSplit s = load_data(dir.file("big.csv"), {});
+  EXPECT_EQ(s.train.num_classes, 145204521);
+  EXPECT_EQ(s.train.size() + s.test.size(), 4);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 512 * 1024) << "KiB at peak";
 }
 
 TEST(Csv, FractionalLabelsAreRegressionTargets) {
