@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -56,7 +57,11 @@ struct Entry {
 // declare gigabytes.
 std::string inflate_raw(const char* src, uint64_t n, uint64_t out_size, const std::string& what) {
   constexpr size_t kChunk = size_t{1} << 20;
+  // Deflate expands at most 1032:1, so this reserve holds any honest entry
+  // (no reallocation while inflating) and bounds what a damaged one can claim.
+  constexpr uint64_t kMaxRatio = 1032;
   std::string out;
+  out.reserve(static_cast<size_t>(std::min(out_size, n * kMaxRatio + kChunk)));
   z_stream zs{};
   if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) throw ModelError(what + ": zlib init failed");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(src));

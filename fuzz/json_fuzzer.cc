@@ -3,27 +3,11 @@
 // used as the CLI would: a plan validated and printed, a profile partitioned
 // and its plan simulated, a topology validated and described.
 #include "fuzz/fuzz_input.h"
-#include "partitioner/dp.h"
+#include "fuzz/use_profile.h"
 #include "partitioner/json_util.h"
 #include "partitioner/plan.h"
-#include "partitioner/profile.h"
-#include "partitioner/simulator.h"
-#include "partitioner/topology.h"
 
 namespace pt = pipetrain::partitioner;
-
-namespace {
-
-// A fuzzed profile of many layers would make the DP slow, not wrong.
-constexpr size_t kMaxLayers = 64;
-
-void use_profile(const pt::Profile& profile) {
-  if (profile.layers.size() > kMaxLayers) return;
-  const pt::Plan plan = pt::partition(profile, pt::parse_topology("2x2", "10e9", ""));
-  pt::simulate(plan, profile, pt::ScheduleKind::kPipeDream);
-}
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
@@ -35,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pt::validate(plan, plan.topology);
       pt::format_plan(plan);
     } else if (kind == 1) {
-      use_profile(pt::load_profile(path));
+      pipetrain::fuzz::use_profile(pt::load_profile(path));
     } else {
       const pt::Topology t =
           pt::topology_from_json(pt::json_util::parse(pt::read_text_file(path), path));
