@@ -16,8 +16,10 @@ is available.
 
 Usage: benchmarks/compare_training.py BUILD_DIR [--models resnet18,lenet,transformer]
        [--threads 1,2] [--steps 10] [--device cpu|cuda]
+       benchmarks/compare_training.py --train-step PATH ...   (a GPU bundle's train_step)
 """
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -105,9 +107,23 @@ def export(name, path):
     torch.manual_seed(0)
     build, shape, _ = build_models()[name]
     model = build().train()
-    torch.onnx.export(model, (torch.randn(*shape),), path, opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      input_names=["input"], output_names=["logits"])
+    args = dict(input_names=["input"], output_names=["logits"])
+    if "dynamo" not in inspect.signature(torch.onnx.export).parameters:
+        torch.onnx.export(model, (torch.randn(*shape),), path, opset_version=17,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          **args)
+        return
+    # PyTorch 2.9+ defaults to the dynamo exporter (other opsets, no training
+    # mode): ask for the TorchScript one while it exists.
+    try:
+        torch.onnx.export(model, (torch.randn(*shape),), path, opset_version=17, dynamo=False,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                          **args)
+    except Exception as e:  # noqa: BLE001 (any exporter failure: try the other one)
+        print(f"{name}: the TorchScript exporter failed ({str(e)[:120]}); using dynamo",
+              file=sys.stderr)
+        torch.onnx.export(model, (torch.randn(*shape),), path, opset_version=18, dynamo=True,
+                          **args)
 
 
 def ort_worker(model_path, batch, classes, threads, steps):
@@ -156,14 +172,17 @@ def main():
         a = sys.argv[2:]
         return ort_worker(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("build")
+    parser.add_argument("build", nargs="?", help="pipetrain's build folder")
+    parser.add_argument("--train-step", help="the train_step program (default BUILD/benchmarks/train_step)")
     parser.add_argument("--models", default="resnet18,lenet,transformer")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     gpu = args.device == "cuda"
-    step_bin = os.path.join(args.build, "benchmarks", "train_step")
+    if not args.build and not args.train_step:
+        parser.error("give BUILD_DIR or --train-step")
+    step_bin = args.train_step or os.path.join(args.build, "benchmarks", "train_step")
     tmp = tempfile.mkdtemp(prefix="pipetrain-bench-")
     rows = []
     for name in args.models.split(","):

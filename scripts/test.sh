@@ -2,9 +2,10 @@
 # Installs, builds and runs the whole test suite: unit tests, ONNX's operator
 # conformance data, the PyTorch reference models, the AddressSanitizer +
 # UndefinedBehaviorSanitizer and ThreadSanitizer builds of the unit and pipeline
-# tests, and a bounded run of every parser's fuzzer.
+# tests, a bounded run of every parser's fuzzer, and the GPU bundle built and
+# proven on the CPU from a clean prefix.
 # Usage: scripts/test.sh   (ASAN=0 or TSAN=0 skips that sanitizer build; FUZZ_SECONDS=N
-# runs each fuzzer N seconds, 20 by default, 0 skips them)
+# runs each fuzzer N seconds, 20 by default, 0 skips them; GPU_BUNDLE=0 skips the bundle)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
@@ -20,4 +21,8 @@ if [[ ${TSAN:-1} != 0 ]]; then
 fi
 if [[ ${FUZZ_SECONDS:-20} != 0 ]]; then
   "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-20}"
+fi
+# The bundle a bare GPU machine runs benchmarks/gpu_check.sh from, and its CPU proof.
+if [[ ${GPU_BUNDLE:-1} != 0 ]]; then
+  "$root/scripts/gpu_bundle.sh" --check
 fi

@@ -27,33 +27,6 @@ namespace pipetrain::exec {
 
 namespace {
 
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : 0;
-}
-
-}  // namespace
-
-int mpi_launched_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"})
-    if (int n = env_int(name); n > 0) return n;
-  return 0;
-}
-
-int mpi_local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (std::getenv(name)) return env_int(name);
-  return 0;
-}
-
-int mpi_local_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
-    if (int n = env_int(name); n > 0) return n;
-  return 1;
-}
-
-namespace {
-
 using Clock = std::chrono::steady_clock;
 
 constexpr int kTagHeader = 1;     // a message's tag, dtype and shape
