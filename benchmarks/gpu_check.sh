@@ -92,6 +92,14 @@ EOF
     if [[ -n $d && -e $d/$lib ]]; then cuda_dirs+=("$d") && break; fi
   done
 done
+# What cuDNN's runtime-compiled engines and cuBLAS may dlopen, where it is (else they do without).
+for lib in libnvrtc.so.13 libnvJitLink.so.13; do
+  /sbin/ldconfig -p 2>/dev/null | grep -qE "^\s+$lib " && continue
+  d=$("$py" -c 'import glob, os, site, sys
+for r in site.getsitepackages():
+    for h in glob.glob(os.path.join(r, "nvidia/*/lib", sys.argv[1])): print(os.path.dirname(h)); sys.exit()' "$lib" 2>/dev/null)
+  [[ -n $d ]] && cuda_dirs+=("$d")
+done
 ld_path=$libdir
 for d in "${cuda_dirs[@]}"; do [[ :$ld_path: == *:$d:* ]] || ld_path=$ld_path:$d; done
 export LD_LIBRARY_PATH=${ld_path#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

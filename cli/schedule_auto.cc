@@ -18,7 +18,7 @@ struct Candidate {
   ScheduleChoice choice;
   partitioner::SimResult sim;
   double peak_bytes = 0;  // the largest over the workers
-  bool runnable = true;   // by the executor (interleaved, zb-h1: the simulator only)
+  bool runnable = true;   // interleaved: only on a cut of its own (--stages P)
   std::string excluded;   // why it cannot be chosen; empty: allowed
 };
 
@@ -48,24 +48,32 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
   bool replicated = false;
   for (const auto& st : plan.stages) replicated = replicated || st.replication > 1;
   std::vector<Candidate> cands;
-  auto add = [&](ScheduleKind kind, int m) {
+  auto add = [&](ScheduleKind kind, int m, int chunks = 1) {
     Candidate c;
-    c.choice = {kind, m, train_schedule_name(kind)};
-    c.runnable = kind != ScheduleKind::kInterleaved;
+    c.choice = {kind, m, chunks, train_schedule_name(kind)};
+    c.runnable = kind != ScheduleKind::kInterleaved || static_cast<bool>(o.virtual_plan);
     partitioner::SimOptions so;
     so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.synced_updates = o.clip_norm;
     so.recompute = o.recompute;
+    so.chunks = chunks;
     try {
-      c.sim = partitioner::simulate(plan, profile, kind, so);
+      if (kind == ScheduleKind::kInterleaved && o.virtual_plan) {
+        // Its own cut into p x chunks virtual stages, seen as p workers (as train predicts it).
+        const auto [view, view_profile] =
+            partitioner::interleaved_worker_view(o.virtual_plan(p * chunks), profile, p);
+        c.sim = partitioner::simulate(view, view_profile, kind, so);
+      } else {
+        c.sim = partitioner::simulate(plan, profile, kind, so);
+      }
     } catch (const PlanError&) {
-      return;  // the schedule does not suit the plan (interleaved with replicas, ...)
+      return;  // the schedule does not suit the plan (interleaved with replicas, too few layers)
     }
     for (const auto& st : c.sim.stages) c.peak_bytes = std::max(c.peak_bytes, st.peak_memory_bytes);
     const bool async = kind == ScheduleKind::kPipeDream || kind == ScheduleKind::kTwoBW;
     if (!c.runnable)
-      c.excluded = "simulator only";
+      c.excluded = "needs --stages P";
     else if (o.semantics == "exact" && async)
       c.excluded = "not exact";
     else if (o.clip_norm && async && replicated)
@@ -82,7 +90,8 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     add(ScheduleKind::kGPipe, mi);
     if (m >= p) add(ScheduleKind::kTwoBW, mi);
     if (m >= p) add(ScheduleKind::kZeroBubbleH1, mi);
-    if (m % p == 0) add(ScheduleKind::kInterleaved, mi);
+    if (m % p == 0 && p > 1)
+      for (int v : {2, 3}) add(ScheduleKind::kInterleaved, mi, v);
   }
   std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     return a.sim.samples_per_s > b.sim.samples_per_s;
@@ -102,11 +111,13 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
   }
   fmt::print("schedule auto: {} candidates simulated on the measured profile ({} stage{}, {})\n",
              cands.size(), p, p > 1 ? "s" : "", plan.config());
-  fmt::print("  {:<12} {:>6} {:>11} {:>7} {:>12}  {:<24} {}\n", "schedule", "micro", "samples/s",
+  fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<24} {}\n", "schedule", "micro", "samples/s",
              "bubble", "peak memory", "semantics", "");
   for (const auto& c : cands) {
     const bool chosen = best != cands.end() && &c == &*best;
-    fmt::print("  {:<12} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<24} {}\n", c.choice.name,
+    const std::string label =
+        c.choice.chunks > 1 ? fmt::format("{} x{}", c.choice.name, c.choice.chunks) : c.choice.name;
+    fmt::print("  {:<15} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<24} {}\n", label,
                c.choice.microbatches, c.sim.samples_per_s, 100 * c.sim.bubble_fraction,
                c.peak_bytes / 1048576.0, semantics_of(c.choice.kind),
                chosen ? "<- runs" : c.excluded);

@@ -1,11 +1,13 @@
 // `--schedule auto`: every schedule the executor runs, at every microbatch
 // count that splits the minibatch (up to 4 per stage), simulated on the
 // measured profile and the chosen plan; the fastest one whose semantics the
-// user accepts and whose peak memory fits runs. The simulator-only schedule
-// (interleaved) is shown for comparison.
+// user accepts and whose peak memory fits runs. Interleaved 1F1B (2 and 3
+// chunks per worker) is simulated on its own cut of the model into P x v
+// virtual stages, and runs when the caller can cut so (`--stages P`).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "partitioner/plan.h"
@@ -17,6 +19,7 @@ namespace pipetrain::cli {
 struct ScheduleChoice {
   partitioner::ScheduleKind kind = partitioner::ScheduleKind::kPipeDream;
   int microbatches = 1;
+  int chunks = 1;    // interleaved: model chunks per worker
   std::string name;  // as --schedule spells it
 };
 
@@ -25,6 +28,10 @@ struct AutoScheduleOptions {
   double memory_bytes = 0;        // per worker; 0: no limit
   bool clip_norm = false;         // updates meet across stages (and no async replicas)
   bool recompute = false;         // activations recomputed: less memory, one more forward
+  /// The plan interleaved 1F1B would run with this many virtual stages (the
+  /// plan's workers x chunks), or PlanError when the model has too few layers;
+  /// empty: interleaved is shown but cannot be chosen (a plan with replicas).
+  std::function<partitioner::Plan(int virtual_stages)> virtual_plan;
 };
 
 /// --schedule's name for a kind: 1f1b (PipeDream), 1f1b-flush, gpipe, 2bw, ...

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "autodiff/training_graph.h"
@@ -62,6 +63,17 @@ ScheduleKind train_schedule(const std::string& s) {
 // about one copy at memory bandwidth.
 partitioner::Topology local_topology(int workers) {
   return partitioner::parse_topology(std::to_string(workers), "10e9", "");
+}
+
+// Interleaved 1F1B's plan: `stages` workers x `chunks` virtual stages,
+// straight and balanced by measured time.
+partitioner::Plan virtual_stage_plan(const partitioner::Profile& profile, int stages, int chunks) {
+  partitioner::Plan plan = partitioner::time_balanced_plan(profile, local_topology(stages * chunks));
+  if (static_cast<int>(plan.stages.size()) != stages * chunks)
+    throw PlanError("--stages " + std::to_string(stages) + " x --chunks " + std::to_string(chunks) +
+                    " virtual stages but the model has only " +
+                    std::to_string(profile.layers.size()) + " layers");
+  return plan;
 }
 
 // `links`: the workers' topology for --stages/--workers (threads: local_topology).
@@ -329,7 +341,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int planned_workers = a.workers > 0  ? a.workers
                               : a.stages > 0 ? a.stages
                                              : partitioner::load_plan(a.plan_path).workers_used();
-  const bool interleaved = kind == ScheduleKind::kInterleaved;
+  bool interleaved = kind == ScheduleKind::kInterleaved;
   if (interleaved && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
     throw PlanError(
         "--schedule interleaved runs on --stages P workers (P x --chunks virtual "
@@ -375,12 +387,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
     profile.model = a.model.path;
     if (interleaved) {
-      // P x v virtual stages, straight and balanced by measured time.
-      plan = partitioner::time_balanced_plan(profile, local_topology(a.stages * a.chunks));
-      if (static_cast<int>(plan.stages.size()) != a.stages * a.chunks)
-        throw PlanError("--stages " + std::to_string(a.stages) + " x --chunks " +
-                        std::to_string(a.chunks) + " virtual stages but the model has only " +
-                        std::to_string(profile.layers.size()) + " layers");
+      plan = virtual_stage_plan(profile, a.stages, a.chunks);
     } else if (auto kept = plan_to_keep(a, resumed, profile)) {
       plan = *kept;
       fmt::print("the plan of {} (the same shape; give --plan to choose another)\n", resume_path);
@@ -391,25 +398,39 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   if (comm)
     plan = partitioner::plan_from_json(nlohmann::json::parse(
         exec::share_text(*comm, "plan", root ? partitioner::to_json(plan).dump() : "")));
-  const int workers = interleaved ? a.stages : plan.workers_used();
-  // Pipeline positions the schedule cuts microbatches for: workers when interleaved.
-  const int p = interleaved ? a.stages : static_cast<int>(plan.stages.size());
-
   if (auto_schedule) {
     // Rank 0 simulates and chooses; every rank runs its choice.
     std::string choice;
     if (root) {
-      AutoScheduleOptions ao{a.semantics, a.memory_bytes, a.trainer.clip_norm > 0, a.recompute};
+      AutoScheduleOptions ao;
+      ao.semantics = a.semantics;
+      ao.memory_bytes = a.memory_bytes;
+      ao.clip_norm = a.trainer.clip_norm > 0;
+      ao.recompute = a.recompute;
+      // Interleaved cuts the model its own way: straight --stages only.
+      if (a.stages > 0 && a.workers == 0 && a.plan_path.empty())
+        ao.virtual_plan = [&](int virtual_stages) {
+          return virtual_stage_plan(profile, a.stages, virtual_stages / a.stages);
+        };
       const ScheduleChoice c = choose_schedule(plan, profile, a.model.batch, ao);
-      choice = c.name + " " + std::to_string(c.microbatches);
+      choice = fmt::format("{} {} {}", c.name, c.microbatches, c.chunks);
     }
     if (comm) choice = exec::share_text(*comm, "schedule", choice);
-    const size_t space = choice.find(' ');
-    a.schedule = choice.substr(0, space);
-    a.microbatches = std::stoi(choice.substr(space + 1));
+    std::istringstream chosen(choice);
+    chosen >> a.schedule >> a.microbatches >> a.chunks;
     kind = train_schedule(a.schedule);
     if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
+    interleaved = kind == ScheduleKind::kInterleaved;
+    if (interleaved) {
+      if (root) plan = virtual_stage_plan(profile, a.stages, a.chunks);
+      if (comm)
+        plan = partitioner::plan_from_json(nlohmann::json::parse(exec::share_text(
+            *comm, "interleaved plan", root ? partitioner::to_json(plan).dump() : "")));
+    }
   }
+  const int workers = interleaved ? a.stages : plan.workers_used();
+  // Pipeline positions the schedule cuts microbatches for: workers when interleaved.
+  const int p = interleaved ? a.stages : static_cast<int>(plan.stages.size());
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
                      kind == ScheduleKind::kZeroBubbleH1 || interleaved;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)

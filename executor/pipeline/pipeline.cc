@@ -42,6 +42,10 @@ struct Pipeline::Worker {
   std::vector<partitioner::TimedOp> ops;
   double busy_s = 0;
   WorkerStats stats;
+  // --clip-norm: the scale this round's updates take, and the round it was
+  // computed for (interleaved workers compute it at their first update).
+  double clip_coef = 1.0;
+  int64_t clipped_round = -1;
 };
 
 namespace {
@@ -82,8 +86,6 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                       " virtual stages each; " + std::to_string(n) + " stages do not split so");
     for (const auto& st : stages_)
       if (st.replicas != 1) throw PlanError("interleaved 1F1B needs unreplicated stages");
-    if (options_.clip_norm > 0)
-      throw PlanError("--clip-norm with interleaved 1F1B is not supported yet");
   }
   if (options_.vertical_sync && k != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to the pipedream schedule only");
@@ -333,14 +335,14 @@ void Pipeline::worker_main(Worker& w) {
 // its squares (a tied param only on the lowest stage holding it) and every
 // worker joins one allreduce, so all stages scale by the same factor.
 double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
-  const StageProgram& sp = programs_[static_cast<size_t>(w.stage)];
   double local = 0;
-  if (w.replica == 0) {
-    std::set<std::string> skip;
-    for (const auto& [param, sharing] : sp.shared)
-      if (*std::min_element(sharing.begin(), sharing.end()) != w.stage) skip.insert(param);
-    local = scale * scale * w.sws.begin()->second->sealed_sum_of_squares(round, skip);
-  }
+  if (w.replica == 0)
+    for (const auto& [stage, one] : w.sws) {  // every chunk of an interleaved worker
+      std::set<std::string> skip;
+      for (const auto& [param, sharing] : programs_[static_cast<size_t>(stage)].shared)
+        if (*std::min_element(sharing.begin(), sharing.end()) != stage) skip.insert(param);
+      local += scale * scale * one->sealed_sum_of_squares(round, skip);
+    }
   std::vector<int> everyone(static_cast<size_t>(total_workers_));
   std::iota(everyone.begin(), everyone.end(), 0);
   ir::Tensor sum = ir::Tensor::from_f32({static_cast<float>(local)}, {1});
@@ -447,24 +449,36 @@ void Pipeline::run_program(Worker& w) {
                               owner->gradient_set(op.microbatch));
         break;
       case OpKind::kStep: {
-        owner->seal_gradients(op.microbatch);
-        // Tied params: the stages holding a copy sum their partial gradients
-        // (one allreduce per param, in name order on every worker), so every
-        // copy takes the same update.
-        for (const auto& [param, sharing] : sp.shared) {
-          std::vector<int> group;
-          for (int s : sharing) group.push_back(worker_of(s, 0));
-          w.comm->allreduce_sum(group, {owner->sealed_gradient(op.microbatch, param)});
+        // Seals a stage's gradients and sums its tied params' partial
+        // gradients with the other stages holding a copy (one allreduce per
+        // param, in name order on every worker), so every copy takes the same update.
+        auto prepare = [&](int stage, StageWorker& one) {
+          const StageProgram& prog_s = programs_[static_cast<size_t>(stage)];
+          one.seal_gradients(op.microbatch);
+          for (const auto& [param, sharing] : prog_s.shared) {
+            std::vector<int> group;
+            for (int s : sharing) group.push_back(worker_of(s, 0));
+            w.comm->allreduce_sum(group, {one.sealed_gradient(op.microbatch, param)});
+          }
+          if (!one.gradients_finite(op.microbatch, replicas > 1 || !prog_s.shared.empty()))
+            throw RuntimeFault("step " + std::to_string(one.version()) + ", stage " +
+                               std::to_string(stage) + ": a gradient is not finite");
+        };
+        // Clipping with several chunks here (interleaved): the global norm
+        // needs all of them, so the round's first update prepares every chunk
+        // and takes the norm once; the later updates reuse it.
+        const bool every_chunk = options_.clip_norm > 0 && w.sws.size() > 1;
+        if (!every_chunk || w.clipped_round != round_base_) {
+          for (auto& [s, one] : w.sws)
+            if (every_chunk || s == op.stage) prepare(s, *one);
+          if (options_.clip_norm > 0) {
+            const double norm = global_grad_norm(w, op.microbatch, scale);
+            const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
+            w.clip_coef = std::min(1.0, coef);
+            w.clipped_round = round_base_;
+          }
         }
-        if (!owner->gradients_finite(op.microbatch, /*recheck=*/replicas > 1 || !sp.shared.empty()))
-          throw RuntimeFault("step " + std::to_string(owner->version()) + ", stage " +
-                             std::to_string(op.stage) + ": a gradient is not finite");
-        double step_scale = scale;
-        if (options_.clip_norm > 0) {
-          const double norm = global_grad_norm(w, op.microbatch, scale);
-          const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
-          if (coef < 1.0) step_scale = scale * coef;
-        }
+        const double step_scale = options_.clip_norm > 0 ? scale * w.clip_coef : scale;
         const bool keep_old = owner->version_in_use(owner->version()) ||
                               absolute(ver.min_future[i + 1]) <= owner->version();
         owner->step(op.microbatch, step_scale,

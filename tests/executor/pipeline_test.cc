@@ -690,6 +690,27 @@ TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
     pipe.write_back(micro.graph);
     expect_close(params_of(micro.graph), want, 1e-5, what);
   }
+  // Interleaved: a worker's chunks all count in the norm, and every chunk
+  // takes the same clipped scale.
+  for (auto [p, v] : std::vector<std::pair<int, int>>{{2, 2}, {2, 3}, {3, 2}}) {
+    const std::string what = "interleaved p = " + std::to_string(p) + ", v = " + std::to_string(v);
+    constexpr int kMicro = 6;  // divisible by every p here
+    auto micro = mlp_training_graph(kBatch / kMicro);
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kInterleaved;
+    po.microbatches = kMicro;
+    po.chunks = v;
+    po.optimizer = sgd_momentum();
+    po.clip_norm = clip;
+    exec::Pipeline pipe(micro,
+                        split(static_cast<int>(micro.graph.layers.size()),
+                              std::vector<int>(static_cast<size_t>(p * v), 1)),
+                        po);
+    for (int k = 0; k < kSteps; ++k)
+      pipe.run(microbatches_of(minibatch(full, k, kBatch), kMicro, kBatch));
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, what);
+  }
 }
 
 TEST(Pipeline, ClipNormUnderAsyncOneFOneBClipsEachDelayedUpdate) {
