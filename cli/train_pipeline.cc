@@ -131,9 +131,10 @@ std::string stage_list(const partitioner::Plan& plan) {
   std::string s;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
     const auto& st = plan.stages[i];
-    s += fmt::format("\n  stage {}: layers {}-{} ({} .. {}), {} worker{}", i, st.first_layer,
+    s += fmt::format("\n  stage {}: layers {}-{} ({} .. {}), {} worker{}{}", i, st.first_layer,
                      st.last_layer, st.first_layer_name, st.last_layer_name, st.replication,
-                     st.replication > 1 ? "s" : "");
+                     st.replication > 1 ? "s" : "",
+                     st.recompute ? ", activations recomputed (the plan's choice)" : "");
   }
   return s;
 }
@@ -496,7 +497,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   }
   std::vector<exec::PipelineStage> stages;
   for (const auto& st : plan.stages)
-    stages.push_back({st.first_layer, st.last_layer, st.replication});
+    stages.push_back({st.first_layer, st.last_layer, st.replication, st.recompute});
   if (static_cast<int>(tg.graph.layers.size()) != plan.num_layers)
     throw PlanError("the plan has " + std::to_string(plan.num_layers) + " layers but " +
                     a.model.path + " imports with " + std::to_string(tg.graph.layers.size()) +

@@ -10,12 +10,14 @@ namespace pipetrain::partitioner {
 ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     : n_(static_cast<int>(profile.layers.size())), topology_(topology) {
   compute_.assign(n_ + 1, 0.0);
+  forward_.assign(n_ + 1, 0.0);
   params_.assign(n_ + 1, 0.0);
   acts_.assign(n_ + 1, 0.0);
   cut_.assign(n_, 0.0);
   for (int l = 0; l < n_; ++l) {
     const LayerProfile& lp = profile.layers[l];
     compute_[l + 1] = compute_[l] + lp.forward_s + lp.backward_s;
+    forward_[l + 1] = forward_[l] + lp.forward_s;
     params_[l + 1] = params_[l] + static_cast<double>(lp.param_bytes);
     acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
     cut_[l] = static_cast<double>(lp.cut_bytes);
@@ -54,8 +56,9 @@ double ChainCosts::tied(int i, int j) const {
   return s;
 }
 
-ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, int r)
-    : c_(costs), i_(i), r_(r), in_s_(0) {
+ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, int r,
+                                   bool recompute)
+    : c_(costs), i_(i), r_(r), recompute_(recompute), in_s_(0) {
   const Link ar = r > 1 ? costs.link(first, r) : Link{0, 0};
   ar_bandwidth_ = ar.bandwidth;
   ar_latency_ = ar.latency;
@@ -69,7 +72,7 @@ ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, in
 }
 
 double ChainCosts::StageTimer::time(int j) const {
-  const double compute_s = c_.compute(i_, j) / r_;
+  const double compute_s = (c_.compute(i_, j) + (recompute_ ? c_.forward(i_, j) : 0.0)) / r_;
   const double allreduce_s = r_ > 1 ? (4.0 * (r_ - 1) * c_.params(i_, j) / (ar_bandwidth_ * r_) +
                                        2.0 * (r_ - 1) * ar_latency_) /
                                           r_
@@ -79,16 +82,18 @@ double ChainCosts::StageTimer::time(int j) const {
          (c_.tied_.empty() ? 0.0 : c_.tied(i_, j));
 }
 
-double ChainCosts::memory(int i, int j, int r, int downstream) const {
+double ChainCosts::memory(int i, int j, int r, int downstream, bool recompute) const {
   const double p = params(i, j);
   const int in_flight = (downstream + r - 1) / r;
+  if (recompute) return in_flight * (cut(i - 1) + p) + activations(i, j) + p;
   return in_flight * (activations(i, j) + cut(i - 1) + p) + p;
 }
 
-StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) const {
+StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream, bool recompute) const {
   StageCost c;
-  double work = compute(i, j);
+  double work = compute(i, j) + (recompute ? forward(i, j) : 0.0);
   double p = params(i, j);
+  c.recompute = recompute;
   c.compute_s = work / r;
   // Per message a link's latency, then its bandwidth (activation out, gradient back).
   auto transfer = [&](int from, int count, double bytes) {
@@ -102,9 +107,9 @@ StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream) cons
   if (i > 0) c.transfer_in_s = transfer(first - 1, r + 1, cut(i - 1));
   if (j < n_ - 1) c.transfer_out_s = transfer(first, r + 1, cut(j));
   c.tied_s = tied_.empty() ? 0.0 : tied(i, j);
-  c.time_s = StageTimer(*this, i, first, r).time(j);  // the DP's figure, bit for bit
+  c.time_s = StageTimer(*this, i, first, r, recompute).time(j);  // the DP's figure, bit for bit
   c.in_flight = (downstream + r - 1) / r;
-  c.memory_bytes = memory(i, j, r, downstream);
+  c.memory_bytes = memory(i, j, r, downstream, recompute);
   return c;
 }
 
@@ -115,7 +120,8 @@ double data_parallel_time(const ChainCosts& costs) {
 
 Plan evaluate_plan(const Profile& profile, const Topology& topology,
                    const std::vector<int>& last_layers, const std::vector<int>& replication,
-                   const std::string& strategy, int first_worker) {
+                   const std::string& strategy, int first_worker,
+                   const std::vector<bool>& recompute) {
   ChainCosts costs(profile, topology);
   Plan plan;
   plan.model = profile.model;
@@ -136,8 +142,9 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
       st.nodes.insert(st.nodes.end(), profile.layers[l].nodes.begin(),
                       profile.layers[l].nodes.end());
     for (int w = 0; w < st.replication; ++w) st.workers.push_back(first + w);
-    StageCost c =
-        costs.stage(begin, st.last_layer, first, st.replication, total - (first - first_worker));
+    st.recompute = s < recompute.size() && recompute[s];
+    StageCost c = costs.stage(begin, st.last_layer, first, st.replication,
+                              total - (first - first_worker), st.recompute);
     st.compute_s = c.compute_s;
     st.allreduce_s = c.allreduce_s;
     st.tied_s = c.tied_s;

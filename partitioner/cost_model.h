@@ -18,6 +18,11 @@
 // r) minibatches stash the stage's activations and input plus one weight
 // version each, plus one gradient buffer:
 //   memory = in_flight (A + a_{i-1} + P) + P.
+// With activation recomputation a stage stashes only its input per minibatch
+// in flight and runs its forward again before each backward:
+//   compute    (C + F) / r                 F = sum of forward
+//   memory     in_flight (a_{i-1} + P) + A + P   (one minibatch's activations refilled)
+// The DP chooses it for a stage only when the stage would not fit otherwise.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,7 @@ struct StageCost {
   double tied_s = 0;  // allreducing the gradients of params tied to other stages
   int in_flight = 1;
   double memory_bytes = 0;
+  bool recompute = false;  // activations recomputed before the backward
 };
 
 /// Prefix sums over the chain, so any stage costs O(levels).
@@ -42,6 +48,7 @@ class ChainCosts {
   ChainCosts(const Profile& profile, const Topology& topology);
   int size() const { return n_; }
   double compute(int i, int j) const { return compute_[j + 1] - compute_[i]; }
+  double forward(int i, int j) const { return forward_[j + 1] - forward_[i]; }
   double params(int i, int j) const { return params_[j + 1] - params_[i]; }
   double activations(int i, int j) const { return acts_[j + 1] - acts_[i]; }
   /// Bytes crossing the cut after layer k (0 for k < 0 or the last layer).
@@ -50,27 +57,28 @@ class ChainCosts {
   /// Seconds to allreduce the params layers i..j share with layers outside.
   double tied(int i, int j) const;
 
-  StageCost stage(int i, int j, int first, int r, int downstream) const;
+  StageCost stage(int i, int j, int first, int r, int downstream, bool recompute = false) const;
 
-  /// stage(i, j, first, r, .).time_s for varying j, with the links looked
-  /// up once: the DP's inner loop. Bitwise the same value as stage()'s.
+  /// stage(i, j, first, r, ., recompute).time_s for varying j, with the links
+  /// looked up once: the DP's inner loop. Bitwise the same value as stage()'s.
   class StageTimer {
    public:
-    StageTimer(const ChainCosts& costs, int i, int first, int r);
+    StageTimer(const ChainCosts& costs, int i, int first, int r, bool recompute = false);
     double time(int j) const;
 
    private:
     const ChainCosts& c_;
     int i_, r_;
+    bool recompute_;
     double ar_bandwidth_, ar_latency_, in_s_, out_bandwidth_, out_latency_;
   };
-  /// stage(i, j, first, r, downstream).memory_bytes.
-  double memory(int i, int j, int r, int downstream) const;
+  /// stage(i, j, first, r, downstream, recompute).memory_bytes.
+  double memory(int i, int j, int r, int downstream, bool recompute = false) const;
 
  private:
   int n_;
   Topology topology_;
-  std::vector<double> compute_, params_, acts_, cut_;
+  std::vector<double> compute_, forward_, params_, acts_, cut_;
   std::vector<TiedParam> tied_;
   /// The slowest link's bandwidth and latency over workers [first, first +
   /// count), for first <= N and count <= N + 1 (the DP asks millions of
@@ -85,10 +93,12 @@ class ChainCosts {
 
 /// Builds a plan from stage boundaries and replication factors under the
 /// pipetrain cost model: workers are assigned contiguously from
-/// `first_worker`. `last_layers[s]` is the last layer of stage s.
+/// `first_worker`. `last_layers[s]` is the last layer of stage s;
+/// `recompute[s]` (empty: none) recomputes stage s's activations.
 Plan evaluate_plan(const Profile& profile, const Topology& topology,
                    const std::vector<int>& last_layers, const std::vector<int>& replication,
-                   const std::string& strategy, int first_worker = 0);
+                   const std::string& strategy, int first_worker = 0,
+                   const std::vector<bool>& recompute = {});
 
 /// Data parallel on all workers under the pipetrain cost model (seconds per minibatch).
 double data_parallel_time(const ChainCosts& costs);

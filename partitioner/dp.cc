@@ -24,6 +24,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 //                  min over k in [i, n-1), r in [1, u) of
 //                    max( T(i..k on r, u downstream), B(k+1, u-r) ) )
 //
+// A stage over the memory limit is costed with activation recomputation
+// (cost_model.h) when that fits: more time, less memory.
+//
 // Pruning (exact): T(i..k on r) >= C(i..k) / r grows with k, and B(k+1, u-r)
 // >= C(k+1..n-1) / (u-r) (any plan's slowest stage is at least its average),
 // which shrinks with k; so only k with both bounds below the best so far can
@@ -35,6 +38,7 @@ struct SuffixDp {
   double memory;
   std::vector<double> best;        // (n + 1) x (workers + 1)
   std::vector<int> split_k, reps;  // choice: first stage ends at k, on r workers
+  std::vector<char> again;         // choice: that stage recomputes its activations
 
   SuffixDp(const ChainCosts& c, const PartitionOptions& o)
       : costs(c), options(o), n(c.size()), workers(c.topology().workers()) {
@@ -43,6 +47,7 @@ struct SuffixDp {
     best.assign(cells, kInf);
     split_k.assign(cells, -1);
     reps.assign(cells, 0);
+    again.assign(cells, 0);
   }
   // Column-major in i: the inner loop reads best(k + 1, rest) over consecutive k.
   size_t at(int i, int u) const { return size_t(u) * (n + 1) + i; }
@@ -60,10 +65,12 @@ struct SuffixDp {
     // One stage for the whole suffix, replicated on all u workers.
     if (!options.straight || u == 1) {
       StageCost c = costs.stage(i, n - 1, first, u, u);
+      if (!fits(c)) c = costs.stage(i, n - 1, first, u, u, /*recompute=*/true);
       if (fits(c)) {
         b = c.time_s;
         split_k[at(i, u)] = n - 1;
         reps[at(i, u)] = u;
+        again[at(i, u)] = c.recompute;
       }
     }
     const double tail = costs.compute(i, n - 1);
@@ -71,6 +78,7 @@ struct SuffixDp {
     for (int r = 1; r <= max_r; ++r) {
       const int rest = u - r;
       const ChainCosts::StageTimer timer(costs, i, first, r);  // links looked up once
+      const ChainCosts::StageTimer recomputing(costs, i, first, r, /*recompute=*/true);
       // Smallest k with C(k+1..n-1) / rest < b: the suffix after k can beat b.
       int lo = i, hi = n - 1;  // k in [i, n-2]; hi = n-1 means none
       if (b < kInf) {
@@ -88,12 +96,17 @@ struct SuffixDp {
         if ((tail - costs.compute(k + 1, n - 1)) / r >= b) break;  // C(i..k)/r
         double rest_time = best[at(k + 1, rest)];
         if (rest_time >= b) continue;
-        if (memory > 0 && costs.memory(i, k, r, u) > memory) continue;
-        double t = std::max(timer.time(k), rest_time);
+        bool recompute = false;
+        if (memory > 0 && costs.memory(i, k, r, u) > memory) {
+          if (costs.memory(i, k, r, u, /*recompute=*/true) > memory) continue;
+          recompute = true;
+        }
+        double t = std::max(recompute ? recomputing.time(k) : timer.time(k), rest_time);
         if (t < b) {
           b = t;
           split_k[at(i, u)] = k;
           reps[at(i, u)] = r;
+          again[at(i, u)] = recompute;
         }
       }
     }
@@ -121,18 +134,21 @@ Plan partition(const Profile& profile, const Topology& topology, const Partition
                       workers, workers, n));
     throw PlanError(
         fmt::format("no partition of the {} layers on {} workers fits {:.3g} GB per "
-                    "worker",
+                    "worker, even with activation recomputation",
                     n, workers, topology.memory_bytes / 1e9));
   }
   std::vector<int> last_layers, replication;
+  std::vector<bool> recompute;
   for (int i = 0, u = used; i < n;) {
     int k = dp.split_k[dp.at(i, u)], r = dp.reps[dp.at(i, u)];
     last_layers.push_back(k);
     replication.push_back(r);
+    recompute.push_back(dp.again[dp.at(i, u)] != 0);
     i = k + 1;
     u -= r;
   }
-  Plan plan = evaluate_plan(profile, topology, last_layers, replication, "dp", workers - used);
+  Plan plan = evaluate_plan(profile, topology, last_layers, replication, "dp", workers - used,
+                            recompute);
   plan.cost_model = "pipetrain";
   return plan;
 }

@@ -72,6 +72,14 @@ inline std::string string_or(const nlohmann::json& j, const char* key, const std
   return j.is_object() && j.contains(key) ? string(j, key, where) : dflt;
 }
 
+inline bool boolean_or(const nlohmann::json& j, const char* key, bool dflt,
+                       const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return dflt;
+  const auto& v = j.at(key);
+  if (!v.is_boolean()) throw PlanError(where + ": field '" + key + "' must be true or false");
+  return v.get<bool>();
+}
+
 inline const nlohmann::json& array(const nlohmann::json& j, const char* key,
                                    const std::string& where) {
   const auto& v = field(j, key, where);

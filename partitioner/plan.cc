@@ -110,7 +110,8 @@ nlohmann::json to_json(const Plan& p) {
                       {"transfer_out_s", s.transfer_out_s},
                       {"time_s", s.time_s},
                       {"in_flight", s.in_flight},
-                      {"memory_bytes", s.memory_bytes}});
+                      {"memory_bytes", s.memory_bytes},
+                      {"recompute", s.recompute}});
   return {{"format", "pipetrain-plan"},
           {"version", 1},
           {"model", p.model},
@@ -169,6 +170,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     s.time_s = ju::number_or(sj, "time_s", 0, sw);
     s.in_flight = sj.contains("in_flight") ? ju::small_integer(sj, "in_flight", sw) : 1;
     s.memory_bytes = ju::number_or(sj, "memory_bytes", 0, sw);
+    s.recompute = ju::boolean_or(sj, "recompute", false, sw);
     p.stages.push_back(std::move(s));
   }
   validate(p, p.topology);
@@ -204,6 +206,10 @@ std::string format_plan(const Plan& p) {
         st.compute_s * 1e3, st.allreduce_s * 1e3,
         std::max(st.transfer_in_s, st.transfer_out_s) * 1e3, st.time_s * 1e3, st.in_flight,
         st.memory_bytes / 1e9);
+    if (st.recompute) {  // the row says so
+      s.pop_back();
+      s += "  recompute\n";
+    }
   }
   s += fmt::format(
       "time per minibatch {:.3f} ms (one worker {:.3f} ms, data parallel {:.3f} ms); "

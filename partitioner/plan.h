@@ -29,6 +29,10 @@ struct StagePlan {
   double time_s = 0;          // the stage's time per minibatch
   int in_flight = 1;          // minibatches stashed per replica (1F1B, PipeDream)
   double memory_bytes = 0;    // per worker: stashed activations, weight versions, gradients
+  /// Activation recomputation: stash only the stage's input per minibatch in
+  /// flight, run the forward again before the backward (the DP's choice when
+  /// the stage would not fit the memory otherwise).
+  bool recompute = false;
 };
 
 struct Plan {

@@ -17,12 +17,14 @@ namespace {
 struct StageData {
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
          stash_bytes = 0, cut_out = 0, cut_in = 0;
+  bool recompute = false;  // the plan's stage, or SimOptions::recompute for all
 };
 
-std::vector<StageData> stage_data(const Plan& plan, const Profile& profile) {
+std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool recompute) {
   std::vector<StageData> out;
   for (const auto& st : plan.stages) {
     StageData d;
+    d.recompute = recompute || st.recompute;
     for (int l = st.first_layer; l <= st.last_layer; ++l) {
       const LayerProfile& lp = profile.layers[l];
       d.forward_s += lp.forward_s;
@@ -84,7 +86,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                    const SimOptions& options) {
   check_against_profile(plan, profile);
   const int p = static_cast<int>(plan.stages.size());
-  const auto data = stage_data(plan, profile);
+  const auto data = stage_data(plan, profile, options.recompute);
   ScheduleShape shape;
   for (const auto& st : plan.stages) shape.replicas.push_back(st.replication);
   // Lanes: a replicated stage runs one minibatch per replica at a time, so a
@@ -156,7 +158,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   costs.compute = [&](int, const ScheduleOp& op) {
     const StageData& d = data[plan_stage(op.stage)];
     // Recomputation runs the forward again before the backward.
-    const double again = options.recompute ? d.forward_s * scale / v : 0.0;
+    const double again = d.recompute ? d.forward_s * scale / v : 0.0;
     switch (op.kind) {
       case OpKind::kForward: return d.forward_s * scale / v;
       case OpKind::kBackward:
@@ -206,7 +208,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   };
   costs.activation_bytes = [&](int stage) {
     const StageData& d = data[plan_stage(stage)];
-    return (options.recompute ? d.cut_in : d.stash_bytes) * scale / v;
+    return (d.recompute ? d.cut_in : d.stash_bytes) * scale / v;
   };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
@@ -243,7 +245,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       double params = data[plan_stage(st)].param_bytes;
       // Recomputation: one microbatch's activations exist again during its backward.
       const StageData& d = data[plan_stage(st)];
-      const double refilled = options.recompute ? (d.stash_bytes - d.cut_in) * scale / v : 0.0;
+      const double refilled = d.recompute ? (d.stash_bytes - d.cut_in) * scale / v : 0.0;
       out.peak_memory_bytes =
           std::max(out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
                                               (run.peak_weight_versions[w] + 1) * params);

@@ -150,7 +150,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
         const int vs = s + c * total;
         worker->sws[vs] = std::make_unique<StageWorker>(
             programs_[static_cast<size_t>(vs)], tg, *worker->backend, options_.optimizer,
-            /*split_backward=*/k == ScheduleKind::kZeroBubbleH1, options_.recompute);
+            /*split_backward=*/k == ScheduleKind::kZeroBubbleH1,
+            options_.recompute || stages_[static_cast<size_t>(vs)].recompute);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;

@@ -34,6 +34,7 @@ namespace pipetrain::exec {
 struct PipelineStage {
   int first_layer = 0, last_layer = 0;  // inclusive layer range of the training graph
   int replicas = 1;
+  bool recompute = false;  // this stage recomputes its activations (PipelineOptions::recompute: all)
 };
 
 struct PipelineOptions {

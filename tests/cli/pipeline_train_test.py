@@ -96,6 +96,21 @@ class PipelineTrainTest(unittest.TestCase):
         r = self.ok(self.train("p", "--plan", plan, "--schedule", "gpipe", "--microbatches", 4,
                                "--max-steps", 12))
         self.assertIn("pipeline: 3 stages on 3 workers (straight), schedule gpipe", r.stdout)
+        # A plan that recomputes stage 0 (the DP's choice under --memory): it says so,
+        # stashes less there and trains the same weights.
+        with open(plan) as f:
+            recomputing = json.load(f)
+        recomputing["stages"][0]["recompute"] = True
+        with open(self.path("rc-plan.json"), "w") as f:
+            json.dump(recomputing, f)
+        outs = []
+        for name, path in (("plain", plan), ("rc", self.path("rc-plan.json"))):
+            outs.append(self.path(name + ".onnx"))
+            r = self.ok(self.train(name, "--plan", path, "--schedule", "1f1b", "--max-steps", 8,
+                                   "-o", outs[-1]))
+            self.assertEqual("activations recomputed (the plan's choice)" in r.stdout,
+                             name == "rc", r.stdout)
+        self.assert_same_weights(*outs)
         # The DP on 3 workers; whatever it picks (replicas or stages), it runs.
         r = self.ok(self.train("w", "--workers", 3, "--schedule", "1f1b-flush",
                                "--microbatches", 4, "--max-steps", 12))

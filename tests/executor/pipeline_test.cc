@@ -261,15 +261,16 @@ TensorMap lenet_minibatch(const autodiff::TrainingGraph& tg, int i) {
 TEST(Pipeline, RecomputationKeepsTheBitsAndDropsTheStash) {
   // 4 stages of LeNet: stage 0 (the first convolution's activations) keeps
   // only its input per microbatch in flight and runs its forward again.
+  // Variants: none, every stage (--recompute), stage 0 alone (a plan's choice).
   for (ScheduleKind kind : {ScheduleKind::kPipeDream, ScheduleKind::kOneFOneB}) {
     const std::string what = partitioner::schedule_name(kind);
     const int m = kind == ScheduleKind::kPipeDream ? 1 : 4;
-    std::map<std::string, ir::Tensor> weights[2];
-    size_t stage0_stash[2] = {0, 0};
-    for (int recompute = 0; recompute < 2; ++recompute) {
+    std::map<std::string, ir::Tensor> weights[3];
+    size_t stage0_stash[3] = {0, 0, 0}, stage1_stash[3] = {0, 0, 0};
+    for (int recompute = 0; recompute < 3; ++recompute) {
       auto tg = lenet_training_graph(8 / m);
       const int n = static_cast<int>(tg.graph.layers.size());
-      std::vector<exec::PipelineStage> stages = {{0, n / 4 - 1, 1},
+      std::vector<exec::PipelineStage> stages = {{0, n / 4 - 1, 1, recompute == 2},
                                                  {n / 4, n / 2 - 1, 1},
                                                  {n / 2, 3 * n / 4 - 1, 1},
                                                  {3 * n / 4, n - 1, 1}};
@@ -289,12 +290,18 @@ TEST(Pipeline, RecomputationKeepsTheBitsAndDropsTheStash) {
       pipe.write_back(tg.graph);
       weights[recompute] = params_of(tg.graph);
       stage0_stash[recompute] = pipe.stats()[0].peak_stash_bytes;
+      stage1_stash[recompute] = pipe.stats()[1].peak_stash_bytes;
     }
-    for (const auto& [name, t] : weights[0])
-      EXPECT_EQ(std::memcmp(t.raw(), weights[1].at(name).raw(), t.nbytes()), 0)
-          << what << ": " << name << " differs with recomputation";
+    for (int variant : {1, 2})
+      for (const auto& [name, t] : weights[0])
+        EXPECT_EQ(std::memcmp(t.raw(), weights[variant].at(name).raw(), t.nbytes()), 0)
+            << what << ": " << name << " differs with recomputation (variant " << variant << ")";
     EXPECT_GT(stage0_stash[0], 0u) << what;
     EXPECT_LE(2 * stage0_stash[1], stage0_stash[0]) << what;
+    // Stage 0 alone: its stash drops as with --recompute, stage 1 keeps all of its own.
+    EXPECT_EQ(stage0_stash[2], stage0_stash[1]) << what;
+    EXPECT_EQ(stage1_stash[2], stage1_stash[0]) << what;
+    EXPECT_LT(stage1_stash[1], stage1_stash[0]) << what;
   }
 }
 

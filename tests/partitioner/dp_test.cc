@@ -46,6 +46,7 @@ double brute_force(const ChainCosts& c, int i, int first, int used, int workers,
       if (straight && r > 1) continue;
       if ((k == n - 1) != (r == u)) continue;
       StageCost s = c.stage(i, k, first, r, u);
+      if (memory > 0 && s.memory_bytes > memory) s = c.stage(i, k, first, r, u, true);
       if (memory > 0 && s.memory_bytes > memory) continue;
       double rest =
           k == n - 1 ? 0.0 : brute_force(c, k + 1, first + r, used, workers, memory, straight);
@@ -211,6 +212,51 @@ TEST(Dp, MemoryLimitForcesAPipeline) {
   EXPECT_DOUBLE_EQ(plan.stages[0].memory_bytes, 3e9);
   t.memory_bytes = 1e9;
   EXPECT_THROW(partition(p, t), PlanError);
+}
+
+TEST(Dp, RecomputesTheStageThatWouldNotFitOtherwise) {
+  // Layer a makes 4 GB of activations, b almost none; 2 workers, straight.
+  // Stage 0 holds 2 minibatches in flight: 8 GB stashed, or 4 GB with
+  // recomputation (its input is the model's, free) for one more forward.
+  Profile p;
+  p.layers = {{"a", 1, 2, 4'000'000'000, 1000, 1'000'000, {}, 0},
+              {"b", 1, 2, 1000, 0, 1'000'000, {}, 0}};
+  Topology t;
+  t.levels = {{2, 100e9}};
+  PartitionOptions o;
+  o.straight = true;
+  Plan free = partition(p, t, o);
+  EXPECT_FALSE(free.stages[0].recompute);
+  EXPECT_DOUBLE_EQ(free.time_per_minibatch_s, 3.0);
+  t.memory_bytes = 5e9;
+  Plan plan = partition(p, t, o);
+  ASSERT_EQ(plan.stages.size(), 2u);
+  EXPECT_TRUE(plan.stages[0].recompute);
+  EXPECT_FALSE(plan.stages[1].recompute);
+  EXPECT_DOUBLE_EQ(plan.stages[0].compute_s, 4.0);  // forward, forward again, backward
+  EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 4.0);
+  EXPECT_DOUBLE_EQ(plan.stages[0].memory_bytes, 2 * 1e6 + 4e9 + 1e6);
+  validate(plan, t);
+  // The choice survives the plan file, and the simulator charges it: the
+  // plan's flag on every stage is what SimOptions::recompute does for all.
+  EXPECT_TRUE(plan_from_json(to_json(plan)).stages[0].recompute);
+  const Plan all = evaluate_plan(p, t, {0, 1}, {1, 1}, "test", 0, {true, true});
+  const Plan none = evaluate_plan(p, t, {0, 1}, {1, 1}, "test");
+  SimOptions recompute_all;
+  recompute_all.recompute = true;
+  for (ScheduleKind kind : {ScheduleKind::kPipeDream, ScheduleKind::kOneFOneB}) {
+    const SimResult a = simulate(all, p, kind), b = simulate(none, p, kind, recompute_all);
+    EXPECT_DOUBLE_EQ(a.time_per_minibatch_s, b.time_per_minibatch_s);
+    EXPECT_DOUBLE_EQ(a.stages[0].peak_memory_bytes, b.stages[0].peak_memory_bytes);
+    EXPECT_LT(a.stages[0].peak_memory_bytes, simulate(none, p, kind).stages[0].peak_memory_bytes);
+  }
+  t.memory_bytes = 3e9;  // not even with recomputation
+  try {
+    partition(p, t, o);
+    FAIL() << "a plan over the memory was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("even with activation recomputation"), std::string::npos);
+  }
 }
 
 TEST(Dp, FewerWorkersWhenFaster) {
