@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "ir/error.h"
 #include "partitioner/cost_model.h"
@@ -78,7 +79,9 @@ struct SuffixDp {
     for (int r = 1; r <= max_r; ++r) {
       const int rest = u - r;
       const ChainCosts::StageTimer timer(costs, i, first, r);  // links looked up once
-      const ChainCosts::StageTimer recomputing(costs, i, first, r, /*recompute=*/true);
+      // Only a memory limit can call for recomputation.
+      std::optional<ChainCosts::StageTimer> recomputing;
+      if (memory > 0) recomputing.emplace(costs, i, first, r, /*recompute=*/true);
       // Smallest k with C(k+1..n-1) / rest < b: the suffix after k can beat b.
       int lo = i, hi = n - 1;  // k in [i, n-2]; hi = n-1 means none
       if (b < kInf) {
@@ -101,7 +104,7 @@ struct SuffixDp {
           if (costs.memory(i, k, r, u, /*recompute=*/true) > memory) continue;
           recompute = true;
         }
-        double t = std::max(recompute ? recomputing.time(k) : timer.time(k), rest_time);
+        double t = std::max(recompute ? recomputing->time(k) : timer.time(k), rest_time);
         if (t < b) {
           b = t;
           split_k[at(i, u)] = k;
