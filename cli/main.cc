@@ -1,11 +1,16 @@
 // The pipetrain command line: subcommands parse, call the library, print.
 #include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "cli/commands.h"
 #include "ir/error.h"
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a pipe or file: a job killed mid-run (SIGKILL
+  // under a supervisor, a lost node) keeps every status line it printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   pipetrain::cli::set_command_line(argc, argv);
   CLI::App app{"pipetrain: train ONNX models with PipeDream-style pipeline parallelism"};
   app.require_subcommand(1);

@@ -31,7 +31,30 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
       for (int count = 0; count < link_stride_; ++count)
         links_[static_cast<size_t>(first * link_stride_ + count)] = {
             topology_.slowest_link(first, count), topology_.slowest_link_latency(first, count)};
+    stage_links_.resize(links_.size());
+    for (int first = 0; first < w; ++first)
+      for (int r = 1; first + r <= w; ++r)
+        stage_links_[static_cast<size_t>(first * link_stride_ + r)] = compute_stage_links(first, r);
   }
+}
+
+ChainCosts::StageLinks ChainCosts::compute_stage_links(int first, int r) const {
+  StageLinks s;
+  s.inv_r = 1.0 / r;
+  if (r > 1) {
+    const Link ar = link(first, r);
+    s.ar_per_byte = 4.0 * (r - 1) / (ar.bandwidth * r) * s.inv_r;
+    s.ar_fixed = 2.0 * (r - 1) * ar.latency * s.inv_r;
+  }
+  if (first > 0) {
+    const Link in = link(first - 1, r + 1);
+    s.in_per_byte = 2.0 / in.bandwidth * s.inv_r;
+    s.in_fixed = 2.0 * in.latency * s.inv_r;
+  }
+  const Link out = link(first, r + 1);
+  s.out_per_byte = 2.0 / out.bandwidth * s.inv_r;
+  s.out_fixed = 2.0 * out.latency * s.inv_r;
+  return s;
 }
 
 ChainCosts::Link ChainCosts::link(int first, int count) const {
@@ -54,32 +77,6 @@ double ChainCosts::tied(int i, int j) const {
            2 * topology_.slowest_link_latency(0, w);
   }
   return s;
-}
-
-ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, int r,
-                                   bool recompute)
-    : c_(costs), i_(i), r_(r), recompute_(recompute), in_s_(0) {
-  const Link ar = r > 1 ? costs.link(first, r) : Link{0, 0};
-  ar_bandwidth_ = ar.bandwidth;
-  ar_latency_ = ar.latency;
-  if (i > 0) {
-    const Link in = costs.link(first - 1, r + 1);
-    in_s_ = 2.0 * (costs.cut(i - 1) / in.bandwidth + in.latency) / r;
-  }
-  const Link out = costs.link(first, r + 1);
-  out_bandwidth_ = out.bandwidth;
-  out_latency_ = out.latency;
-}
-
-double ChainCosts::StageTimer::time(int j) const {
-  const double compute_s = (c_.compute(i_, j) + (recompute_ ? c_.forward(i_, j) : 0.0)) / r_;
-  const double allreduce_s = r_ > 1 ? (4.0 * (r_ - 1) * c_.params(i_, j) / (ar_bandwidth_ * r_) +
-                                       2.0 * (r_ - 1) * ar_latency_) /
-                                          r_
-                                    : 0.0;
-  const double out_s = j < c_.n_ - 1 ? 2.0 * (c_.cut(j) / out_bandwidth_ + out_latency_) / r_ : 0.0;
-  return std::max({compute_s, allreduce_s, in_s_, out_s}) +
-         (c_.tied_.empty() ? 0.0 : c_.tied(i_, j));
 }
 
 double ChainCosts::memory(int i, int j, int r, int downstream, bool recompute) const {

@@ -25,6 +25,7 @@
 // The DP chooses it for a stage only when the stage would not fit otherwise.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -65,12 +66,18 @@ class ChainCosts {
    public:
     StageTimer(const ChainCosts& costs, int i, int first, int r, bool recompute = false);
     double time(int j) const;
+    /// The replicas' allreduce part of time(j): a lower bound of it that
+    /// only grows with j (the DP stops there).
+    double allreduce_s(int j) const { return c_.params(i_, j) * ar_per_byte_ + ar_fixed_; }
 
    private:
     const ChainCosts& c_;
-    int i_, r_;
+    int i_;
     bool recompute_;
-    double ar_bandwidth_, ar_latency_, in_s_, out_bandwidth_, out_latency_;
+    double inv_r_;                             // 1 / r
+    double ar_per_byte_ = 0, ar_fixed_ = 0;    // allreduce: s per param byte, latency
+    double in_s_ = 0;                          // the transfer in, fixed by i
+    double out_per_byte_ = 0, out_fixed_ = 0;  // the transfer out: s per cut byte, latency
   };
   /// stage(i, j, first, r, downstream, recompute).memory_bytes.
   double memory(int i, int j, int r, int downstream, bool recompute = false) const;
@@ -89,7 +96,45 @@ class ChainCosts {
   std::vector<Link> links_;
   int link_stride_ = 0;
   Link link(int first, int count) const;
+  /// Per (first worker, replicas): the stage's costs per byte and fixed
+  /// latencies, every division done (cost_model.h's formulas over r).
+  struct StageLinks {
+    double inv_r = 1;
+    double ar_per_byte = 0, ar_fixed = 0;    // allreduce within [first, first + r)
+    double in_per_byte = 0, in_fixed = 0;    // boundary before: [first - 1, first + r)
+    double out_per_byte = 0, out_fixed = 0;  // boundary after: [first, first + r]
+  };
+  std::vector<StageLinks> stage_links_;  // (first, r) at first * link_stride_ + r; empty for large N
+  StageLinks stage_links(int first, int r) const {
+    if (!stage_links_.empty() && first >= 0 && r >= 1 && first + r <= link_stride_ - 2)
+      return stage_links_[static_cast<size_t>(first * link_stride_ + r)];
+    return compute_stage_links(first, r);
+  }
+  StageLinks compute_stage_links(int first, int r) const;
 };
+
+// Inline, with the formulas of cost_model.h whose divisions the (first, r)
+// table has done ahead: the DP builds millions of timers and calls time()
+// millions of times.
+inline ChainCosts::StageTimer::StageTimer(const ChainCosts& costs, int i, int first, int r,
+                                          bool recompute)
+    : c_(costs), i_(i), recompute_(recompute) {
+  const StageLinks s = costs.stage_links(first, r);
+  inv_r_ = s.inv_r;
+  ar_per_byte_ = s.ar_per_byte;
+  ar_fixed_ = s.ar_fixed;
+  if (i > 0) in_s_ = costs.cut(i - 1) * s.in_per_byte + s.in_fixed;
+  out_per_byte_ = s.out_per_byte;
+  out_fixed_ = s.out_fixed;
+}
+
+inline double ChainCosts::StageTimer::time(int j) const {
+  const double compute_s = (c_.compute(i_, j) + (recompute_ ? c_.forward(i_, j) : 0.0)) * inv_r_;
+  const double allreduce = allreduce_s(j);
+  const double out_s = j < c_.n_ - 1 ? c_.cut(j) * out_per_byte_ + out_fixed_ : 0.0;
+  const double slowest = std::max(std::max(compute_s, allreduce), std::max(in_s_, out_s));
+  return c_.tied_.empty() ? slowest : slowest + c_.tied(i_, j);
+}
 
 /// Builds a plan from stage boundaries and replication factors under the
 /// pipetrain cost model: workers are assigned contiguously from

@@ -31,7 +31,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // Pruning (exact): T(i..k on r) >= C(i..k) / r grows with k, and B(k+1, u-r)
 // >= C(k+1..n-1) / (u-r) (any plan's slowest stage is at least its average),
 // which shrinks with k; so only k with both bounds below the best so far can
-// win. The first bound is found by binary search, the second ends the loop.
+// win. The second bound gives the first k to try (galloping on from the
+// previous r's, since it only moves right), the first ends the loop.
 struct SuffixDp {
   const ChainCosts& costs;
   const PartitionOptions& options;
@@ -55,6 +56,28 @@ struct SuffixDp {
 
   bool fits(const StageCost& c) const { return memory <= 0 || c.memory_bytes <= memory; }
 
+  // The smallest k in [from, n - 1) with C(k+1..n-1) < limit (n - 1: none),
+  // for C(from..n-1) decreasing in from: doubling steps, then bisection.
+  int first_beating(int from, double limit) const {
+    auto beats = [&](int k) { return k >= n - 1 || costs.compute(k + 1, n - 1) < limit; };
+    // Usually a few layers on: walk them (predictable branches), then gallop.
+    for (int end = std::min(n - 1, from + 16); from < end; ++from)
+      if (beats(from)) return from;
+    if (beats(from)) return from;
+    int bad = from, step = 1;  // beats(bad) is false
+    int good = std::min(n - 1, from + step);
+    while (!beats(good)) {
+      bad = good;
+      step *= 2;
+      good = std::min(n - 1, good + step);
+    }
+    while (good - bad > 1) {
+      const int mid = bad + (good - bad) / 2;
+      (beats(mid) ? good : bad) = mid;
+    }
+    return good;
+  }
+
   void solve() {
     for (int i = n - 1; i >= 0; --i)
       for (int u = 1; u <= workers; ++u) solve_cell(i, u);
@@ -76,27 +99,23 @@ struct SuffixDp {
     }
     const double tail = costs.compute(i, n - 1);
     const int max_r = options.straight ? std::min(1, u - 1) : u - 1;
+    // Smallest k whose suffix C(k+1..n-1) / rest can beat b: it only moves
+    // right as r grows (rest shrinks, b never grows), so each r gallops on
+    // from the last one's instead of searching [i, n-1) again.
+    int lo = i;
     for (int r = 1; r <= max_r; ++r) {
       const int rest = u - r;
+      if (b < kInf) lo = first_beating(lo, b * rest);
+      const double head_limit = b * r;
+      // No k left to try: skip the stage's links too.
+      if (lo >= n - 1 || tail - costs.compute(lo + 1, n - 1) >= head_limit) continue;
       const ChainCosts::StageTimer timer(costs, i, first, r);  // links looked up once
       // Only a memory limit can call for recomputation.
       std::optional<ChainCosts::StageTimer> recomputing;
       if (memory > 0) recomputing.emplace(costs, i, first, r, /*recompute=*/true);
-      // Smallest k with C(k+1..n-1) / rest < b: the suffix after k can beat b.
-      int lo = i, hi = n - 1;  // k in [i, n-2]; hi = n-1 means none
-      if (b < kInf) {
-        while (lo < hi) {
-          int mid = (lo + hi) / 2;
-          if (costs.compute(mid + 1, n - 1) / rest < b)
-            hi = mid;
-          else
-            lo = mid + 1;
-        }
-      } else {
-        lo = i;
-      }
       for (int k = lo; k < n - 1; ++k) {
-        if ((tail - costs.compute(k + 1, n - 1)) / r >= b) break;  // C(i..k)/r
+        if (tail - costs.compute(k + 1, n - 1) >= head_limit) break;  // C(i..k) / r >= b
+        if (timer.allreduce_s(k) >= b) break;  // grows with k too
         double rest_time = best[at(k + 1, rest)];
         if (rest_time >= b) continue;
         bool recompute = false;
