@@ -74,13 +74,14 @@ py=python3
 "$py" -c 'import torch' 2>/dev/null || py=/usr/bin/python3
 
 # --- CUDA's libraries: the system's, else those of PyTorch's pip packages ---
-cuda_dirs=()
-for lib in "${cuda_libs[@]}"; do
-  /sbin/ldconfig -p 2>/dev/null | grep -qE "^\s+$lib " && continue
-  found=$("$py" - "$lib" 2>/dev/null <<'EOF'
+# The folder holding a library the loader's cache lacks: PyTorch's pip
+# packages, else the toolkit's; nothing when the cache has it or none does.
+pip_lib_dir() {
+  /sbin/ldconfig -p 2>/dev/null | grep -qE "^\s+$1 " && return
+  local d
+  d=$("$py" - "$1" 2>/dev/null <<'EOF'
 import glob, os, site, sys
-roots = site.getsitepackages() + [site.getusersitepackages()]
-for r in roots:
+for r in site.getsitepackages() + [site.getusersitepackages()]:
     for pattern in ("nvidia/*/lib/", "nvidia/*/*/lib/", "torch/lib/"):
         hits = glob.glob(os.path.join(r, pattern, sys.argv[1]))
         if hits:
@@ -88,16 +89,15 @@ for r in roots:
             sys.exit(0)
 EOF
   )
-  for d in "$found" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-    if [[ -n $d && -e $d/$lib ]]; then cuda_dirs+=("$d") && break; fi
+  for d in "$d" /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    if [[ -n $d && -e $d/$1 ]]; then echo "$d" && return; fi
   done
-done
-# What cuDNN's runtime-compiled engines and cuBLAS may dlopen, where it is (else they do without).
-for lib in libnvrtc.so.13 libnvJitLink.so.13; do
-  /sbin/ldconfig -p 2>/dev/null | grep -qE "^\s+$lib " && continue
-  d=$("$py" -c 'import glob, os, site, sys
-for r in site.getsitepackages():
-    for h in glob.glob(os.path.join(r, "nvidia/*/lib", sys.argv[1])): print(os.path.dirname(h)); sys.exit()' "$lib" 2>/dev/null)
+}
+# CUDA's libraries, then what cuDNN's runtime-compiled engines and cuBLAS may
+# dlopen (without them they do without).
+cuda_dirs=()
+for lib in "${cuda_libs[@]}" libnvrtc.so.13 libnvJitLink.so.13; do
+  d=$(pip_lib_dir "$lib")
   [[ -n $d ]] && cuda_dirs+=("$d")
 done
 ld_path=$libdir
