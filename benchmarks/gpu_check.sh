@@ -12,6 +12,8 @@
 #   traffic  host-device traffic of a LeNet step: device-resident tensors vs per-node staging
 #   compare  ResNet-50 and Transformer training steps against PyTorch on the same GPU
 #   all      the six above, in order
+#   profile  where a ResNet-50 step's GPU time goes: pipetrain's time per op type with
+#            each kernel waited for (CUDA_LAUNCH_BLOCKING), PyTorch with and without TF32
 #   cpu      the bundle's proof without a GPU (CI): env, then the parity and nccl tests
 #            (their CUDA cases skip), a pipelined LeNet on the CPU and a portable-backend step
 #
@@ -181,6 +183,26 @@ step_compare() {
   "$py" "$root/benchmarks/compare_training.py" --train-step "$train_step" --device cuda \
     --models resnet50,transformer --threads 1 --steps "${STEPS:-10}"
 }
+step_profile() {
+  need_gpu || return 1
+  local model=$work/resnet50.onnx
+  [[ -f $model ]] || (cd "$root/benchmarks" && "$py" -c \
+    'import sys, compare_training as c; c.export("resnet50", sys.argv[1])' "$model" 2>/dev/null) ||
+    return 1
+  echo "-- pipetrain, kernels asynchronous --"
+  "$train_step" "$model" --backend cuda --batch 32 --steps 5 --warmup 2
+  echo "-- pipetrain, each kernel waited for: time per op type --"
+  CUDA_LAUNCH_BLOCKING=1 "$train_step" "$model" --backend cuda --batch 32 --steps 3 --warmup 1 \
+    --profile
+  echo "-- PyTorch, same step; cuDNN TF32 as PyTorch defaults (on), then off (pipetrain's FMA math) --"
+  (cd "$root/benchmarks" && "$py" -c '
+import sys, torch, compare_training as c
+for tf32 in (True, False):
+    torch.backends.cudnn.allow_tf32 = tf32
+    ms = c.torch_step_ms(sys.argv[1], 1, 10, "cuda")
+    print(f"PyTorch, cudnn.allow_tf32={tf32}: {ms:.1f} ms")
+' resnet50)
+}
 step_cpu() {
   step_env || return 1
   echo "== parity (portable against cpu; the CUDA cases skip) ==" && gtest_step "$parity_test" &&
@@ -197,7 +219,7 @@ steps=("$@")
 failed=0
 for s in "${steps[@]}"; do
   if ! declare -F "step_$s" >/dev/null; then
-    say "unknown step '$s' (env, parity, nccl, lenet, traffic, compare, all, cpu)"
+    say "unknown step '$s' (env, parity, nccl, lenet, traffic, compare, all, profile, cpu)"
     exit 2
   fi
   echo "== $s =="

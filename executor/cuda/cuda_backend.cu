@@ -121,14 +121,14 @@ class CudaBackend final : public Backend {
       a.w_data = args.in[1].data<float>();
       a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
       a.y_data = args.out[0].data<float>();
-      return cuda::cudnn_conv(ex, cudnn_, a);
+      return cuda::cudnn_conv(ex, cudnn_, conv_algos_, a);
     }
     cpu::ConvArgs a =
         device::conv_grad_shapes(n, false, args.in[0].shape, args.in[1].shape, args.in[2].shape);
     if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return true;
     a.x_data = args.in[1].data<float>();
     a.w_data = args.in[2].data<float>();
-    return cuda::cudnn_conv_grad(ex, cudnn_, a, args.in[0].data<float>(),
+    return cuda::cudnn_conv_grad(ex, cudnn_, conv_algos_, a, args.in[0].data<float>(),
                                  args.has_out(0) ? args.out[0].data<float>() : nullptr,
                                  args.has_out(1) ? args.out[1].data<float>() : nullptr,
                                  args.has_out(2) ? args.out[2].data<float>() : nullptr);
@@ -182,6 +182,7 @@ class CudaBackend final : public Backend {
   device::Residency residency_{memory_};
   cublasHandle_t blas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  cuda::ConvAlgorithms conv_algos_;
   std::unique_ptr<Backend> cpu_ = make_cpu_backend();
 };
 

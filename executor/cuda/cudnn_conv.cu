@@ -81,15 +81,42 @@ bool describe(const cpu::ConvArgs& a, ConvDescriptors& d) {
   return true;
 }
 
-/// The first algorithm cuDNN ranks that succeeded and is deterministic.
+/// The key of a's convolution in direction dir (0 forward, 1 data, 2 filter).
+std::vector<int> shape_key(int dir, const cpu::ConvArgs& a) {
+  const ir::WindowGeometry& g = a.geo;
+  std::vector<int> k = {dir, static_cast<int>(a.group)};
+  for (const auto* dims : {&a.x, &a.w, &a.y})
+    for (int64_t v : *dims) k.push_back(static_cast<int>(v));
+  for (const auto* v : {&g.pads_begin, &g.strides, &g.dilations})
+    for (int64_t e : *v) k.push_back(static_cast<int>(e));
+  return k;
+}
+
+// The most workspace an algorithm may take while cuDNN times them: 512 MiB,
+// or half the free device memory where that is less.
+size_t workspace_limit() {
+  size_t free = 0, total = 0;
+  PIPETRAIN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return std::min(size_t(512) << 20, free / 2);
+}
+
+/// The fastest deterministic algorithm of cuDNN's measured, time-sorted list.
 template <typename Perf>
-bool pick(const Perf* perf, int count, Perf* chosen) {
+ConvAlgorithms::Choice fastest(const Perf* perf, int count) {
   for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC) {
-      *chosen = perf[i];
-      return true;
-    }
-  return false;
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
+      return {true, static_cast<int>(perf[i].algo), perf[i].memory};
+  return {};
+}
+
+/// The remembered choice for key, or the one measure() returns, remembered.
+template <typename Measure>
+ConvAlgorithms::Choice choose(ConvAlgorithms& algos, const std::vector<int>& key,
+                              Measure&& measure) {
+  if (const ConvAlgorithms::Choice* c = algos.find(key)) return *c;
+  const ConvAlgorithms::Choice c = measure();
+  algos.remember(key, c);
+  return c;
 }
 
 /// y[(n, m, o)] += b[m].
@@ -102,20 +129,27 @@ struct AddChannelBias {
 
 }  // namespace
 
-bool cudnn_conv(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a) {
+// The timing runs write the outputs; the chosen algorithm then overwrites them.
+bool cudnn_conv(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const cpu::ConvArgs& a) {
   ConvDescriptors d;
   if (!describe(a, d)) return false;
-  constexpr int kAlgos = 8;
-  cudnnConvolutionFwdAlgoPerf_t perf[kAlgos], algo;
-  int found = 0;
-  PIPETRAIN_CUDNN_CHECK(
-      cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, kAlgos, &found, perf));
-  if (!pick(perf, found, &algo)) return false;
-  void* work = ex.scratch<std::byte>(static_cast<int64_t>(algo.memory));
+  const ConvAlgorithms::Choice c = choose(algos, shape_key(0, a), [&] {
+    constexpr int kAlgos = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+    cudnnConvolutionFwdAlgoPerf_t perf[kAlgos];
+    int found = 0;
+    const size_t limit = workspace_limit();
+    void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
+    PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        h, d.x, a.x_data, d.w, a.w_data, d.conv, d.y, a.y_data, kAlgos, &found, perf,
+        ws, limit));
+    return fastest(perf, found);
+  });
+  if (!c.found) return false;
+  void* work = ex.scratch<std::byte>(static_cast<int64_t>(c.workspace));
   const float one = 1.0f, zero = 0.0f;
-  PIPETRAIN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, a.x_data, d.w, a.w_data, d.conv,
-                                                algo.algo, work, algo.memory, &zero, d.y,
-                                                a.y_data));
+  PIPETRAIN_CUDNN_CHECK(cudnnConvolutionForward(
+      h, &one, d.x, a.x_data, d.w, a.w_data, d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+      work, c.workspace, &zero, d.y, a.y_data));
   if (a.b_data) {
     const int64_t channels = a.y[1], size = ir::numel(a.y) / (a.y[0] * channels);
     ex.for_each(ir::numel(a.y), AddChannelBias{a.y_data, a.b_data, channels, size});
@@ -123,36 +157,53 @@ bool cudnn_conv(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a) {
   return true;
 }
 
-bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, const cpu::ConvArgs& a, const float* dy,
-                     float* dx, float* dw, float* db) {
+bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const cpu::ConvArgs& a,
+                     const float* dy, float* dx, float* dw, float* db) {
   ConvDescriptors d;
   if (!describe(a, d)) return false;
-  constexpr int kAlgos = 8;
-  cudnnConvolutionBwdDataAlgoPerf_t data_perf[kAlgos], data_algo{};
-  cudnnConvolutionBwdFilterAlgoPerf_t filter_perf[kAlgos], filter_algo{};
-  int found = 0;
+  ConvAlgorithms::Choice data, filter;
   if (dx) {
-    PIPETRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x,
-                                                                      kAlgos, &found, data_perf));
-    if (!pick(data_perf, found, &data_algo)) return false;
+    data = choose(algos, shape_key(1, a), [&] {
+      constexpr int kAlgos = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+      cudnnConvolutionBwdDataAlgoPerf_t perf[kAlgos];
+      int found = 0;
+      const size_t limit = workspace_limit();
+      void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
+      PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          h, d.w, a.w_data, d.y, dy, d.conv, d.x, dx, kAlgos, &found, perf,
+          ws, limit));
+      return fastest(perf, found);
+    });
+    if (!data.found) return false;
   }
   if (dw) {
-    PIPETRAIN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, d.x, d.y, d.conv, d.w, kAlgos, &found, filter_perf));
-    if (!pick(filter_perf, found, &filter_algo)) return false;
+    filter = choose(algos, shape_key(2, a), [&] {
+      constexpr int kAlgos = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[kAlgos];
+      int found = 0;
+      const size_t limit = workspace_limit();
+      void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
+      PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          h, d.x, a.x_data, d.y, dy, d.conv, d.w, dw, kAlgos, &found, perf,
+          ws, limit));
+      return fastest(perf, found);
+    });
+    if (!filter.found) return false;
   }
   const float one = 1.0f, zero = 0.0f;
   if (dx) {
-    void* work = ex.scratch<std::byte>(static_cast<int64_t>(data_algo.memory));
-    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d.w, a.w_data, d.y, dy, d.conv,
-                                                       data_algo.algo, work, data_algo.memory,
-                                                       &zero, d.x, dx));
+    void* work = ex.scratch<std::byte>(static_cast<int64_t>(data.workspace));
+    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        h, &one, d.w, a.w_data, d.y, dy, d.conv,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(data.algo), work, data.workspace, &zero, d.x,
+        dx));
   }
   if (dw) {
-    void* work = ex.scratch<std::byte>(static_cast<int64_t>(filter_algo.memory));
-    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, d.x, a.x_data, d.y, dy, d.conv,
-                                                         filter_algo.algo, work, filter_algo.memory,
-                                                         &zero, d.w, dw));
+    void* work = ex.scratch<std::byte>(static_cast<int64_t>(filter.workspace));
+    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        h, &one, d.x, a.x_data, d.y, dy, d.conv,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter.algo), work, filter.workspace, &zero,
+        d.w, dw));
   }
   if (db) {
     const int64_t n_batch = a.y[0], m_out = a.y[1];

@@ -75,7 +75,7 @@ template <typename Exec>
 void bias_grad(Exec& ex, const float* dy, float* db, int64_t n_batch, int64_t m_out,
                int64_t o_size) {
   double* part = ex.template scratch<double>(n_batch * m_out);  // (N, M)
-  ex.for_each(n_batch * m_out, PlaneSums{dy, part, o_size});
+  plane_sums(ex, dy, part, n_batch * m_out, o_size);
   ex.for_each(m_out, ChannelTotal<float>{part, db, n_batch, m_out, 1.0});
 }
 

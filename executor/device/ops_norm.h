@@ -16,25 +16,39 @@ namespace pipetrain::exec::device {
 // order), then per channel the N plane sums in order. The CPU kernels add
 // in the same order, so the results agree bitwise.
 
-/// Per plane i: the sum of (x - mean[c])^2, c = i mod C.
-struct PlaneSqDev {
+/// Per (plane, lane) j (as LaneSums): the sum of (x - mean[c])^2, c = plane mod C.
+struct LaneSqDev {
   const float* x;
   const double* mean;  // (C)
-  double* out;         // (N, C)
+  double* out;         // (N, C, kLanes)
   int64_t channels, size;
-  PIPETRAIN_HD void operator()(int64_t i) const {
-    out[i] = sum_sq_dev_row(x + i * size, size, mean[i % channels]);
+  PIPETRAIN_HD void operator()(int64_t j) const {
+    const int64_t plane = j / kLanes;
+    const float* p = x + plane * size;
+    const double m = mean[plane % channels];
+    double acc = 0;
+    for (int64_t e = j % kLanes; e < size; e += kLanes) {
+      const double d = p[e] - m;
+      acc += d * d;
+    }
+    out[j] = acc;
   }
 };
 
-/// Per plane i: sum dY and sum dY (x - mean[c]).
-struct PlaneGradSums {
+/// Per (plane, lane) j (as LaneSums): sum dY and sum dY (x - mean[c]).
+struct LaneGradSums {
   const float *dy, *x;
   const double* mean;  // (C)
-  double *g, *gx;      // (N, C)
+  double *g, *gx;      // (N, C, kLanes)
   int64_t channels, size;
-  PIPETRAIN_HD void operator()(int64_t i) const {
-    sum_grad_row(dy + i * size, nullptr, x + i * size, size, mean[i % channels], &g[i], &gx[i]);
+  PIPETRAIN_HD void operator()(int64_t j) const {
+    const int64_t plane = j / kLanes, at = plane * size;
+    const double m = mean[plane % channels];
+    double acc_g = 0, acc_gx = 0;
+    for (int64_t e = j % kLanes; e < size; e += kLanes)
+      add_grad_lane(dy + at, nullptr, x + at, e, m, &acc_g, &acc_gx);
+    g[j] = acc_g;
+    gx[j] = acc_gx;
   }
 };
 
@@ -82,10 +96,13 @@ struct ChannelAffine {
 template <typename Exec>
 void batch_channel_stats(Exec& ex, const float* x, int64_t n_batch, int64_t channels, int64_t size,
                          double count, double* mean, double* sq) {
-  double* part = ex.template scratch<double>(n_batch * channels);  // (N, C)
-  ex.for_each(n_batch * channels, PlaneSums{x, part, size});
+  const int64_t planes = n_batch * channels;
+  double* part = ex.template scratch<double>(planes);            // (N, C)
+  double* lanes = ex.template scratch<double>(planes * kLanes);  // (N, C, kLanes)
+  plane_sums(ex, x, part, planes, size);
   ex.for_each(channels, ChannelTotal<double>{part, mean, n_batch, channels, count});
-  ex.for_each(n_batch * channels, PlaneSqDev{x, mean, part, channels, size});
+  ex.for_each(planes * kLanes, LaneSqDev{x, mean, lanes, channels, size});
+  ex.for_each(planes, FoldPlaneLanes{lanes, part});
   ex.for_each(channels, ChannelTotal<double>{part, sq, n_batch, channels, 1.0});
 }
 
@@ -153,7 +170,11 @@ void batch_norm_grad_op(Exec& ex, DeviceOpArgs& a) {
   double* sum_g = ex.template scratch<double>(channels);
   double* sum_gx = ex.template scratch<double>(channels);
   batch_channel_stats(ex, xd, n_batch, channels, size, count, mean, sq);
-  ex.for_each(planes, PlaneGradSums{dy, xd, mean, part, part_gx, channels, size});
+  double* lanes = ex.template scratch<double>(planes * kLanes);     // (N, C, kLanes)
+  double* lanes_gx = ex.template scratch<double>(planes * kLanes);  // (N, C, kLanes)
+  ex.for_each(planes * kLanes, LaneGradSums{dy, xd, mean, lanes, lanes_gx, channels, size});
+  ex.for_each(planes, FoldPlaneLanes{lanes, part});
+  ex.for_each(planes, FoldPlaneLanes{lanes_gx, part_gx});
   ex.for_each(channels, ChannelTotal<double>{part, sum_g, n_batch, channels, 1.0});
   ex.for_each(channels, ChannelTotal<double>{part_gx, sum_gx, n_batch, channels, 1.0});
   float* mf = ex.template scratch<float>(channels);

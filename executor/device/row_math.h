@@ -114,13 +114,39 @@ PIPETRAIN_HD inline void sum_grad_row(const float* dy, const float* scale, const
 // threads rather than C: per (n, c) plane a sum in lanes (sum_row's order),
 // then per channel the N plane sums in n order.
 
-/// Per plane i of (N, C, size): the sum of its elements, in double.
-struct PlaneSums {
+// The per-plane sums run one thread per (plane, lane): 16 times the threads
+// of one per plane, neighbours reading neighbouring elements (one thread per
+// plane left most of a GPU idle on uncoalesced reads). Lane l adds exactly
+// the elements sum_row's lane l adds, in the same order, and the lanes fold
+// in fold_lanes' tree, so the results are bitwise those of the row functions.
+
+/// Per (plane, lane) j: lane j % kLanes of plane j / kLanes, summed.
+struct LaneSums {
   const float* x;
-  double* out;  // (N, C)
+  double* out;  // (planes, kLanes)
   int64_t size;
-  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = sum_row(x + i * size, size); }
+  PIPETRAIN_HD void operator()(int64_t j) const {
+    const float* p = x + (j / kLanes) * size;
+    double acc = 0;
+    for (int64_t e = j % kLanes; e < size; e += kLanes) acc += static_cast<double>(p[e]);
+    out[j] = acc;
+  }
 };
+
+/// Per plane i: its kLanes lane sums folded (the lanes are overwritten).
+struct FoldPlaneLanes {
+  double* lanes;  // (planes, kLanes)
+  double* out;    // (planes)
+  PIPETRAIN_HD void operator()(int64_t i) const { out[i] = fold_lanes(lanes + i * kLanes); }
+};
+
+/// out[i] = the sum of plane i of x (planes, size), in double: sum_row's result.
+template <typename Exec>
+void plane_sums(Exec& ex, const float* x, double* out, int64_t planes, int64_t size) {
+  double* lanes = ex.template scratch<double>(planes * kLanes);
+  ex.for_each(planes * kLanes, LaneSums{x, lanes, size});
+  ex.for_each(planes, FoldPlaneLanes{lanes, out});
+}
 
 /// Per channel c: sum over n of planes[n][c], in n order, divided by `divisor`.
 template <typename Out>
