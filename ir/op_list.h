@@ -8,8 +8,11 @@
 #define PIPETRAIN_OPS(X)                                                                   \
   /* elementwise binary (numpy broadcasting) */                                           \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Equal) X(Less) X(Greater) X(Max) X(Min)            \
+  X(Mod) X(And) X(Or) X(Xor) X(Sum) X(Mean)                                               \
   /* elementwise unary */                                                                 \
   X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
+  X(IsNaN) X(IsInf) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh)      \
+  X(Atanh)                                                                                \
   /* activations */                                                                       \
   X(Relu) X(LeakyRelu) X(Sigmoid) X(Tanh) X(Gelu) X(Clip) X(Softmax) X(LogSoftmax)        \
   X(HardSigmoid) X(HardSwish) X(Elu) X(Selu) X(Celu) X(ThresholdedRelu) X(Softplus)        \

@@ -54,6 +54,29 @@ void pow_grad(GradBuilder& b) {
   }
 }
 
+// Y = A mod B = A - B q (q the rounded quotient, constant almost everywhere):
+// dA = dY, dB = -dY q with q = (A - Y) / B.
+void mod_grad(GradBuilder& b) {
+  const std::string a = b.I(0), c = b.I(1);
+  if (b.wants(0)) b.set_GI(0, b.reduce_to(b.GO(0), b.shape(a)));
+  if (b.wants(1)) {
+    std::string q = b.emit1("Div", {b.emit1("Sub", {a, b.O(0)}), c});
+    b.set_GI(1, b.reduce_to(b.emit1("Neg", {b.emit1("Mul", {b.GO(0), q})}), b.shape(c)));
+  }
+}
+
+// Sum: every input gets dY; Mean: dY / N (summed back over broadcasting).
+void sum_grad(GradBuilder& b) {
+  for (size_t i = 0; i < b.node().inputs.size(); ++i)
+    if (b.wants(i)) b.set_GI(i, b.reduce_to(b.GO(0), b.shape(b.I(i))));
+}
+void mean_grad(GradBuilder& b) {
+  const size_t n = b.node().inputs.size();
+  const std::string g = b.emit1("Div", {b.GO(0), b.scalar(static_cast<float>(n))});
+  for (size_t i = 0; i < n; ++i)
+    if (b.wants(i)) b.set_GI(i, b.reduce_to(g, b.shape(b.I(i))));
+}
+
 // Max/Min of two inputs: the gradient goes to the input that won (A on ties).
 void select_grad(GradBuilder& b, const char* loses_op) {
   if (b.node().inputs.size() != 2) b.unsupported("Max/Min with other than two inputs");
@@ -113,6 +136,51 @@ void cos_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("Neg", {b.emit1("Mul", {b.GO(0), b.emit1("Sin", {b.I(0)})})}));
 }
 
+// dX = dY * f'(X) for the trigonometric and hyperbolic functions, f' built
+// from X (or Y for tan).
+std::string x_squared(GradBuilder& b) {
+  return b.emit1("Mul", {b.I(0), b.I(0)});
+}
+// tan' = 1 + tan^2
+void tan_grad(GradBuilder& b) {
+  const std::string y = b.O(0);
+  std::string d = b.emit1("Add", {b.scalar(1.0f), b.emit1("Mul", {y, y})});
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), d}));
+}
+// asin' = 1 / sqrt(1 - x^2), acos' = -asin'
+void asin_grad(GradBuilder& b) {
+  std::string r = b.emit1("Sqrt", {b.emit1("Sub", {b.scalar(1.0f), x_squared(b)})});
+  b.set_GI(0, b.emit1("Div", {b.GO(0), r}));
+}
+void acos_grad(GradBuilder& b) {
+  std::string r = b.emit1("Sqrt", {b.emit1("Sub", {b.scalar(1.0f), x_squared(b)})});
+  b.set_GI(0, b.emit1("Neg", {b.emit1("Div", {b.GO(0), r})}));
+}
+// atan' = 1 / (1 + x^2)
+void atan_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Div", {b.GO(0), b.emit1("Add", {b.scalar(1.0f), x_squared(b)})}));
+}
+// sinh' = cosh, cosh' = sinh
+void sinh_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Cosh", {b.I(0)})}));
+}
+void cosh_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Mul", {b.GO(0), b.emit1("Sinh", {b.I(0)})}));
+}
+// asinh' = 1 / sqrt(x^2 + 1), acosh' = 1 / sqrt(x^2 - 1)
+void asinh_grad(GradBuilder& b) {
+  std::string r = b.emit1("Sqrt", {b.emit1("Add", {x_squared(b), b.scalar(1.0f)})});
+  b.set_GI(0, b.emit1("Div", {b.GO(0), r}));
+}
+void acosh_grad(GradBuilder& b) {
+  std::string r = b.emit1("Sqrt", {b.emit1("Sub", {x_squared(b), b.scalar(1.0f)})});
+  b.set_GI(0, b.emit1("Div", {b.GO(0), r}));
+}
+// atanh' = 1 / (1 - x^2)
+void atanh_grad(GradBuilder& b) {
+  b.set_GI(0, b.emit1("Div", {b.GO(0), b.emit1("Sub", {b.scalar(1.0f), x_squared(b)})}));
+}
+
 // Y = cond ? A : B: dA = cond ? dY : 0, dB = cond ? 0 : dY
 void where_grad(GradBuilder& b) {
   const std::string c = b.I(0), zero = b.scalar(0.0f);
@@ -145,9 +213,22 @@ void register_elementwise_rules(std::map<std::string, RuleEntry>& r) {
   r["Erf"] = {erf_grad};
   r["Sin"] = {sin_grad};
   r["Cos"] = {cos_grad};
+  r["Tan"] = {tan_grad};
+  r["Asin"] = {asin_grad};
+  r["Acos"] = {acos_grad};
+  r["Atan"] = {atan_grad};
+  r["Sinh"] = {sinh_grad};
+  r["Cosh"] = {cosh_grad};
+  r["Asinh"] = {asinh_grad};
+  r["Acosh"] = {acosh_grad};
+  r["Atanh"] = {atanh_grad};
+  r["Mod"] = {mod_grad};
+  r["Sum"] = {sum_grad};
+  r["Mean"] = {mean_grad};
   r["Where"] = {where_grad};
   r["Cast"] = {cast_grad};
-  for (const char* op : {"Equal", "Less", "Greater", "Not"}) r[op] = {nullptr};
+  for (const char* op : {"Equal", "Less", "Greater", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"})
+    r[op] = {nullptr};
   // Piecewise constant: zero gradient almost everywhere, as PyTorch's.
   for (const char* op : {"Floor", "Ceil", "Round", "Sign"}) r[op] = {nullptr};
 }

@@ -169,6 +169,44 @@ struct PowOp {
   }
 };
 
+/// Mod: fmod = 1 takes the dividend's sign (C's %, fmodf), fmod = 0 the
+/// divisor's (Python's %). Integer x mod 0 gives 0 and x mod -1 gives 0
+/// instead of trapping.
+struct ModOp {
+  bool fmod = false;
+  template <typename T>
+  PIPETRAIN_HD T operator()(T a, T b) const {
+    T r;
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0 || b == -1) return 0;
+      r = a % b;
+    } else {
+      r = ::fmodf(a, b);
+    }
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+};
+/// Logical ops on bool (stored as uint8_t; any non-zero byte is true).
+struct AndOp {
+  template <typename T>
+  PIPETRAIN_HD uint8_t operator()(T a, T b) const {
+    return a != 0 && b != 0;
+  }
+};
+struct OrOp {
+  template <typename T>
+  PIPETRAIN_HD uint8_t operator()(T a, T b) const {
+    return a != 0 || b != 0;
+  }
+};
+struct XorOp {
+  template <typename T>
+  PIPETRAIN_HD uint8_t operator()(T a, T b) const {
+    return (a != 0) != (b != 0);
+  }
+};
+
 // --- unary ops -----------------------------------------------------------
 
 struct SqrtFn {
@@ -264,6 +302,43 @@ struct SinFn {
 };
 struct CosFn {
   PIPETRAIN_HD float operator()(float v) const { return ::cosf(v); }
+};
+struct TanFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::tanf(v); }
+};
+struct AsinFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::asinf(v); }
+};
+struct AcosFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::acosf(v); }
+};
+struct AtanFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::atanf(v); }
+};
+struct SinhFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::sinhf(v); }
+};
+struct CoshFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::coshf(v); }
+};
+struct AsinhFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::asinhf(v); }
+};
+struct AcoshFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::acoshf(v); }
+};
+struct AtanhFn {
+  PIPETRAIN_HD float operator()(float v) const { return ::atanhf(v); }
+};
+struct IsNaNFn {
+  PIPETRAIN_HD uint8_t operator()(float v) const { return v != v; }
+};
+/// Infinities of the signs asked for (IsInf's detect_negative / detect_positive).
+struct IsInfFn {
+  bool negative = true, positive = true;
+  PIPETRAIN_HD uint8_t operator()(float v) const {
+    return ::fabsf(v) > 3.40282347e38f && (v > 0.0f ? positive : negative);  // > FLT_MAX: infinite
+  }
 };
 struct FloorFn {
   PIPETRAIN_HD float operator()(float v) const { return ::floorf(v); }

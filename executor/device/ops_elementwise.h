@@ -129,6 +129,12 @@ template <>
 inline constexpr bool kTakesBool<EqualOp> = true;
 template <>
 inline constexpr bool kTakesBool<NotFn> = true;
+template <>
+inline constexpr bool kTakesBool<AndOp> = true;
+template <>
+inline constexpr bool kTakesBool<OrOp> = true;
+template <>
+inline constexpr bool kTakesBool<XorOp> = true;
 
 /// Calls f(T{}) for the storage type of t among f32, i64, i32 and bool.
 template <typename F>
@@ -158,17 +164,28 @@ void with_word(ir::DType t, F&& f) {
 
 /// Y = op(A, B) with numpy broadcasting; the result type is op's.
 template <typename Op, typename Exec>
-void binary_op(Exec& ex, DeviceOpArgs& a) {
+void binary_op_with(Exec& ex, DeviceOpArgs& a, Op op) {
   const DeviceTensor &x = a.in[0], &w = a.in[1], &y = a.out[0];
   const auto idx = broadcast_index<2>(y.shape, {&x.shape, &w.shape});
   with_storage(x.dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
     if constexpr (!std::is_same_v<T, uint8_t> || kTakesBool<Op>) {
-      using R = decltype(Op{}(T{}, T{}));
-      ex.for_each(y.numel(), Binary<T, T, R, Op>{x.data<T>(), w.data<T>(), y.data<R>(), idx, Op{}});
+      using R = decltype(op(T{}, T{}));
+      ex.for_each(y.numel(), Binary<T, T, R, Op>{x.data<T>(), w.data<T>(), y.data<R>(), idx, op});
     }
   });
 }
+template <typename Op, typename Exec>
+void binary_op(Exec& ex, DeviceOpArgs& a) {
+  binary_op_with(ex, a, Op{});
+}
+
+/// y[i] /= d (Mean's division by the input count).
+struct DivideBy {
+  float* y;
+  float d;
+  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = y[i] / d; }
+};
 
 /// Max/Min over 1..N inputs: Y = broadcast(X0), then Y = op(Y, Xi) in input order.
 template <typename Op, typename Exec>
@@ -185,6 +202,14 @@ void variadic_op(Exec& ex, DeviceOpArgs& a) {
                                    broadcast_index<2>(y.shape, {&y.shape, &a.in[i].shape}), Op{}});
     }
   });
+}
+
+/// Mean of 1..N float inputs: their sum in input order, divided by N.
+template <typename Exec>
+void mean_op(Exec& ex, DeviceOpArgs& a) {
+  variadic_op<AddOp>(ex, a);
+  ex.for_each(a.out[0].numel(),
+              DivideBy{a.out[0].data<float>(), static_cast<float>(a.in.size())});
 }
 
 template <typename Exec>

@@ -97,6 +97,50 @@ OpSchema schema_Less() {
 OpSchema schema_Greater() {
   return binary(DType::kBool, false);
 }
+/// Integer or float remainder; fmod = 1 takes the dividend's sign, fmod = 0
+/// (the default) the divisor's.
+OpSchema schema_Mod() {
+  OpSchema s = binary();
+  s.attrs = {{"fmod", AttrType::kInt}};
+  return s;
+}
+
+/// Logical And/Or/Xor of two bool tensors.
+static OpSchema logical() {
+  OpSchema s = binary(DType::kBool, false);
+  auto infer = s.infer;
+  s.infer = [infer](InferContext& c) {
+    for (size_t i = 0; i < 2; ++i)
+      if (c.dtype(i) != DType::kBool)
+        c.fail("input " + std::to_string(i) + " is " + dtype_name(c.dtype(i)) + ", expected bool");
+    infer(c);
+  };
+  return s;
+}
+OpSchema schema_And() {
+  return logical();
+}
+OpSchema schema_Or() {
+  return logical();
+}
+OpSchema schema_Xor() {
+  return logical();
+}
+
+/// Sum and Mean of 1..N broadcast inputs, in input order.
+OpSchema schema_Sum() {
+  return variadic();
+}
+OpSchema schema_Mean() {
+  OpSchema s = variadic();
+  auto infer = s.infer;
+  s.infer = [infer](InferContext& c) {
+    if (!is_float(c.dtype(0))) c.fail(std::string("Mean of ") + dtype_name(c.dtype(0)) + " inputs");
+    infer(c);
+  };
+  return s;
+}
+
 OpSchema schema_Max() {
   return variadic();
 }
@@ -130,6 +174,53 @@ OpSchema schema_Sin() {
 }
 OpSchema schema_Cos() {
   return unary();
+}
+OpSchema schema_Tan() {
+  return unary();
+}
+OpSchema schema_Asin() {
+  return unary();
+}
+OpSchema schema_Acos() {
+  return unary();
+}
+OpSchema schema_Atan() {
+  return unary();
+}
+OpSchema schema_Sinh() {
+  return unary();
+}
+OpSchema schema_Cosh() {
+  return unary();
+}
+OpSchema schema_Asinh() {
+  return unary();
+}
+OpSchema schema_Acosh() {
+  return unary();
+}
+OpSchema schema_Atanh() {
+  return unary();
+}
+
+/// Float tests giving bool: IsNaN, and IsInf for the signs asked for.
+static OpSchema float_test() {
+  OpSchema s;
+  s.differentiable = false;
+  s.infer = [](InferContext& c) {
+    if (!is_float(c.dtype(0)))
+      c.fail(std::string("input is ") + dtype_name(c.dtype(0)) + ", expected a float type");
+    c.set_output(0, DType::kBool, c.shape(0));
+  };
+  return s;
+}
+OpSchema schema_IsNaN() {
+  return float_test();
+}
+OpSchema schema_IsInf() {
+  OpSchema s = float_test();
+  s.attrs = {{"detect_negative", AttrType::kInt}, {"detect_positive", AttrType::kInt}};
+  return s;
 }
 // Piecewise constant: no gradient flows through them (PyTorch's is zero).
 OpSchema schema_Floor() {

@@ -20,7 +20,8 @@
 
 namespace pipetrain::test {
 
-enum class Gen { kUniform, kAwayFromZero, kPositive, kDistinct };
+// kHalf: (-0.5, 0.5) (asin, atanh away from their poles); kAboveOne: (1.2, 2.2) (acosh).
+enum class Gen { kUniform, kAwayFromZero, kPositive, kDistinct, kHalf, kAboveOne };
 
 struct Arg {
   ir::Tensor value;         // constant value, or the initial value of a param
@@ -41,6 +42,8 @@ inline ir::Tensor random_tensor(ir::Shape s, Gen gen, std::mt19937_64& rng) {
       case Gen::kAwayFromZero: v = (v < 0 ? -1.0f : 1.0f) * (0.2f + 0.8f * std::abs(v)); break;
       case Gen::kPositive: v = 0.5f + 0.75f * (v + 1.0f); break;
       case Gen::kDistinct: v = -1.0f + 2.0f * static_cast<float>(i) / static_cast<float>(n); break;
+      case Gen::kHalf: v *= 0.5f; break;
+      case Gen::kAboveOne: v = 1.7f + 0.5f * v; break;
     }
     p[i] = v;
   }

@@ -154,6 +154,36 @@ forward_cases() {
          return run_op("Clip", {in(i32({-4, 0, 7}, {3})), in(i32({-1}, {})), in(i32({5}, {}))}, {},
                        1, false, 0, {}, on);
        }},
+      {"Mod i64 floor and fmod",
+       [=](auto* on) {
+         auto floor = run_op("Mod", {in(a), in(b)}, {}, 1, false, 0, {}, on);
+         auto trunc = run_op("Mod", {in(a), in(b)}, {{"fmod", Attribute(int64_t{1})}}, 1, false,
+                             0, {}, on);
+         floor.push_back(trunc[0]);
+         return floor;
+       }},
+      {"Mod f32 NaN",
+       [=](auto* on) {
+         return run_op("Mod", {in(x), in(f32({-0.75f}, {1}))}, {}, 1, false, 0, {}, on);
+       }},
+      {"And Or Xor",
+       [=](auto* on) {
+         const Tensor p = boolean({1, 0, 1, 0}, {2, 2}), q = boolean({1, 0}, {2});
+         std::vector<Tensor> out;
+         for (const char* op : {"And", "Or", "Xor"})
+           out.push_back(run_op(op, {in(p), in(q)}, {}, 1, false, 0, {}, on)[0]);
+         return out;
+       }},
+      {"IsNaN IsInf",
+       [=](auto* on) {
+         const Tensor v = f32({1.0f, NAN, INFINITY, -INFINITY, 0.0f}, {5});
+         auto out = run_op("IsNaN", {in(v)}, {}, 1, false, 0, {}, on);
+         out.push_back(run_op("IsInf", {in(v)}, {{"detect_positive", Attribute(int64_t{0})}}, 1,
+                              false, 0, {}, on)[0]);
+         return out;
+       }},
+      {"Sum i64",
+       [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
       {"Not",
        [=](auto* on) {
          return run_op("Not", {in(boolean({1, 0, 0}, {3}))}, {}, 1, false, 0, {}, on);

@@ -23,7 +23,11 @@ const std::vector<DType> kFloat = {DType::kF32, DType::kF16, DType::kBF16};
 // --- binary --------------------------------------------------------------
 
 using device::AddOp;
+using device::AndOp;
 using device::DivOp;
+using device::ModOp;
+using device::OrOp;
+using device::XorOp;
 using device::EqualOp;
 using device::GreaterOp;
 using device::LessOp;
@@ -46,6 +50,19 @@ void binary_kernel(KernelContext& ctx) {
   });
 }
 
+/// Mod: binary_kernel with the node's fmod attribute.
+void mod_kernel(KernelContext& ctx) {
+  const ModOp op{ctx.n().attr_int("fmod", 0) != 0};
+  const Tensor& a = ctx.in(0);
+  const Tensor& b = ctx.in(1);
+  Tensor& y = ctx.out(0);
+  dispatch<float, int64_t, int32_t>(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    binary_broadcast(a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<T>(), y.shape(),
+                     [op](T p, T q) { return op(p, q); });
+  });
+}
+
 template <typename Op>
 CpuKernel arith_kernel() {
   return {with_f32<binary_kernel<Op, float, int64_t, int32_t>>, kNumeric, 0};
@@ -63,6 +80,15 @@ void variadic_kernel(KernelContext& ctx) {
       binary_broadcast(py, y.shape(), ctx.in(i).data<T>(), ctx.in(i).shape(), py, y.shape(),
                        [](T p, T q) { return Op{}(p, q); });
   });
+}
+
+/// Mean: the inputs' sum in input order, divided by their count.
+void mean_kernel(KernelContext& ctx) {
+  variadic_kernel<AddOp>(ctx);
+  Tensor& y = ctx.out(0);
+  float* py = y.data<float>();
+  const float n = static_cast<float>(ctx.inputs.size());
+  for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] / n;
 }
 
 // --- Pow -----------------------------------------------------------------
@@ -98,8 +124,15 @@ void unary_kernel(KernelContext& ctx) {
 }
 
 using device::AbsFn;
+using device::AcosFn;
+using device::AcoshFn;
+using device::AsinFn;
+using device::AsinhFn;
+using device::AtanFn;
+using device::AtanhFn;
 using device::CeilFn;
 using device::CosFn;
+using device::CoshFn;
 using device::ErfFn;
 using device::ExpFn;
 using device::FloorFn;
@@ -109,11 +142,30 @@ using device::ReciprocalFn;
 using device::RoundFn;
 using device::SignFn;
 using device::SinFn;
+using device::SinhFn;
+using device::TanFn;
 using device::SqrtFn;
 
 template <typename Fn>
 CpuKernel float_unary() {
   return {with_f32<unary_kernel<Fn, float>>, kFloat, 0};
+}
+
+/// A float test giving bool: IsNaN, IsInf.
+template <typename Fn>
+void float_test_kernel(KernelContext& ctx, Fn fn) {
+  const float* px = ctx.in(0).data<float>();
+  uint8_t* py = ctx.out(0).data<uint8_t>();
+  const int64_t n = ctx.in(0).numel();
+  for (int64_t i = 0; i < n; ++i) py[i] = fn(px[i]);
+}
+
+void is_nan_kernel(KernelContext& ctx) {
+  float_test_kernel(ctx, device::IsNaNFn{});
+}
+void is_inf_kernel(KernelContext& ctx) {
+  float_test_kernel(ctx, device::IsInfFn{ctx.n().attr_int("detect_negative", 1) != 0,
+                                         ctx.n().attr_int("detect_positive", 1) != 0});
 }
 
 // --- Where ---------------------------------------------------------------
@@ -235,6 +287,24 @@ CpuKernel kernel_Less() {
 CpuKernel kernel_Greater() {
   return {with_f32<binary_kernel<GreaterOp, float, int64_t, int32_t>>, kNumeric, 0};
 }
+CpuKernel kernel_Mod() {
+  return {with_f32<mod_kernel>, kNumeric, 0};
+}
+CpuKernel kernel_And() {
+  return {binary_kernel<AndOp, uint8_t>, {DType::kBool}, 0};
+}
+CpuKernel kernel_Or() {
+  return {binary_kernel<OrOp, uint8_t>, {DType::kBool}, 0};
+}
+CpuKernel kernel_Xor() {
+  return {binary_kernel<XorOp, uint8_t>, {DType::kBool}, 0};
+}
+CpuKernel kernel_Sum() {
+  return {with_f32<variadic_kernel<AddOp>>, kNumeric, 0};
+}
+CpuKernel kernel_Mean() {
+  return {with_f32<mean_kernel>, kFloat, 0};
+}
 CpuKernel kernel_Max() {
   return {with_f32<variadic_kernel<MaxOp>>, kNumeric, 0};
 }
@@ -262,6 +332,39 @@ CpuKernel kernel_Sin() {
 }
 CpuKernel kernel_Cos() {
   return float_unary<CosFn>();
+}
+CpuKernel kernel_Tan() {
+  return float_unary<TanFn>();
+}
+CpuKernel kernel_Asin() {
+  return float_unary<AsinFn>();
+}
+CpuKernel kernel_Acos() {
+  return float_unary<AcosFn>();
+}
+CpuKernel kernel_Atan() {
+  return float_unary<AtanFn>();
+}
+CpuKernel kernel_Sinh() {
+  return float_unary<SinhFn>();
+}
+CpuKernel kernel_Cosh() {
+  return float_unary<CoshFn>();
+}
+CpuKernel kernel_Asinh() {
+  return float_unary<AsinhFn>();
+}
+CpuKernel kernel_Acosh() {
+  return float_unary<AcoshFn>();
+}
+CpuKernel kernel_Atanh() {
+  return float_unary<AtanhFn>();
+}
+CpuKernel kernel_IsNaN() {
+  return {with_f32<is_nan_kernel>, kFloat, 0};
+}
+CpuKernel kernel_IsInf() {
+  return {with_f32<is_inf_kernel>, kFloat, 0};
 }
 CpuKernel kernel_Floor() {
   return float_unary<FloorFn>();
