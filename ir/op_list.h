@@ -28,7 +28,8 @@
   X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(Where) X(Shape) X(Constant)         \
   X(ConstantOfShape) X(Range)                                                             \
   /* reductions */                                                                        \
-  X(ReduceMean) X(ReduceSum) X(ReduceMax)                                                 \
+  X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL1)         \
+  X(ReduceL2) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)                       \
   /* recurrent */                                                                         \
   X(LSTM)                                                                                 \
   /* losses */                                                                            \

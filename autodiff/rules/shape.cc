@@ -75,8 +75,9 @@ void reduce_mean_grad(GradBuilder& b) {
   b.set_GI(0, expand_back(b, scaled, *reduced));
 }
 
-// The gradient is shared equally among the elements equal to the maximum (as PyTorch's amax).
-void reduce_max_grad(GradBuilder& b) {
+// The gradient is shared equally among the elements equal to the maximum
+// (minimum) (as PyTorch's amax / amin).
+void reduce_select_grad(GradBuilder& b) {
   auto reduced = reduced_axes(b);
   if (!reduced) return identity_grad(b);
   const std::string x = b.I(0);
@@ -92,6 +93,51 @@ void reduce_max_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("Mul", {share, ones}));
 }
 
+// dX = dY' f(X, Y') for the mapped sums, with ' the expansion back to X's shape.
+template <typename F>
+void reduce_map_grad(GradBuilder& b, F&& local) {
+  auto reduced = reduced_axes(b);
+  if (!reduced) return identity_grad(b);
+  const std::string dy = expand_back(b, b.GO(0), *reduced), y = expand_back(b, b.O(0), *reduced);
+  b.set_GI(0, b.emit1("Mul", {dy, local(b.I(0), y)}));
+}
+// Prod: dX = dY Y / X (X with zeros gives NaN there, unlike PyTorch's exclusive products).
+void reduce_prod_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string& x, const std::string& y) {
+    return b.emit1("Div", {y, x});
+  });
+}
+// L1: dX = dY sign(X)
+void reduce_l1_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string& x, const std::string&) {
+    return b.emit1("Sign", {x});
+  });
+}
+// L2: dX = dY X / Y
+void reduce_l2_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string& x, const std::string& y) {
+    return b.emit1("Div", {x, y});
+  });
+}
+// SumSquare: dX = 2 dY X
+void reduce_sum_square_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string& x, const std::string&) {
+    return b.emit1("Mul", {x, b.scalar(2.0f)});
+  });
+}
+// LogSum: dX = dY / e^Y (the sum)
+void reduce_log_sum_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string&, const std::string& y) {
+    return b.emit1("Exp", {b.emit1("Neg", {y})});
+  });
+}
+// LogSumExp: dX = dY e^(X - Y) (the softmax over the reduced axes)
+void reduce_log_sum_exp_grad(GradBuilder& b) {
+  reduce_map_grad(b, [&](const std::string& x, const std::string& y) {
+    return b.emit1("Exp", {b.emit1("Sub", {x, y})});
+  });
+}
+
 }  // namespace
 
 void register_shape_rules(std::map<std::string, RuleEntry>& r) {
@@ -101,7 +147,14 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["Expand"] = {expand_grad};
   r["ReduceSum"] = {reduce_sum_grad};
   r["ReduceMean"] = {reduce_mean_grad};
-  r["ReduceMax"] = {reduce_max_grad};
+  r["ReduceMax"] = {reduce_select_grad};
+  r["ReduceMin"] = {reduce_select_grad};
+  r["ReduceProd"] = {reduce_prod_grad};
+  r["ReduceL1"] = {reduce_l1_grad};
+  r["ReduceL2"] = {reduce_l2_grad};
+  r["ReduceSumSquare"] = {reduce_sum_square_grad};
+  r["ReduceLogSum"] = {reduce_log_sum_grad};
+  r["ReduceLogSumExp"] = {reduce_log_sum_exp_grad};
   for (const char* op : {"Shape", "Constant", "ConstantOfShape", "Range"}) r[op] = {nullptr};
 }
 

@@ -11,23 +11,24 @@
 
 #include "executor/cpu/kernels/broadcast.h"
 #include "executor/device/ops_shape.h"
+#include "executor/device/reduce_math.h"
 #include "executor/device/row_math.h"
 
 namespace pipetrain::exec::device {
 
-enum class Reduce { kSum, kMean, kMax };
-
 /// Output element o folds the input over the reduced dims, in row-major
-/// order; an innermost reduced run is one sum_row/max_row (as the CPU walks it).
+/// order; an innermost reduced run is one reduce_row (as the CPU walks it).
+/// m: per output, the max LogSumExp shifts by (else null).
 template <Reduce kOp, typename T>
 struct ReduceOut {
   const T* x;
   T* y;
+  const T* m = nullptr;
   int kept_rank = 0, red_rank = 0;
   int64_t kept_dims[kMaxDims], kept_in[kMaxDims];  // output dims and their input strides
   int64_t red_dims[kMaxDims], red_in[kMaxDims];    // reduced dims (outside the run)
   int64_t run = 1;                                 // innermost reduced run (1: none)
-  int64_t count = 1;                               // elements folded (Mean)
+  int64_t count = 1;                               // elements folded
   PIPETRAIN_HD void operator()(int64_t o) const {
     int64_t base = 0, rest = o;
     for (int d = kept_rank - 1; d >= 0; --d) {
@@ -37,10 +38,8 @@ struct ReduceOut {
     }
     int64_t total = 1;
     for (int d = 0; d < red_rank; ++d) total *= red_dims[d];
-    using A = acc_t<T>;
-    A acc{0};
-    T best = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
-                                         : std::numeric_limits<T>::lowest();
+    const T mo = m ? m[o] : T{};
+    acc_t<T> acc = reduce_init<kOp, T>();
     for (int64_t r = 0; r < total; ++r) {
       int64_t off = base, k = r;
       for (int d = red_rank - 1; d >= 0; --d) {
@@ -48,19 +47,18 @@ struct ReduceOut {
         off += (k - q * red_dims[d]) * red_in[d];
         k = q;
       }
-      if constexpr (kOp == Reduce::kMax)
-        best = nan_max(best, run > 1 ? max_row(x + off, run) : x[off]);
-      else
-        acc = wrap_add(acc, run > 1 ? sum_row(x + off, run) : static_cast<A>(x[off]));
+      acc = run > 1 ? reduce_combine<kOp>(acc, reduce_row<kOp>(x + off, run, mo))
+                    : reduce_element<kOp>(acc, x[off], mo);
     }
-    if constexpr (kOp == Reduce::kMax)
-      y[o] = best;
-    else if constexpr (kOp == Reduce::kMean)
-      y[o] = static_cast<T>(acc / static_cast<A>(count));  // count 0: NaN, as numpy
-    else
-      y[o] = static_cast<T>(acc);
+    y[o] = reduce_finish<kOp, T>(acc, count, mo);
   }
 };
+
+/// The ops that take integers as well as floats (the CPU kernels' list).
+template <Reduce kOp>
+inline constexpr bool kReducesIntegers = kOp == Reduce::kSum || kOp == Reduce::kMax ||
+                                         kOp == Reduce::kMin || kOp == Reduce::kProd ||
+                                         kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
 
 template <Reduce kOp, typename Exec>
 void reduce_op(Exec& ex, DeviceOpArgs& a) {
@@ -88,26 +86,39 @@ void reduce_op(Exec& ex, DeviceOpArgs& a) {
   const std::vector<int64_t> in_st = ir::strides_of(plan.dims);
   with_storage(x.dtype, [&](auto tag) {
     using T = std::decay_t<decltype(tag)>;
-    if constexpr (!std::is_same_v<T, uint8_t>) {
-      ReduceOut<kOp, T> f{};
-      f.x = x.data<T>();
-      f.y = y.data<T>();
-      f.count = count;
-      const size_t last = plan.dims.size() - 1;
-      const bool inner_reduced = plan.strides[0][last] == 0;
-      if (inner_reduced) f.run = plan.dims[last];
-      for (size_t d = 0; d < plan.dims.size(); ++d) {
-        if (inner_reduced && d == last) break;
-        if (plan.strides[0][d] == 0) {
-          f.red_dims[f.red_rank] = plan.dims[d];
-          f.red_in[f.red_rank++] = in_st[d];
-        } else {
-          f.kept_dims[f.kept_rank] = plan.dims[d];
-          f.kept_in[f.kept_rank++] = in_st[d];
+    if constexpr (!std::is_same_v<T, uint8_t> &&
+                  (std::is_same_v<T, float> || kReducesIntegers<kOp>)) {
+      auto layout = [&](auto& f) {
+        f.x = x.data<T>();
+        f.y = y.data<T>();
+        f.count = count;
+        const size_t last = plan.dims.size() - 1;
+        const bool inner_reduced = plan.strides[0][last] == 0;
+        if (inner_reduced) f.run = plan.dims[last];
+        for (size_t d = 0; d < plan.dims.size(); ++d) {
+          if (inner_reduced && d == last) break;
+          if (plan.strides[0][d] == 0) {
+            f.red_dims[f.red_rank] = plan.dims[d];
+            f.red_in[f.red_rank++] = in_st[d];
+          } else {
+            f.kept_dims[f.kept_rank] = plan.dims[d];
+            f.kept_in[f.kept_rank++] = in_st[d];
+          }
         }
+        if (f.kept_rank > kMaxDims || f.red_rank > kMaxDims)
+          throw UnsupportedOp("reductions over more than 8 dims on the device");
+      };
+      ReduceOut<kOp, T> f{};
+      layout(f);
+      if constexpr (kOp == Reduce::kLogSumExp) {
+        // e^(x - max) cannot overflow: the max per output first.
+        ReduceOut<Reduce::kMax, T> fm{};
+        layout(fm);
+        T* m = ex.template scratch<T>(y.numel());
+        fm.y = m;
+        ex.for_each(y.numel(), fm);
+        f.m = m;
       }
-      if (f.kept_rank > kMaxDims || f.red_rank > kMaxDims)
-        throw UnsupportedOp("reductions over more than 8 dims on the device");
       ex.for_each(y.numel(), f);
     }
   });

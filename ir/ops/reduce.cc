@@ -1,4 +1,4 @@
-// Schemas of ReduceMean, ReduceSum and ReduceMax. Axes come from the `axes`
+// Schemas of the Reduce* family. Axes come from the `axes`
 // attribute (ReduceSum before opset 13, the others before 18) or from the
 // optional second input; no axes reduces everything unless
 // noop_with_empty_axes = 1, which makes the op an identity.
@@ -65,6 +65,27 @@ OpSchema schema_ReduceSum() {
   return reduce_schema();
 }
 OpSchema schema_ReduceMax() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceMin() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceProd() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceL1() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceL2() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceSumSquare() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceLogSum() {
+  return reduce_schema();
+}
+OpSchema schema_ReduceLogSumExp() {
   return reduce_schema();
 }
 

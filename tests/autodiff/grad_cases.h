@@ -243,6 +243,13 @@ inline std::vector<GradCase> shape_index_cases() {
       K("reduce_sum_all", "ReduceSum", {P({2, 3})}),
       K("reduce_mean", "ReduceMean", {P({2, 3, 4})}, {{"axes", Is({0, 2})}}),
       K("reduce_max", "ReduceMax", {P({3, 4}, G::kDistinct)}, {{"axes", Is({1})}}),
+      K("reduce_min", "ReduceMin", {P({3, 4}, G::kDistinct)}, {{"axes", Is({1})}}),
+      K("reduce_prod", "ReduceProd", {P({2, 3, 4}, G::kAwayFromZero)}, {{"axes", Is({1})}}),
+      K("reduce_l1", "ReduceL1", {P({2, 3, 4}, G::kAwayFromZero)}, {{"axes", Is({0, 2})}}),
+      K("reduce_l2", "ReduceL2", {P({2, 3, 4})}, {{"axes", Is({2})}, {"keepdims", I(0)}}),
+      K("reduce_sum_square", "ReduceSumSquare", {P({2, 3, 4})}, {{"axes", Is({1})}}),
+      K("reduce_log_sum", "ReduceLogSum", {P({2, 3, 4}, G::kPositive)}, {{"axes", Is({1})}}),
+      K("reduce_log_sum_exp", "ReduceLogSumExp", {P({2, 3, 4})}, {{"axes", Is({0, 2})}}),
   };
 }
 

@@ -182,6 +182,14 @@ forward_cases() {
                               false, 0, {}, on)[0]);
          return out;
        }},
+      {"ReduceProd ReduceMin ReduceL1 ReduceSumSquare i64",
+       [=](auto* on) {
+         std::vector<Tensor> out;
+         for (const char* op : {"ReduceProd", "ReduceMin", "ReduceL1", "ReduceSumSquare"})
+           out.push_back(run_op(op, {in(a)}, {{"axes", Attribute(std::vector<int64_t>{1})}}, 1,
+                                false, 0, {}, on)[0]);
+         return out;
+       }},
       {"Sum i64",
        [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
       {"Not",

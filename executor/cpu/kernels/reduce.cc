@@ -1,8 +1,8 @@
-// CPU kernels of ReduceMean, ReduceSum and ReduceMax. The input is walked in
-// row-major order with the output broadcast onto it (stride 0 on reduced
-// dims): an innermost reduced run is folded with the fixed-order row
-// reduction, an innermost kept run accumulates elementwise (vectorised). The
-// order is fixed, so results are deterministic.
+// CPU kernels of the Reduce* family. The input is walked in row-major order
+// with the output broadcast onto it (stride 0 on reduced dims): an innermost
+// reduced run is folded with the fixed-order row fold, an innermost kept run
+// accumulates elementwise (vectorised). The per-element math and the order
+// are device/reduce_math.h's, so results are deterministic and the device's.
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -10,15 +10,15 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/broadcast.h"
 #include "executor/cpu/kernels/ew_common.h"
+#include "executor/device/reduce_math.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
 
+using device::Reduce;
 using ir::DType;
 using ir::Tensor;
-
-enum class Reduce { kSum, kMean, kMax };
 
 /// Which input dims are reduced; empty when the op is an identity
 /// (no axes and noop_with_empty_axes = 1). The schema validated the axes.
@@ -35,6 +35,32 @@ std::vector<bool> reduced_dims(const KernelContext& ctx, size_t rank, bool* noop
   return reduced;
 }
 
+/// y (the input's shape with reduced dims 1, as `kept`) = the fold of x;
+/// m: per output, the max LogSumExp shifts by (else unused).
+template <Reduce kOp, typename T>
+void fold(const Tensor& xt, T* y, const ir::Shape& kept, int64_t count, const T* m) {
+  using A = acc_t<T>;
+  const T* x = xt.data<T>();
+  const int64_t n_out = ir::numel(kept);
+  std::vector<A> acc(static_cast<size_t>(n_out), device::reduce_init<kOp, T>());
+  A* pa = acc.data();
+  const auto plan = plan_broadcast<1>(xt.shape(), {&kept});
+  const int64_t inner = plan.dims.back();
+  const bool inner_reduced = plan.strides[0].back() == 0;
+  for_each_row(plan, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
+    const T* px = x + in_off;
+    A* py = pa + off[0];
+    const T* pm = m ? m + off[0] : nullptr;
+    if (inner_reduced)
+      *py = device::reduce_combine<kOp>(*py, device::reduce_row<kOp>(px, inner, pm ? *pm : T{}));
+    else
+      for (int64_t i = 0; i < inner; ++i)
+        py[i] = device::reduce_element<kOp>(py[i], px[i], pm ? pm[i] : T{});
+  });
+  for (int64_t i = 0; i < n_out; ++i)
+    y[i] = device::reduce_finish<kOp, T>(pa[i], count, m ? m[i] : T{});
+}
+
 template <Reduce kOp, typename T>
 void reduce_typed(const Tensor& xt, Tensor& yt, const std::vector<bool>& reduced) {
   const ir::Shape& in = xt.shape();
@@ -45,45 +71,20 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const std::vector<bool>& reduced
       count *= in[d];
       kept[d] = 1;
     }
-  const T* x = xt.data<T>();  // (in)
-  T* y = yt.data<T>();        // (kept)
-  const int64_t n_out = yt.numel();
-  const auto plan = plan_broadcast<1>(in, {&kept});
-  const int64_t inner = plan.dims.back();
-  const bool inner_reduced = plan.strides[0].back() == 0;
-
-  if constexpr (kOp == Reduce::kMax) {
-    const T lowest = std::is_floating_point_v<T> ? -std::numeric_limits<T>::infinity()
-                                                 : std::numeric_limits<T>::lowest();
-    for (int64_t i = 0; i < n_out; ++i) y[i] = lowest;
-    for_each_row(plan, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
-      const T* px = x + in_off;
-      T* py = y + off[0];
-      if (inner_reduced)
-        *py = nan_max(*py, max_row(px, inner));
-      else
-        for (int64_t i = 0; i < inner; ++i) py[i] = nan_max(py[i], px[i]);
-    });
+  if constexpr (kOp == Reduce::kLogSumExp) {
+    std::vector<T> m(static_cast<size_t>(yt.numel()));  // e^(x - max) cannot overflow
+    fold<Reduce::kMax, T>(xt, m.data(), kept, count, nullptr);
+    fold<kOp, T>(xt, yt.data<T>(), kept, count, m.data());
   } else {
-    using A = acc_t<T>;                                    // double for f32
-    std::vector<A> acc(static_cast<size_t>(n_out), A{0});  // (kept)
-    A* pa = acc.data();
-    for_each_row(plan, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
-      const T* px = x + in_off;
-      A* py = pa + off[0];
-      if (inner_reduced)
-        *py = wrap_add(*py, sum_row(px, inner));
-      else
-        for (int64_t i = 0; i < inner; ++i) py[i] = wrap_add(py[i], static_cast<A>(px[i]));
-    });
-    if constexpr (kOp == Reduce::kMean) {
-      // count = 0 gives 0 / 0 = NaN, as numpy's mean of nothing.
-      for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<T>(pa[i] / static_cast<A>(count));
-    } else {
-      for (int64_t i = 0; i < n_out; ++i) y[i] = static_cast<T>(pa[i]);
-    }
+    fold<kOp, T>(xt, yt.data<T>(), kept, count, nullptr);
   }
 }
+
+/// The ops that take integers as well as floats.
+template <Reduce kOp>
+inline constexpr bool kTakesIntegers = kOp == Reduce::kSum || kOp == Reduce::kMax ||
+                                       kOp == Reduce::kMin || kOp == Reduce::kProd ||
+                                       kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
 
 template <Reduce kOp>
 void reduce_kernel(KernelContext& ctx) {
@@ -95,28 +96,55 @@ void reduce_kernel(KernelContext& ctx) {
     if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
-  if constexpr (kOp == Reduce::kMean) {
-    reduce_typed<kOp, float>(x, y, reduced);
-  } else {
+  if constexpr (kTakesIntegers<kOp>) {
     dispatch<float, int64_t, int32_t>(
         x.dtype(), [&](auto tag) { reduce_typed<kOp, decltype(tag)>(x, y, reduced); });
+  } else {
+    reduce_typed<kOp, float>(x, y, reduced);
   }
+}
+
+template <Reduce kOp>
+CpuKernel reduce_cpu_kernel() {
+  if constexpr (kTakesIntegers<kOp>)
+    return {with_f32<reduce_kernel<kOp>>,
+            {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32},
+            0};
+  else
+    return {with_f32<reduce_kernel<kOp>>, {DType::kF32, DType::kF16, DType::kBF16}, 0};
 }
 
 }  // namespace
 
 CpuKernel kernel_ReduceMean() {
-  return {with_f32<reduce_kernel<Reduce::kMean>>, {DType::kF32, DType::kF16, DType::kBF16}, 0};
+  return reduce_cpu_kernel<Reduce::kMean>();
 }
 CpuKernel kernel_ReduceSum() {
-  return {with_f32<reduce_kernel<Reduce::kSum>>,
-          {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32},
-          0};
+  return reduce_cpu_kernel<Reduce::kSum>();
 }
 CpuKernel kernel_ReduceMax() {
-  return {with_f32<reduce_kernel<Reduce::kMax>>,
-          {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32},
-          0};
+  return reduce_cpu_kernel<Reduce::kMax>();
+}
+CpuKernel kernel_ReduceMin() {
+  return reduce_cpu_kernel<Reduce::kMin>();
+}
+CpuKernel kernel_ReduceProd() {
+  return reduce_cpu_kernel<Reduce::kProd>();
+}
+CpuKernel kernel_ReduceL1() {
+  return reduce_cpu_kernel<Reduce::kL1>();
+}
+CpuKernel kernel_ReduceL2() {
+  return reduce_cpu_kernel<Reduce::kL2>();
+}
+CpuKernel kernel_ReduceSumSquare() {
+  return reduce_cpu_kernel<Reduce::kSumSquare>();
+}
+CpuKernel kernel_ReduceLogSum() {
+  return reduce_cpu_kernel<Reduce::kLogSum>();
+}
+CpuKernel kernel_ReduceLogSumExp() {
+  return reduce_cpu_kernel<Reduce::kLogSumExp>();
 }
 
 }  // namespace pipetrain::exec::cpu
