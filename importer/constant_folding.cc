@@ -397,6 +397,13 @@ std::optional<ir::Tensor> evaluate(const ir::Node& n, const fold::Inputs& in) {
 
 std::optional<std::vector<ir::Tensor>> fold_node(const ir::Graph& g, const ir::Node& n) {
   if (n.outputs.size() != 1 || n.outputs[0].empty()) return std::nullopt;
+  if (n.op_type == "Size" && n.has_input(0) && g.has_tensor(n.inputs[0])) {
+    const ir::TensorDesc& d = g.tensor(n.inputs[0]);
+    for (int64_t dim : d.shape)
+      if (dim < 0) return std::nullopt;
+    if (d.dtype == ir::DType::kUndefined) return std::nullopt;
+    return std::vector<ir::Tensor>{ir::Tensor::from_i64({ir::numel(d.shape)}, {})};
+  }
   if (n.op_type == "Shape") {
     auto t = fold_shape(g, n);
     if (!t) return std::nullopt;

@@ -65,6 +65,7 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
   if (libonnx_knows && model.ir_version() <= kMaxLibonnxIrVersion) {
     check_with_libonnx(model, base_dir);
   }
+  const int64_t source_opset = opset;
   if (opset < kMinOpset) {
     // Our own reading of the original model validates every tensor and
     // attribute first: libonnx's converter is not hardened against malformed input.
@@ -75,6 +76,7 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
   }
 
   ir::Graph g = detail::graph_from_model(model, opset, base_dir, options);
+  g.source_opset = source_opset;
   detail::infer_and_fold(g, options.fold_constants);
   detail::elide_identities(g);
   detail::drop_unused_values(g);

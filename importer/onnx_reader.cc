@@ -243,6 +243,7 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
   ir::Graph g;
   g.name = gp.name();
   g.opset = opset;
+  g.source_opset = opset;
   auto names = node_names(gp);
   if (options.batch && *options.batch <= 0)
     throw ModelError("batch size must be positive, got " + std::to_string(*options.batch));

@@ -60,6 +60,30 @@ std::optional<std::vector<ir::Node>> rewrite_softmax(ir::Graph& g, const ir::Nod
   return std::vector<ir::Node>{flatten, softmax, back};
 }
 
+// PRelu before opset 7: a 1-D slope of C values applies per channel (axis 1);
+// from 7 on it broadcasts numpy-style from the right. A Reshape to
+// (C, 1, ..., 1) makes the old form the new one.
+std::optional<std::vector<ir::Node>> rewrite_prelu(ir::Graph& g, const ir::Node& n,
+                                                   std::set<std::string>& taken) {
+  if (n.inputs.size() != 2 || !g.has_tensor(n.inputs[0]) || !g.has_tensor(n.inputs[1]))
+    return std::nullopt;
+  const ir::Shape& x = g.tensor(n.inputs[0]).shape;
+  const ir::Shape& slope = g.tensor(n.inputs[1]).shape;
+  if (x.size() < 3 || slope.size() != 1 || slope[0] != x[1] || slope[0] == 1) return std::nullopt;
+  ir::Shape per_channel(x.size() - 1, 1);
+  per_channel[0] = slope[0];
+  const std::string shape = fresh_tensor(g, n.name + "_slope_shape", taken);
+  g.set_value(shape,
+              ir::Tensor::from_i64(per_channel, {static_cast<int64_t>(per_channel.size())}),
+              ir::Role::kConstant);
+  const std::string reshaped = fresh_tensor(g, n.inputs[1] + "_per_channel", taken);
+  ir::Node reshape{
+      fresh_name(n.name + "_slope", taken), "Reshape", {n.inputs[1], shape}, {reshaped}, {}};
+  ir::Node prelu = n;
+  prelu.inputs[1] = reshaped;
+  return std::vector<ir::Node>{reshape, prelu};
+}
+
 }  // namespace
 
 std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::Node& n,
@@ -69,6 +93,7 @@ std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::N
     if (n.has_attr("axis") && n.attr_int("axis", 1) == -1) return std::nullopt;
     return rewrite_softmax(g, n, taken);
   }
+  if (g.source_opset < 7 && n.op_type == "PRelu") return rewrite_prelu(g, n, taken);
   return std::nullopt;
 }
 

@@ -42,6 +42,9 @@ class Graph {
  public:
   std::string name;
   int64_t opset = 17;  // default-domain opset the node semantics follow
+  /// The model file's own opset, older than `opset` when the importer converted it
+  /// (for the few semantics libonnx's converter leaves alone: PRelu before 7).
+  int64_t source_opset = 17;
   std::vector<Node> nodes;
   std::vector<std::string> inputs;   // user-fed tensors, in order
   std::vector<std::string> outputs;  // graph results, in order

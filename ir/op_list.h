@@ -8,11 +8,11 @@
 #define PIPETRAIN_OPS(X)                                                                   \
   /* elementwise binary (numpy broadcasting) */                                           \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Equal) X(Less) X(Greater) X(Max) X(Min)            \
-  X(Mod) X(And) X(Or) X(Xor) X(Sum) X(Mean)                                               \
+  X(Mod) X(And) X(Or) X(Xor) X(Sum) X(Mean) X(PRelu)                                      \
   /* elementwise unary */                                                                 \
   X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
   X(IsNaN) X(IsInf) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh)      \
-  X(Atanh)                                                                                \
+  X(Atanh) X(Shrink)                                                                      \
   /* activations */                                                                       \
   X(Relu) X(LeakyRelu) X(Sigmoid) X(Tanh) X(Gelu) X(Clip) X(Softmax) X(LogSoftmax)        \
   X(HardSigmoid) X(HardSwish) X(Elu) X(Selu) X(Celu) X(ThresholdedRelu) X(Softplus)        \
@@ -26,10 +26,12 @@
   /* shape and data movement */                                                           \
   X(Flatten) X(Reshape) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather) X(Squeeze)     \
   X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(Where) X(Shape) X(Constant)         \
-  X(ConstantOfShape) X(Range)                                                             \
+  X(ConstantOfShape) X(Range) X(Size) X(Trilu) X(Tile)                                    \
   /* reductions */                                                                        \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL1)         \
   X(ReduceL2) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)                       \
+  /* scans along an axis */                                                               \
+  X(ArgMax) X(ArgMin) X(CumSum)                                                           \
   /* recurrent */                                                                         \
   X(LSTM)                                                                                 \
   /* losses */                                                                            \

@@ -114,9 +114,32 @@ void dropout_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("DropoutGrad", {b.GO(0), mask, ratio}));
 }
 
+// PRelu: dX = dY (slope where X < 0, else 1); dslope = dY X where X < 0,
+// summed back to the slope's shape.
+void prelu_grad(GradBuilder& b) {
+  const std::string x = b.I(0), slope = b.I(1), zero = b.scalar(0.0f);
+  const std::string neg = b.emit1("Less", {x, zero});
+  if (b.wants(0))
+    b.set_GI(0, b.emit1("Where", {neg, b.emit1("Mul", {b.GO(0), slope}), b.GO(0)}));
+  if (b.wants(1)) {
+    std::string t = b.emit1("Where", {neg, b.emit1("Mul", {b.GO(0), x}), zero});
+    b.set_GI(1, b.reduce_to(t, b.shape(slope)));
+  }
+}
+
+// Shrink: dX = dY where |X| > lambd, else 0.
+void shrink_grad(GradBuilder& b) {
+  const std::string x = b.I(0);
+  const float lambd = b.node().attr_float("lambd", 0.5f);
+  std::string outside = b.emit1("Greater", {b.emit1("Abs", {x}), b.scalar(lambd)});
+  b.set_GI(0, b.emit1("Where", {outside, b.GO(0), b.scalar(0.0f)}));
+}
+
 }  // namespace
 
 void register_activation_rules(std::map<std::string, RuleEntry>& r) {
+  r["PRelu"] = {prelu_grad};
+  r["Shrink"] = {shrink_grad};
   r["Relu"] = {relu_grad};
   r["LeakyRelu"] = {leaky_relu_grad};
   r["HardSigmoid"] = {hard_sigmoid_grad};

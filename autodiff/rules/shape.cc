@@ -138,6 +138,36 @@ void reduce_log_sum_exp_grad(GradBuilder& b) {
   });
 }
 
+// Trilu is linear and masks dY the same way.
+void trilu_grad(GradBuilder& b) {
+  std::vector<std::string> in = {b.GO(0)};
+  if (b.has_I(1)) in.push_back(b.I(1));
+  b.set_GI(0, b.emit1("Trilu", in, {{"upper", Attribute(b.node().attr_int("upper", 1))}}));
+}
+
+// Tile: dX sums dY's tiles: dY viewed as (r0, d0, r1, d1, ...) summed over the r axes.
+void tile_grad(GradBuilder& b) {
+  const ir::Shape x = b.shape(b.I(0)), y = b.shape(b.O(0));
+  ir::Shape split;
+  std::vector<int64_t> tiles;
+  for (size_t d = 0; d < x.size(); ++d) {
+    tiles.push_back(static_cast<int64_t>(split.size()));
+    split.push_back(x[d] == 0 ? 0 : y[d] / x[d]);
+    split.push_back(x[d]);
+  }
+  std::string sum = b.emit1("ReduceSum", {b.reshape(b.GO(0), split), b.ints(tiles)},
+                            {{"keepdims", Attribute(int64_t{0})}});
+  b.set_GI(0, b.reshape(sum, x));
+}
+
+// CumSum: dX is dY summed the other way (exclusive stays exclusive).
+void cum_sum_grad(GradBuilder& b) {
+  const auto& n = b.node();
+  b.set_GI(0, b.emit1("CumSum", {b.GO(0), b.I(1)},
+                      {{"exclusive", Attribute(n.attr_int("exclusive", 0))},
+                       {"reverse", Attribute(int64_t{n.attr_int("reverse", 0) == 0})}}));
+}
+
 }  // namespace
 
 void register_shape_rules(std::map<std::string, RuleEntry>& r) {
@@ -155,7 +185,11 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["ReduceSumSquare"] = {reduce_sum_square_grad};
   r["ReduceLogSum"] = {reduce_log_sum_grad};
   r["ReduceLogSumExp"] = {reduce_log_sum_exp_grad};
-  for (const char* op : {"Shape", "Constant", "ConstantOfShape", "Range"}) r[op] = {nullptr};
+  r["Trilu"] = {trilu_grad};
+  r["Tile"] = {tile_grad};
+  r["CumSum"] = {cum_sum_grad};
+  for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax", "ArgMin"})
+    r[op] = {nullptr};
 }
 
 }  // namespace pipetrain::autodiff

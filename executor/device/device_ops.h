@@ -11,10 +11,12 @@
 
 #include "executor/device/ops_conv.h"
 #include "executor/device/ops_elementwise.h"
+#include "executor/device/ops_layout.h"
 #include "executor/device/ops_norm.h"
 #include "executor/device/ops_pool.h"
 #include "executor/device/ops_reduce.h"
 #include "executor/device/ops_rnn.h"
+#include "executor/device/ops_scan.h"
 #include "executor/device/ops_shape.h"
 
 namespace pipetrain::exec::device {
@@ -41,6 +43,17 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
        [](Exec& ex, DeviceOpArgs& a) {
          binary_op_with(ex, a, ModOp{a.n().attr_int("fmod", 0) != 0});
        }},
+      {"PRelu", &binary_op<PReluOp, Exec>},
+      {"Shrink",
+       [](Exec& ex, DeviceOpArgs& a) {
+         unary_op(ex, a,
+                  ShrinkFn{a.n().attr_float("lambd", 0.5f), a.n().attr_float("bias", 0.0f)});
+       }},
+      {"Trilu", &trilu_op<Exec>},
+      {"Tile", &tile_op<Exec>},
+      {"ArgMax", &arg_max_op<Exec>},
+      {"ArgMin", &arg_min_op<Exec>},
+      {"CumSum", &cum_sum_op<Exec>},
       {"And", &binary_op<AndOp, Exec>},
       {"Or", &binary_op<OrOp, Exec>},
       {"Xor", &binary_op<XorOp, Exec>},
@@ -165,7 +178,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
 /// Shape metadata the host computes from host inputs (attributes, shapes):
 /// backends run the CPU kernel for these and move the small result.
 inline const std::set<std::string>& host_ops() {
-  static const std::set<std::string> ops = {"Shape", "Constant", "ConstantOfShape", "Range"};
+  static const std::set<std::string> ops = {"Shape", "Size", "Constant", "ConstantOfShape",
+                                            "Range"};
   return ops;
 }
 

@@ -187,6 +187,13 @@ struct ModOp {
     return r;
   }
 };
+/// PRelu: x where x >= 0, slope x below (NaN stays NaN).
+struct PReluOp {
+  template <typename T>
+  PIPETRAIN_HD T operator()(T x, T slope) const {
+    return x < 0 ? wrap_mul(slope, x) : x;
+  }
+};
 /// Logical ops on bool (stored as uint8_t; any non-zero byte is true).
 struct AndOp {
   template <typename T>
@@ -329,6 +336,13 @@ struct AcoshFn {
 };
 struct AtanhFn {
   PIPETRAIN_HD float operator()(float v) const { return ::atanhf(v); }
+};
+/// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+struct ShrinkFn {
+  float lambd, bias;
+  PIPETRAIN_HD float operator()(float v) const {
+    return select_f32(v < -lambd, v + bias, select_f32(v > lambd, v - bias, 0.0f));
+  }
 };
 struct IsNaNFn {
   PIPETRAIN_HD uint8_t operator()(float v) const { return v != v; }

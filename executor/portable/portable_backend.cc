@@ -17,6 +17,7 @@
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
+#include "executor/device/host_exec.h"
 #include "executor/device/residency.h"
 #include "executor/device/resident_node.h"
 #include "ir/error.h"
@@ -25,39 +26,7 @@ namespace pipetrain::exec {
 
 namespace {
 
-struct HostExec {
-  std::deque<std::vector<std::byte>> buffers;  // uploads and scratch, alive until the op ends
-
-  template <typename F>
-  void for_each(int64_t n, const F& f) {
-    for (int64_t i = 0; i < n; ++i) f(i);
-  }
-  template <typename T>
-  const T* upload(const std::vector<T>& v) {
-    T* p = scratch<T>(static_cast<int64_t>(v.size()));
-    if (!v.empty()) std::memcpy(p, v.data(), v.size() * sizeof(T));
-    return p;
-  }
-  /// Row-major C (m, n) = alpha op(A) op(B) + beta C.
-  void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-    if (m == 0 || n == 0) return;
-    if (k == 0) {  // an empty sum: C = beta C (BLAS may leave C alone)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-      return;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
-  }
-  template <typename T>
-  T* scratch(int64_t count) {
-    buffers.emplace_back(static_cast<size_t>(count) * sizeof(T) + sizeof(double));
-    return reinterpret_cast<T*>(buffers.back().data());
-  }
-};
+using device::HostExec;
 
 // The portable backend's "device": host memory of its own.
 class HostMemory final : public device::DeviceMemory {

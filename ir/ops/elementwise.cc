@@ -105,6 +105,19 @@ OpSchema schema_Mod() {
   return s;
 }
 
+/// Y = X < 0 ? slope X : X, slope broadcast onto X (one direction only).
+OpSchema schema_PRelu() {
+  OpSchema s = binary();
+  auto infer = s.infer;
+  s.infer = [infer](InferContext& c) {
+    infer(c);
+    if (c.outputs().at(0).second != c.shape(0))
+      c.fail("slope " + shape_str(c.shape(1)) + " does not broadcast onto input " +
+             shape_str(c.shape(0)));
+  };
+  return s;
+}
+
 /// Logical And/Or/Xor of two bool tensors.
 static OpSchema logical() {
   OpSchema s = binary(DType::kBool, false);
@@ -201,6 +214,12 @@ OpSchema schema_Acosh() {
 }
 OpSchema schema_Atanh() {
   return unary();
+}
+
+OpSchema schema_Shrink() {
+  OpSchema s = unary();
+  s.attrs = {{"lambd", AttrType::kFloat}, {"bias", AttrType::kFloat}};
+  return s;
 }
 
 /// Float tests giving bool: IsNaN, and IsInf for the signs asked for.

@@ -110,6 +110,8 @@ inline std::vector<GradCase> activation_cases() {
       K("softplus", "Softplus", {P({3, 4})}),
       K("softsign", "Softsign", {P({3, 4}, G::kAwayFromZero)}),
       K("mish", "Mish", {P({3, 4})}),
+      K("prelu_channel", "PRelu", {P({2, 3, 4}, G::kAwayFromZero), P({3, 1})}),
+      K("shrink", "Shrink", {P({4, 5}, G::kDistinct)}, {{"lambd", F(0.35f)}, {"bias", F(0.2f)}}),
       K("sigmoid", "Sigmoid", {P({3, 4})}),
       K("tanh", "Tanh", {P({3, 4})}),
       K("gelu", "Gelu", {P({3, 4})}),
@@ -220,6 +222,12 @@ inline std::vector<GradCase> norm_loss_cases() {
 inline std::vector<GradCase> shape_index_cases() {
   return {
       K("reshape", "Reshape", {P({2, 3, 4}), Ints({4, -1})}),
+      K("trilu_lower_k", "Trilu", {P({2, 3, 4}), IntsShaped({1}, {})}, {{"upper", I(0)}}),
+      K("trilu_upper", "Trilu", {P({4, 3})}),
+      K("tile", "Tile", {P({2, 3}), Ints({2, 3})}),
+      K("cumsum_exclusive_reverse", "CumSum", {P({2, 3, 4}), IntsShaped({1}, {})},
+        {{"exclusive", I(1)}, {"reverse", I(1)}}),
+      K("cumsum", "CumSum", {P({2, 5}), IntsShaped({-1}, {})}),
       K("flatten", "Flatten", {P({2, 3, 4})}, {{"axis", I(2)}}),
       K("squeeze", "Squeeze", {P({2, 1, 3}), Ints({1})}),
       K("unsqueeze", "Unsqueeze", {P({2, 3}), Ints({0, 3})}),

@@ -190,6 +190,33 @@ forward_cases() {
                                 false, 0, {}, on)[0]);
          return out;
        }},
+      {"ArgMax ArgMin i64 and f32 NaN, last index",
+       [=](auto* on) {
+         const Tensor ties = i64({3, 1, 3, 0, 0, -2}, {2, 3});
+         std::vector<Tensor> out;
+         for (const char* op : {"ArgMax", "ArgMin"})
+           for (int64_t last : {0, 1})
+             out.push_back(run_op(op, {in(ties)},
+                                  {{"axis", Attribute(int64_t{1})},
+                                   {"select_last_index", Attribute(last)}},
+                                  1, false, 0, {}, on)[0]);
+         out.push_back(run_op("ArgMax", {in(x)}, {{"axis", Attribute(int64_t{-1})}}, 1, false, 0,
+                              {}, on)[0]);
+         out.push_back(run_op("ArgMin", {in(x)}, {{"keepdims", Attribute(int64_t{0})}}, 1, false,
+                              0, {}, on)[0]);
+         return out;
+       }},
+      {"CumSum i32 Trilu bool Tile i64 Size",
+       [=](auto* on) {
+         auto out = run_op("CumSum", {in(i32({1, 2, 3, 4, 5, 6}, {2, 3})), in(i64({1}, {}))},
+                           {{"exclusive", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
+         out.push_back(run_op("Trilu", {in(boolean({1, 1, 1, 1, 1, 1}, {2, 3})), in(i64({-1}, {}))},
+                              {{"upper", Attribute(int64_t{0})}}, 1, false, 0, {}, on)[0]);
+         out.push_back(
+             run_op("Tile", {in(a), constant(i64({2, 1}, {2}))}, {}, 1, false, 0, {}, on)[0]);
+         out.push_back(run_op("Size", {in(a)}, {}, 1, false, 0, {}, on)[0]);
+         return out;
+       }},
       {"Sum i64",
        [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
       {"Not",

@@ -26,6 +26,7 @@ using device::AddOp;
 using device::AndOp;
 using device::DivOp;
 using device::ModOp;
+using device::PReluOp;
 using device::OrOp;
 using device::XorOp;
 using device::EqualOp;
@@ -160,6 +161,13 @@ void float_test_kernel(KernelContext& ctx, Fn fn) {
   for (int64_t i = 0; i < n; ++i) py[i] = fn(px[i]);
 }
 
+void shrink_kernel(KernelContext& ctx) {
+  const device::ShrinkFn fn{ctx.n().attr_float("lambd", 0.5f), ctx.n().attr_float("bias", 0.0f)};
+  const float* px = ctx.in(0).data<float>();
+  float* py = ctx.out(0).data<float>();
+  for (int64_t i = 0; i < ctx.in(0).numel(); ++i) py[i] = fn(px[i]);
+}
+
 void is_nan_kernel(KernelContext& ctx) {
   float_test_kernel(ctx, device::IsNaNFn{});
 }
@@ -289,6 +297,12 @@ CpuKernel kernel_Greater() {
 }
 CpuKernel kernel_Mod() {
   return {with_f32<mod_kernel>, kNumeric, 0};
+}
+CpuKernel kernel_PRelu() {
+  return arith_kernel<PReluOp>();
+}
+CpuKernel kernel_Shrink() {
+  return {with_f32<shrink_kernel>, kFloat, 0};
 }
 CpuKernel kernel_And() {
   return {binary_kernel<AndOp, uint8_t>, {DType::kBool}, 0};

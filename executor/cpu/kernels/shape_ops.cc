@@ -192,6 +192,10 @@ void shape_kernel(KernelContext& ctx) {
   for (int64_t a = first; a < last; ++a) out[a - first] = in[static_cast<size_t>(a)];
 }
 
+void size_kernel(KernelContext& ctx) {
+  ctx.out(0).data<int64_t>()[0] = ctx.in(0).numel();
+}
+
 void constant_kernel(KernelContext& ctx) {
   const Tensor v = ir::constant_node_value(ctx.n());
   Tensor& y = ctx.out(0);
@@ -256,6 +260,9 @@ CpuKernel kernel_Expand() {
 }
 CpuKernel kernel_Shape() {
   return {shape_kernel, any_dtype(), 0};
+}
+CpuKernel kernel_Size() {
+  return {size_kernel, any_dtype(), 0};
 }
 CpuKernel kernel_Constant() {
   return {constant_kernel, any_dtype(), -1};

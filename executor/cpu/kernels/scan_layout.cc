@@ -1,0 +1,38 @@
+// CPU kernels of ArgMax, ArgMin, CumSum, Trilu and Tile: the shared
+// implementations (device/ops_scan.h, device/ops_layout.h) run by the host
+// Exec, so every backend runs the same code for these.
+#include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/shared_kernel.h"
+#include "executor/device/ops_layout.h"
+#include "executor/device/ops_scan.h"
+
+namespace pipetrain::exec::cpu {
+
+namespace {
+
+using device::HostExec;
+using ir::DType;
+
+const std::vector<DType> kNumbers = {DType::kF32, DType::kI64, DType::kI32};
+const std::vector<DType> kAny = {DType::kF32, DType::kF16, DType::kBF16,
+                                 DType::kI64, DType::kI32, DType::kBool};
+
+}  // namespace
+
+CpuKernel kernel_ArgMax() {
+  return {shared_kernel<&device::arg_max_op<HostExec>>, kNumbers, 0};
+}
+CpuKernel kernel_ArgMin() {
+  return {shared_kernel<&device::arg_min_op<HostExec>>, kNumbers, 0};
+}
+CpuKernel kernel_CumSum() {
+  return {shared_kernel<&device::cum_sum_op<HostExec>>, kNumbers, 0};
+}
+CpuKernel kernel_Trilu() {
+  return {shared_kernel<&device::trilu_op<HostExec>>, kAny, 0};
+}
+CpuKernel kernel_Tile() {
+  return {shared_kernel<&device::tile_op<HostExec>>, kAny, 0};
+}
+
+}  // namespace pipetrain::exec::cpu

@@ -1,0 +1,99 @@
+// Shared implementations of the scans along one axis: ArgMax / ArgMin and
+// CumSum. One functor call per (outer, inner) column walks the axis in
+// order, so the result is the same wherever it runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "executor/device/ops_elementwise.h"
+#include "executor/device/ops_reduce.h"
+
+namespace pipetrain::exec::device {
+
+/// ArgMax (or ArgMin) of a column: the first (or with last, the last) index
+/// of the extreme value; a NaN is the extreme (numpy's and PyTorch's choice).
+template <typename T>
+struct ArgExtreme {
+  const T* x;
+  int64_t* y;
+  AxisView v;
+  bool max, last;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    const int64_t o = c / v.inner, k = c - o * v.inner;
+    const T* col = x + o * v.n * v.inner + k;
+    int64_t best = 0;
+    T b = col[0];
+    for (int64_t j = 1; j < v.n; ++j) {
+      const T e = col[j * v.inner];
+      if (b != b) break;  // NaN found: it stays
+      const bool better = e != e || (max ? (last ? e >= b : e > b) : (last ? e <= b : e < b));
+      if (better) {
+        b = e;
+        best = j;
+      }
+    }
+    y[c] = best;
+  }
+};
+
+template <typename Exec>
+void arg_extreme_op(Exec& ex, DeviceOpArgs& a, bool max) {
+  const DeviceTensor &x = a.in[0], &y = a.out[0];
+  const AxisView v = axis_view(x.shape, a.n().attr_int("axis", 0));
+  if (y.numel() == 0) return;
+  const bool last = a.n().attr_int("select_last_index", 0) != 0;
+  with_storage(x.dtype, [&](auto tag) {
+    using T = std::decay_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<T, uint8_t>)
+      ex.for_each(v.outer * v.inner, ArgExtreme<T>{x.data<T>(), y.data<int64_t>(), v, max, last});
+  });
+}
+template <typename Exec>
+void arg_max_op(Exec& ex, DeviceOpArgs& a) {
+  arg_extreme_op(ex, a, true);
+}
+template <typename Exec>
+void arg_min_op(Exec& ex, DeviceOpArgs& a) {
+  arg_extreme_op(ex, a, false);
+}
+
+/// CumSum of a column, accumulated in acc_t (double for floats) in axis
+/// order (or reversed), each output the sum before (exclusive) or through it.
+template <typename T>
+struct CumSumColumn {
+  const T* x;
+  T* y;
+  AxisView v;
+  bool exclusive, reverse;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    const int64_t o = c / v.inner, k = c - o * v.inner;
+    const int64_t at = o * v.n * v.inner + k;
+    acc_t<T> acc{0};
+    for (int64_t s = 0; s < v.n; ++s) {
+      const int64_t j = reverse ? v.n - 1 - s : s;
+      const int64_t i = at + j * v.inner;
+      const acc_t<T> e = static_cast<acc_t<T>>(x[i]);
+      if (!exclusive) acc = wrap_add(acc, e);
+      y[i] = static_cast<T>(acc);
+      if (exclusive) acc = wrap_add(acc, e);
+    }
+  }
+};
+
+template <typename Exec>
+void cum_sum_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor &x = a.in[0], &y = a.out[0];
+  if (y.numel() == 0) return;
+  const AxisView v = axis_view(x.shape, a.host->in(1).to_i64().at(0));
+  const bool exclusive = a.n().attr_int("exclusive", 0) != 0;
+  const bool reverse = a.n().attr_int("reverse", 0) != 0;
+  with_storage(x.dtype, [&](auto tag) {
+    using T = std::decay_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<T, uint8_t>)
+      ex.for_each(v.outer * v.inner,
+                  CumSumColumn<T>{x.data<T>(), y.data<T>(), v, exclusive, reverse});
+  });
+}
+
+}  // namespace pipetrain::exec::device
