@@ -26,7 +26,8 @@
   /* shape and data movement */                                                           \
   X(Flatten) X(Reshape) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather) X(Squeeze)     \
   X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(Where) X(Shape) X(Constant)         \
-  X(ConstantOfShape) X(Range) X(Size) X(Trilu) X(Tile)                                    \
+  X(ConstantOfShape) X(Range) X(Size) X(Trilu) X(Tile) X(GatherElements)                  \
+  X(ScatterElements)                                                                      \
   /* reductions */                                                                        \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL1)         \
   X(ReduceL2) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)                       \

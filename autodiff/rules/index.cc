@@ -1,4 +1,4 @@
-// Gradients of Concat, Split, Slice, Gather and Pad.
+// Gradients of Concat, Split, Slice, Gather, Pad, GatherElements and ScatterElements.
 #include "autodiff/grad_builder.h"
 #include "ir/ops/data_movement.h"
 
@@ -81,6 +81,33 @@ void pad_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("Slice", {b.GO(0), b.ints(starts), b.ints(ends)}));
 }
 
+// GatherElements: dX = zeros with dY added at the gathered places.
+void gather_elements_grad(GradBuilder& b) {
+  const std::string zeros = b.emit1("ConstantOfShape", {b.ints(b.shape(b.I(0)))});
+  b.set_GI(0, b.emit1("ScatterElements", {zeros, b.I(1), b.GO(0)},
+                      {{"axis", Attribute(b.node().attr_int("axis", 0))},
+                       {"reduction", Attribute(std::string("add"))}}));
+}
+
+// ScatterElements (none or add): dUpdates = dY gathered at the targets;
+// dData = dY, zeroed where `none` overwrote it. With `none` and repeated
+// targets the overwritten updates still get dY (as PyTorch's scatter).
+void scatter_elements_grad(GradBuilder& b) {
+  const std::string r = b.node().attr_string("reduction", "none");
+  if (r != "none" && r != "add") b.unsupported("ScatterElements with reduction '" + r + "'");
+  const Attribute axis(b.node().attr_int("axis", 0));
+  if (b.wants(2))
+    b.set_GI(2, b.emit1("GatherElements", {b.GO(0), b.I(1)}, {{"axis", axis}}));
+  if (b.wants(0)) {
+    if (r == "add") {
+      b.set_GI(0, b.GO(0));
+    } else {
+      const std::string zeros = b.emit1("ConstantOfShape", {b.ints(b.shape(b.I(1)))});
+      b.set_GI(0, b.emit1("ScatterElements", {b.GO(0), b.I(1), zeros}, {{"axis", axis}}));
+    }
+  }
+}
+
 }  // namespace
 
 void register_index_rules(std::map<std::string, RuleEntry>& r) {
@@ -89,6 +116,8 @@ void register_index_rules(std::map<std::string, RuleEntry>& r) {
   r["Slice"] = {slice_grad};
   r["Gather"] = {gather_grad};
   r["Pad"] = {pad_grad};
+  r["GatherElements"] = {gather_elements_grad};
+  r["ScatterElements"] = {scatter_elements_grad};
 }
 
 }  // namespace pipetrain::autodiff

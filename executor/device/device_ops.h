@@ -17,6 +17,7 @@
 #include "executor/device/ops_reduce.h"
 #include "executor/device/ops_rnn.h"
 #include "executor/device/ops_scan.h"
+#include "executor/device/ops_scatter.h"
 #include "executor/device/ops_shape.h"
 
 namespace pipetrain::exec::device {
@@ -51,6 +52,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
        }},
       {"Trilu", &trilu_op<Exec>},
       {"Tile", &tile_op<Exec>},
+      {"GatherElements", &gather_elements_op<Exec>},
+      {"ScatterElements", &scatter_elements_op<Exec>},
       {"ArgMax", &arg_max_op<Exec>},
       {"ArgMin", &arg_min_op<Exec>},
       {"CumSum", &cum_sum_op<Exec>},

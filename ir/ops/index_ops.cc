@@ -130,6 +130,59 @@ OpSchema schema_Gather() {
   return s;
 }
 
+namespace {
+
+/// GatherElements' and ScatterElements' indices: integers of data's rank.
+void check_element_indices(InferContext& c, size_t at) {
+  const Shape &x = c.shape(0), &idx = c.shape(at);
+  if (x.empty()) c.fail("data is a scalar");
+  if (c.dtype(at) != DType::kI64 && c.dtype(at) != DType::kI32)
+    c.fail(std::string("indices must be i64 or i32, are ") + dtype_name(c.dtype(at)));
+  if (idx.size() != x.size())
+    c.fail("indices " + shape_str(idx) + " and data " + shape_str(x) + " differ in rank");
+  const int64_t axis = with_node(c, [&] {
+    return normalize_axis(c.node().attr_int("axis", 0), static_cast<int64_t>(x.size()));
+  });
+  for (size_t d = 0; d < x.size(); ++d)
+    if (d != static_cast<size_t>(axis) && idx[d] > x[d])
+      c.fail("indices " + shape_str(idx) + " exceed data " + shape_str(x) + " outside axis " +
+             std::to_string(axis));
+}
+
+}  // namespace
+
+/// Y[i] = X with index i's coordinate along `axis` replaced by indices[i].
+OpSchema schema_GatherElements() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"axis", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    check_element_indices(c, 1);
+    c.set_output(0, c.dtype(0), c.shape(1));
+  };
+  return s;
+}
+
+/// Y = data with updates[i] written (or folded by `reduction`) at index i's
+/// coordinates with the one along `axis` replaced by indices[i].
+OpSchema schema_ScatterElements() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 3;
+  s.attrs = {{"axis", AttrType::kInt}, {"reduction", AttrType::kString}};
+  s.infer = [](InferContext& c) {
+    check_element_indices(c, 1);
+    if (c.shape(2) != c.shape(1) || c.dtype(2) != c.dtype(0))
+      c.fail("updates " + std::string(dtype_name(c.dtype(2))) + " " + shape_str(c.shape(2)) +
+             " do not match indices " + shape_str(c.shape(1)) + " and data " +
+             dtype_name(c.dtype(0)));
+    const std::string r = c.node().attr_string("reduction", "none");
+    if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+      c.fail("unknown reduction '" + r + "' (none, add, mul, max, min)");
+    c.set_output(0, c.dtype(0), c.shape(0));
+  };
+  return s;
+}
+
 OpSchema schema_Pad() {
   OpSchema s;
   s.min_inputs = 2;

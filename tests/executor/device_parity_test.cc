@@ -217,6 +217,18 @@ forward_cases() {
          out.push_back(run_op("Size", {in(a)}, {}, 1, false, 0, {}, on)[0]);
          return out;
        }},
+      {"GatherElements i64 ScatterElements i32 max with repeats",
+       [=](auto* on) {
+         auto out = run_op("GatherElements", {in(a), in(i64({2, -1, 0}, {1, 3}))},
+                           {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
+         out.push_back(run_op("ScatterElements",
+                              {in(i32({1, 2, 3, 4, 5, 6}, {2, 3})), in(i64({0, 0, 1, 1}, {2, 2})),
+                               in(i32({7, -1, 9, 8}, {2, 2}))},
+                              {{"axis", Attribute(int64_t{1})},
+                               {"reduction", Attribute(std::string("max"))}},
+                              1, false, 0, {}, on)[0]);
+         return out;
+       }},
       {"Sum i64",
        [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
       {"Not",

@@ -1,10 +1,12 @@
-// CPU kernels of ArgMax, ArgMin, CumSum, Trilu and Tile: the shared
-// implementations (device/ops_scan.h, device/ops_layout.h) run by the host
+// CPU kernels of ArgMax, ArgMin, CumSum, Trilu, Tile, GatherElements and
+// ScatterElements: the shared implementations (device/ops_scan.h,
+// device/ops_layout.h, device/ops_scatter.h) run by the host
 // Exec, so every backend runs the same code for these.
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/shared_kernel.h"
 #include "executor/device/ops_layout.h"
 #include "executor/device/ops_scan.h"
+#include "executor/device/ops_scatter.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -33,6 +35,15 @@ CpuKernel kernel_Trilu() {
 }
 CpuKernel kernel_Tile() {
   return {shared_kernel<&device::tile_op<HostExec>>, kAny, 0};
+}
+
+CpuKernel kernel_GatherElements() {
+  return {shared_kernel<&device::gather_elements_op<HostExec>>, kAny, 0};
+}
+CpuKernel kernel_ScatterElements() {
+  return {shared_kernel<&device::scatter_elements_op<HostExec>>,
+          {DType::kF32, DType::kI64, DType::kI32, DType::kBool},
+          0};
 }
 
 }  // namespace pipetrain::exec::cpu
