@@ -21,6 +21,8 @@
   X(Gemm) X(MatMul)                                                                       \
   /* convolution and pooling */                                                           \
   X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool)                  \
+  /* resampling */                                                                        \
+  X(Resize)                                                                               \
   /* normalisation and regularisation */                                                  \
   X(BatchNormalization) X(LayerNormalization) X(Dropout)                                  \
   /* shape and data movement */                                                           \
@@ -43,5 +45,5 @@
   X(ConvGrad) X(ConvTransposeGrad) X(MaxPoolGrad) X(AveragePoolGrad)                      \
   X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
   X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \
-  X(GatherGrad) X(SliceGrad) X(LSTMGrad)
+  X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad)
 // clang-format on

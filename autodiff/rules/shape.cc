@@ -168,6 +168,18 @@ void cum_sum_grad(GradBuilder& b) {
                        {"reverse", Attribute(int64_t{n.attr_int("reverse", 0) == 0})}}));
 }
 
+// Resize is linear in X: ResizeGrad applies its transpose (roi, scales and
+// sizes are constants).
+void resize_grad(GradBuilder& b) {
+  const ir::Node& n = b.node();
+  std::vector<std::string> in = {b.GO(0)};
+  for (size_t i = 1; i < 4; ++i) in.push_back(b.has_I(i) ? b.I(i) : "");
+  while (in.back().empty()) in.pop_back();
+  std::map<std::string, Attribute> attrs = n.attrs;
+  attrs["input_shape"] = Attribute(std::vector<int64_t>(b.shape(b.I(0))));
+  b.set_GI(0, b.emit1("ResizeGrad", in, attrs));
+}
+
 }  // namespace
 
 void register_shape_rules(std::map<std::string, RuleEntry>& r) {
@@ -186,6 +198,7 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["ReduceLogSum"] = {reduce_log_sum_grad};
   r["ReduceLogSumExp"] = {reduce_log_sum_exp_grad};
   r["Trilu"] = {trilu_grad};
+  r["Resize"] = {resize_grad};
   r["Tile"] = {tile_grad};
   r["CumSum"] = {cum_sum_grad};
   for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax", "ArgMin"})

@@ -15,6 +15,7 @@
 #include "executor/device/ops_norm.h"
 #include "executor/device/ops_pool.h"
 #include "executor/device/ops_reduce.h"
+#include "executor/device/ops_resize.h"
 #include "executor/device/ops_rnn.h"
 #include "executor/device/ops_scan.h"
 #include "executor/device/ops_scatter.h"
@@ -52,6 +53,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
        }},
       {"Trilu", &trilu_op<Exec>},
       {"Tile", &tile_op<Exec>},
+      {"Resize", &resize_op<Exec>},
+      {"ResizeGrad", &resize_grad_op<Exec>},
       {"GatherElements", &gather_elements_op<Exec>},
       {"ScatterElements", &scatter_elements_op<Exec>},
       {"ArgMax", &arg_max_op<Exec>},

@@ -8,9 +8,10 @@
 // pass: a wrong number, an error or a crash on a supported case is a failure.
 // Each case runs in a forked child, so a crash or a hang fails that case only.
 //
-// Integer graph inputs (shapes, axes, pads, indices) are frozen into
-// initializers before import: pipetrain has static shapes, and the test models
-// feed shape tensors as runtime inputs.
+// Integer graph inputs (shapes, axes, pads, indices) and the float operands
+// that decide a shape (Resize's roi and scales) are frozen into initializers
+// before import: pipetrain has static shapes, and the test models feed shape
+// tensors as runtime inputs.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,13 @@ Outcome run_case(const fs::path& dir) {
   for (int i = 0; i < model.graph().input_size(); ++i)
     if (!inits.count(model.graph().input(i).name())) real_inputs.push_back(i);
 
+  // Float inputs that decide an output shape: Resize's roi (1) and scales (2).
+  std::set<std::string> shape_floats;
+  for (const auto& node : model.graph().node())
+    if (node.op_type() == "Resize")
+      for (int k : {1, 2})
+        if (node.input_size() > k) shape_floats.insert(node.input(k));
+
   int case_count = 0;
   for (; fs::exists(dir / ("test_data_set_" + std::to_string(case_count))); ++case_count) {
   }
@@ -166,7 +174,8 @@ Outcome run_case(const fs::path& dir) {
       onnx::TensorProto tp;
       if (!tp.ParseFromString(read_file(pb))) return {Verdict::kFail, pb.string() + " unreadable"};
       const std::string& in_name = model.graph().input(real_inputs[i]).name();
-      if (is_integer(tp.data_type()) || tp.dims_size() == 0) {  // shapes, axes, Range bounds
+      if (is_integer(tp.data_type()) || tp.dims_size() == 0 ||
+          shape_floats.count(in_name)) {  // shapes, axes, Range bounds, scales
         tp.set_name(in_name);
         *frozen.mutable_graph()->add_initializer() = tp;
         continue;

@@ -1,10 +1,11 @@
-// CPU kernels of ArgMax, ArgMin, CumSum, Trilu, Tile, GatherElements and
-// ScatterElements: the shared implementations (device/ops_scan.h,
-// device/ops_layout.h, device/ops_scatter.h) run by the host
+// CPU kernels of ArgMax, ArgMin, CumSum, Trilu, Tile, GatherElements,
+// ScatterElements, Resize and ResizeGrad: the shared implementations
+// (device/ops_scan.h, ops_layout.h, ops_scatter.h, ops_resize.h) run by the host
 // Exec, so every backend runs the same code for these.
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/shared_kernel.h"
 #include "executor/device/ops_layout.h"
+#include "executor/device/ops_resize.h"
 #include "executor/device/ops_scan.h"
 #include "executor/device/ops_scatter.h"
 
@@ -44,6 +45,13 @@ CpuKernel kernel_ScatterElements() {
   return {shared_kernel<&device::scatter_elements_op<HostExec>>,
           {DType::kF32, DType::kI64, DType::kI32, DType::kBool},
           0};
+}
+
+CpuKernel kernel_Resize() {
+  return {shared_kernel<&device::resize_op<HostExec>>, {DType::kF32}, 0};
+}
+CpuKernel kernel_ResizeGrad() {
+  return {shared_kernel<&device::resize_grad_op<HostExec>>, {DType::kF32}, 0};
 }
 
 }  // namespace pipetrain::exec::cpu
