@@ -120,6 +120,21 @@ TEST(Folding, Arithmetic) {
   EXPECT_EQ(neg->to_i64(), (std::vector<int64_t>{-3, 4}));
 }
 
+// PyTorch 2's export of multi-head attention computes a Slice bound as
+// Mod(Add(c, c), c): it must fold, in both of Mod's sign conventions.
+TEST(Folding, ModBothSigns) {
+  auto floor = fold("Mod", {i64({7, -7, 7, -7}), i64({3, 3, -3, -3})});
+  ASSERT_TRUE(floor);
+  EXPECT_EQ(floor->to_i64(), (std::vector<int64_t>{1, 2, -2, -1})) << "the divisor's sign";
+  auto trunc = fold("Mod", {i64({7, -7, 7, -7}), i64({3, 3, -3, -3})}, {{"fmod", int64_t{1}}});
+  ASSERT_TRUE(trunc);
+  EXPECT_EQ(trunc->to_i64(), (std::vector<int64_t>{1, -1, 1, -1})) << "the dividend's sign";
+  EXPECT_FALSE(fold("Mod", {i64({1}), i64({0})})) << "mod 0 is left to the kernel";
+  auto f = fold("Mod", {f32({5.5f, -5.5f}), f32({2.0f})}, {{"fmod", int64_t{1}}});
+  ASSERT_TRUE(f);
+  EXPECT_EQ(floats(*f), (std::vector<float>{1.5f, -1.5f}));
+}
+
 TEST(Folding, EqualWhereCast) {
   auto eq = fold("Equal", {i64({1, -1, 3}), i64s(-1)});
   ASSERT_TRUE(eq);
