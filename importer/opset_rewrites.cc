@@ -25,7 +25,7 @@ std::string fresh_tensor(const ir::Graph& g, const std::string& base,
   return name;
 }
 
-// Softmax / LogSoftmax before opset 13: the input is coerced to 2-D at
+// Softmax / LogSoftmax / Hardmax before opset 13: the input is coerced to 2-D at
 // `axis` (default 1), (d0*..*d[a-1], d[a]*..*d[r-1]), and the normalisation
 // runs over the whole second dimension. From 13 on it runs over one axis
 // (default -1). When a == r-1 both agree; otherwise
@@ -88,7 +88,8 @@ std::optional<std::vector<ir::Node>> rewrite_prelu(ir::Graph& g, const ir::Node&
 
 std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::Node& n,
                                                        std::set<std::string>& taken) {
-  if (g.opset < 13 && (n.op_type == "Softmax" || n.op_type == "LogSoftmax")) {
+  if (g.opset < 13 &&
+      (n.op_type == "Softmax" || n.op_type == "LogSoftmax" || n.op_type == "Hardmax")) {
     // Rewritten nodes carry axis=-1 on a 2-D input, which maps to itself.
     if (n.has_attr("axis") && n.attr_int("axis", 1) == -1) return std::nullopt;
     return rewrite_softmax(g, n, taken);

@@ -8,7 +8,7 @@
 #define PIPETRAIN_OPS(X)                                                                   \
   /* elementwise binary (numpy broadcasting) */                                           \
   X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Equal) X(Less) X(Greater) X(Max) X(Min)            \
-  X(Mod) X(And) X(Or) X(Xor) X(Sum) X(Mean) X(PRelu)                                      \
+  X(Mod) X(And) X(Or) X(Xor) X(Sum) X(Mean) X(PRelu) X(GreaterOrEqual) X(LessOrEqual)     \
   /* elementwise unary */                                                                 \
   X(Sqrt) X(Neg) X(Exp) X(Log) X(Reciprocal) X(Abs) X(Erf) X(Not)                         \
   X(IsNaN) X(IsInf) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh)      \
@@ -27,14 +27,15 @@
   X(BatchNormalization) X(LayerNormalization) X(Dropout)                                  \
   /* shape and data movement */                                                           \
   X(Flatten) X(Reshape) X(Transpose) X(Concat) X(Split) X(Slice) X(Gather) X(Squeeze)     \
-  X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(Where) X(Shape) X(Constant)         \
+  X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(CastLike) X(Where) X(Shape)        \
+  X(Constant)                                                                             \
   X(ConstantOfShape) X(Range) X(Size) X(Trilu) X(Tile) X(GatherElements)                  \
-  X(ScatterElements)                                                                      \
+  X(ScatterElements) X(EyeLike) X(OneHot)                                                 \
   /* reductions */                                                                        \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL1)         \
   X(ReduceL2) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)                       \
   /* scans along an axis */                                                               \
-  X(ArgMax) X(ArgMin) X(CumSum)                                                           \
+  X(ArgMax) X(ArgMin) X(CumSum) X(Hardmax)                                                \
   /* recurrent */                                                                         \
   X(LSTM)                                                                                 \
   /* losses */                                                                            \

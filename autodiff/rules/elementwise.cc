@@ -227,7 +227,9 @@ void register_elementwise_rules(std::map<std::string, RuleEntry>& r) {
   r["Mean"] = {mean_grad};
   r["Where"] = {where_grad};
   r["Cast"] = {cast_grad};
-  for (const char* op : {"Equal", "Less", "Greater", "Not", "And", "Or", "Xor", "IsNaN", "IsInf"})
+  r["CastLike"] = {cast_grad};
+  for (const char* op : {"Equal", "Less", "Greater", "GreaterOrEqual", "LessOrEqual", "Not", "And",
+                         "Or", "Xor", "IsNaN", "IsInf"})
     r[op] = {nullptr};
   // Piecewise constant: zero gradient almost everywhere, as PyTorch's.
   for (const char* op : {"Floor", "Ceil", "Round", "Sign"}) r[op] = {nullptr};

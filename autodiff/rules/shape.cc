@@ -201,7 +201,8 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["Resize"] = {resize_grad};
   r["Tile"] = {tile_grad};
   r["CumSum"] = {cum_sum_grad};
-  for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax", "ArgMin"})
+  for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax", "ArgMin",
+                         "Hardmax", "EyeLike", "OneHot"})
     r[op] = {nullptr};
 }
 

@@ -162,6 +162,18 @@ struct GreaterOp {
     return a > b;
   }
 };
+struct GreaterOrEqualOp {
+  template <typename T>
+  PIPETRAIN_HD uint8_t operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct LessOrEqualOp {
+  template <typename T>
+  PIPETRAIN_HD uint8_t operator()(T a, T b) const {
+    return a <= b;
+  }
+};
 struct PowOp {
   template <typename T, typename E>
   PIPETRAIN_HD T operator()(T a, E b) const {

@@ -37,6 +37,59 @@ void trilu_op(Exec& ex, DeviceOpArgs& a) {
   });
 }
 
+/// EyeLike: ones on the diagonal shifted by k of a (rows, cols) matrix.
+template <typename T>
+struct EyeFill {
+  T* y;
+  int64_t cols, k;
+  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = (i % cols) - (i / cols) == k ? T(1) : T(0); }
+};
+
+template <typename Exec>
+void eye_like_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor& y = a.out[0];
+  if (y.numel() == 0) return;
+  with_storage(y.dtype, [&](auto tag) {
+    using T = std::decay_t<decltype(tag)>;
+    ex.for_each(y.numel(), EyeFill<T>{y.data<T>(), y.shape[1], a.n().attr_int("k", 0)});
+  });
+}
+
+/// OneHot: output (outer, depth, inner) is values[1] where the index
+/// (outer, inner) names that class (negative ones count from depth), else values[0].
+template <typename I, typename T>
+struct OneHotFill {
+  const I* idx;
+  const T* values;  // (off, on)
+  T* y;
+  int64_t depth, inner;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    const int64_t r = i % inner, od = i / inner, d = od % depth, o = od / depth;
+    int64_t k = static_cast<int64_t>(idx[o * inner + r]);
+    if (k < 0) k += depth;
+    y[i] = k == d ? values[1] : values[0];
+  }
+};
+
+template <typename Exec>
+void one_hot_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor &idx = a.in[0], &values = a.in[2], &y = a.out[0];
+  if (y.numel() == 0) return;
+  const int64_t rank = static_cast<int64_t>(y.shape.size());
+  const int64_t axis = ir::normalize_axis(a.n().attr_int("axis", -1), rank);
+  const int64_t depth = y.shape[static_cast<size_t>(axis)];
+  const int64_t inner = ir::numel(ir::Shape(y.shape.begin() + axis + 1, y.shape.end()));
+  with_storage(idx.dtype, [&](auto itag) {
+    using I = std::decay_t<decltype(itag)>;
+    with_storage(values.dtype, [&](auto vtag) {
+      using T = std::decay_t<decltype(vtag)>;
+      if constexpr (!std::is_same_v<I, uint8_t>)
+        ex.for_each(y.numel(), OneHotFill<I, T>{idx.data<I>(), values.data<T>(), y.data<T>(),
+                                                depth, inner});
+    });
+  });
+}
+
 /// Tile: output coordinate c reads input coordinate c mod the input's dim.
 template <typename W>
 struct TileGather {

@@ -58,6 +58,35 @@ void arg_min_op(Exec& ex, DeviceOpArgs& a) {
   arg_extreme_op(ex, a, false);
 }
 
+/// Hardmax of a column: 1 at the first maximum (a NaN counts as one), 0 elsewhere.
+struct HardmaxColumn {
+  const float* x;
+  float* y;
+  AxisView v;
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    const int64_t o = c / v.inner, k = c - o * v.inner;
+    const int64_t at = o * v.n * v.inner + k;
+    int64_t best = 0;
+    float b = x[at];
+    for (int64_t j = 1; j < v.n && b == b; ++j) {
+      const float e = x[at + j * v.inner];
+      if (e != e || e > b) {
+        b = e;
+        best = j;
+      }
+    }
+    for (int64_t j = 0; j < v.n; ++j) y[at + j * v.inner] = j == best ? 1.0f : 0.0f;
+  }
+};
+
+template <typename Exec>
+void hardmax_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor &x = a.in[0], &y = a.out[0];
+  if (y.numel() == 0) return;
+  const AxisView v = axis_view(x.shape, a.n().attr_int("axis", -1));
+  ex.for_each(v.outer * v.inner, HardmaxColumn{x.data<float>(), y.data<float>(), v});
+}
+
 /// CumSum of a column, accumulated in acc_t (double for floats) in axis
 /// order (or reversed), each output the sum before (exclusive) or through it.
 template <typename T>

@@ -97,6 +97,12 @@ OpSchema schema_Less() {
 OpSchema schema_Greater() {
   return binary(DType::kBool, false);
 }
+OpSchema schema_GreaterOrEqual() {
+  return binary(DType::kBool, false);
+}
+OpSchema schema_LessOrEqual() {
+  return binary(DType::kBool, false);
+}
 /// Integer or float remainder; fmod = 1 takes the dividend's sign, fmod = 0
 /// (the default) the divisor's.
 OpSchema schema_Mod() {
@@ -294,6 +300,15 @@ OpSchema schema_Cast() {
                     " is not supported (f32, f16, bf16, i64, i32 and bool are)");
     c.set_output(0, t, c.shape(0));
   };
+  return s;
+}
+
+/// Cast to the dtype of input 1 (whose values are not read).
+OpSchema schema_CastLike() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"saturate", AttrType::kInt}};
+  s.infer = [](InferContext& c) { c.set_output(0, c.dtype(1), c.shape(0)); };
   return s;
 }
 

@@ -103,6 +103,68 @@ OpSchema schema_Tile() {
   return s;
 }
 
+/// Y = 1 at the first maximum along `axis` (default -1), 0 elsewhere.
+OpSchema schema_Hardmax() {
+  OpSchema s;
+  s.differentiable = false;
+  s.attrs = {{"axis", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    if (c.dtype(0) != DType::kF32) c.unsupported(std::string("Hardmax of ") + dtype_name(c.dtype(0)));
+    if (c.shape(0).empty()) c.fail("input is a scalar");
+    with_node(c, [&] {
+      return normalize_axis(c.node().attr_int("axis", -1), static_cast<int64_t>(c.shape(0).size()));
+    });
+    c.set_output(0, DType::kF32, c.shape(0));
+  };
+  return s;
+}
+
+/// A matrix shaped like X with ones on the diagonal shifted by k; the
+/// `dtype` attribute (an ONNX type) or X's dtype.
+OpSchema schema_EyeLike() {
+  OpSchema s;
+  s.differentiable = false;
+  s.attrs = {{"dtype", AttrType::kInt}, {"k", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    if (c.shape(0).size() != 2) c.fail("input " + shape_str(c.shape(0)) + " is not 2-D");
+    DType t = c.dtype(0);
+    if (c.node().has_attr("dtype")) {
+      t = dtype_from_onnx(static_cast<int>(c.node().attr_int("dtype", 1)));
+      if (t == DType::kUndefined || t == DType::kF16 || t == DType::kBF16)
+        c.unsupported("dtype " + std::to_string(c.node().attr_int("dtype", 1)));
+    }
+    c.set_output(0, t, c.shape(0));
+  };
+  return s;
+}
+
+/// One-hot rows of `depth` classes (a constant) inserted at `axis`, with
+/// values (off, on).
+OpSchema schema_OneHot() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 3;
+  s.differentiable = false;
+  s.attrs = {{"axis", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    const Shape& idx = c.shape(0);
+    if (c.dtype(0) == DType::kBool) c.fail("indices are bool");
+    const Tensor* d = c.constant(1);
+    if (!d || d->numel() != 1)
+      c.fail("depth must be one number known at import time (static shapes only)");
+    const int64_t depth = d->dtype() == DType::kF32 ? static_cast<int64_t>(d->data<float>()[0])
+                                                    : d->to_i64().at(0);
+    if (depth < 1) c.fail("depth " + std::to_string(depth) + " is not positive");
+    if (numel(c.shape(2)) != 2) c.fail("values must hold (off, on), got " + shape_str(c.shape(2)));
+    const int64_t rank = static_cast<int64_t>(idx.size()) + 1;
+    const int64_t axis =
+        with_node(c, [&] { return normalize_axis(c.node().attr_int("axis", -1), rank); });
+    Shape out = idx;
+    out.insert(out.begin() + axis, depth);
+    c.set_output(0, c.dtype(2), out);
+  };
+  return s;
+}
+
 /// The element count of X as an int64 scalar.
 OpSchema schema_Size() {
   OpSchema s;

@@ -92,6 +92,7 @@ inline std::vector<GradCase> elementwise_cases() {
       K("mean3_bcast", "Mean", {P({2, 3}), P({3}), P({2, 1})}),
       K("where", "Where", {Bools({1, 0, 0, 1, 1, 0}, {2, 3}), P({2, 3}), P({3})}),
       K("cast", "Cast", {P({2, 3})}, {{"to", I(1)}}),
+      K("cast_like", "CastLike", {P({2, 3}), C(ir::Tensor::from_f32({0}, {1}))}),
   };
 }
 

@@ -229,6 +229,21 @@ forward_cases() {
                               1, false, 0, {}, on)[0]);
          return out;
        }},
+      {"GreaterOrEqual LessOrEqual i64 CastLike Hardmax EyeLike OneHot",
+       [=](auto* on) {
+         auto out = run_op("GreaterOrEqual", {in(a), in(b)}, {}, 1, false, 0, {}, on);
+         out.push_back(run_op("LessOrEqual", {in(a), in(b)}, {}, 1, false, 0, {}, on)[0]);
+         out.push_back(run_op("CastLike", {in(a), in(x)}, {}, 1, false, 0, {}, on)[0]);
+         out.push_back(run_op("Hardmax", {in(f32({1, 3, 3, NAN, 0, 2}, {2, 3}))},
+                              {{"axis", Attribute(int64_t{0})}}, 1, false, 0, {}, on)[0]);
+         out.push_back(run_op("EyeLike", {in(a)}, {{"k", Attribute(int64_t{1})}}, 1, false, 0, {},
+                              on)[0]);
+         out.push_back(run_op("OneHot",
+                              {in(i64({0, -1, 2, 5}, {2, 2})), constant(i64({3}, {})),
+                               in(f32({-1, 4}, {2}))},
+                              {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on)[0]);
+         return out;
+       }},
       {"Sum i64",
        [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
       {"Not",

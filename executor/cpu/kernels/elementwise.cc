@@ -31,6 +31,8 @@ using device::OrOp;
 using device::XorOp;
 using device::EqualOp;
 using device::GreaterOp;
+using device::GreaterOrEqualOp;
+using device::LessOrEqualOp;
 using device::LessOp;
 using device::MaxOp;
 using device::MinOp;
@@ -319,6 +321,12 @@ CpuKernel kernel_Sum() {
 CpuKernel kernel_Mean() {
   return {with_f32<mean_kernel>, kFloat, 0};
 }
+CpuKernel kernel_GreaterOrEqual() {
+  return {with_f32<binary_kernel<GreaterOrEqualOp, float, int64_t, int32_t>>, kNumeric, 0};
+}
+CpuKernel kernel_LessOrEqual() {
+  return {with_f32<binary_kernel<LessOrEqualOp, float, int64_t, int32_t>>, kNumeric, 0};
+}
 CpuKernel kernel_Max() {
   return {with_f32<variadic_kernel<MaxOp>>, kNumeric, 0};
 }
@@ -419,6 +427,10 @@ CpuKernel kernel_Cast() {
   return {cast_kernel,
           {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32, DType::kBool},
           0};
+}
+// The output tensor carries the target dtype: Cast's kernel.
+CpuKernel kernel_CastLike() {
+  return kernel_Cast();
 }
 
 }  // namespace pipetrain::exec::cpu

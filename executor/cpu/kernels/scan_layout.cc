@@ -47,6 +47,15 @@ CpuKernel kernel_ScatterElements() {
           0};
 }
 
+CpuKernel kernel_Hardmax() {
+  return {shared_kernel<&device::hardmax_op<HostExec>>, {DType::kF32}, 0};
+}
+CpuKernel kernel_EyeLike() {
+  return {shared_kernel<&device::eye_like_op<HostExec>>, kAny, 0};
+}
+CpuKernel kernel_OneHot() {
+  return {shared_kernel<&device::one_hot_op<HostExec>>, kNumbers, 0};
+}
 CpuKernel kernel_Resize() {
   return {shared_kernel<&device::resize_op<HostExec>>, {DType::kF32}, 0};
 }
