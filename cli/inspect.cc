@@ -1,8 +1,10 @@
-// `pipetrain inspect model.onnx`: what the model is, as pipetrain sees it.
+// `pipetrain inspect model.onnx`: what the model is, as pipetrain sees it;
+// `pipetrain inspect --ops`: what pipetrain runs (op_coverage.cc).
 #include <fmt/core.h>
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/op_coverage.h"
 #include "ir/cost.h"
 #include "ir/graph.h"
 
@@ -65,8 +67,16 @@ void add_inspect_command(CLI::App& app) {
                          "Describe a model: inputs, outputs, layers with parameters, FLOPs and "
                          "activation bytes; lists every unsupported op at once");
   auto mo = std::make_shared<ModelOptions>();
-  mo->add_to(*cmd);
-  cmd->callback([mo] { inspect(*mo); });
+  mo->add_to(*cmd, false);
+  auto ops = std::make_shared<bool>(false);
+  cmd->add_flag("--ops", *ops,
+                "Print the operator coverage table (op, first opset, gradient, device kernel, CPU "
+                "dtypes) instead");
+  cmd->callback([mo, ops] {
+    if (*ops) return print_op_coverage();
+    if (mo->path.empty()) throw CLI::RequiredError("model (or --ops)");
+    inspect(*mo);
+  });
 }
 
 }  // namespace pipetrain::cli

@@ -6,8 +6,10 @@
 
 namespace pipetrain::cli {
 
-void ModelOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("model", path, "ONNX model file")->required()->check(CLI::ExistingFile);
+void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
+  cmd.add_option("model", path, "ONNX model file")
+      ->required(model_required)
+      ->check(CLI::ExistingFile);
   cmd.add_option("--batch", batch, "Bind the symbolic leading (batch) dimension of the inputs")
       ->check(CLI::PositiveNumber);
   cmd.add_option("--input-shape", input_shapes, "Static shape of an input: NAME=d0,d1,...");

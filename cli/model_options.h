@@ -17,7 +17,8 @@ struct ModelOptions {
   std::vector<std::string> input_shapes;  // NAME=d0,d1,...
   int layer_depth = 0;
 
-  void add_to(CLI::App& cmd);
+  /// model_required = false: the command has another use without a model (inspect --ops).
+  void add_to(CLI::App& cmd, bool model_required = true);
   importer::ImportOptions import_options() const;
   /// When --batch is not given: the leading dimension the model's inputs fix
   /// (a model exported with static shapes); ModelError asking for --batch

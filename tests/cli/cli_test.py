@@ -108,6 +108,22 @@ class CliTest(unittest.TestCase):
             f.write(data[: len(data) // 2])
         self.assert_bad_input(run("inspect", p, "--batch", 2), "truncated.onnx")
 
+    def test_op_coverage_table(self):
+        r = run("inspect", "--ops")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        count = int(lines[0].split()[0])
+        rows = {line.split()[0]: line for line in lines[2:]}
+        self.assertEqual(len(rows), count)
+        self.assertNotIn("MISSING", r.stdout)
+        self.assertRegex(rows["Resize"], r"Resize\s+10\s+yes\s+yes\s+f32")
+        self.assertIn("not differentiable", rows["ArgMax"])
+        self.assertIn("cuBLAS", rows["MatMul"])
+        self.assertNotIn("ResizeGrad", rows, "gradient ops are internal")
+        r = run("inspect")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("model (or --ops) is required", r.stderr)
+
     def test_unsupported_ops_listed_at_once(self):
         nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
                  helper.make_node("Det", ["a"], ["b"], name="det1"),
