@@ -79,10 +79,11 @@ int main(int argc, char** argv) {
       double in_nodes = 0, total = 0;
       for (double v : node_seconds) in_nodes += v;
       for (double v : ms) total += v;
-      fmt::print("outside the nodes (optimizer update, uploads, the step's bookkeeping): {:.2f} ms of "
-                 "{:.2f} ms a step\n",
-                 (total - in_nodes * 1e3) / static_cast<double>(steps),
-                 total / static_cast<double>(steps));
+      fmt::print(
+          "outside the nodes (optimizer update, uploads, the step's bookkeeping): {:.2f} ms of "
+          "{:.2f} ms a step\n",
+          (total - in_nodes * 1e3) / static_cast<double>(steps),
+          total / static_cast<double>(steps));
     }
     // A device backend's host-device traffic per step, beside what staging
     // every node's inputs and outputs (no residency) would move.

@@ -12,6 +12,7 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
+#include "importer/op_expansions.h"
 #include "ir/op_list.h"
 #include "ir/op_registry.h"
 
@@ -57,19 +58,24 @@ void print_op_coverage() {
     std::string op, since, grad, dev, types;
   };
   std::vector<Row> rows;
-#define PIPETRAIN_OP_ROW(op)                                                      \
-  if (!ir::OpRegistry::instance().find(#op)->internal)                           \
-    rows.push_back({#op, since_opset(#op), gradient(#op), device(#op),            \
-                    dtypes(exec::cpu::kernel_##op())});
+#define PIPETRAIN_OP_ROW(op)                           \
+  if (!ir::OpRegistry::instance().find(#op)->internal) \
+    rows.push_back(                                    \
+        {#op, since_opset(#op), gradient(#op), device(#op), dtypes(exec::cpu::kernel_##op())});
   PIPETRAIN_OPS(PIPETRAIN_OP_ROW)
 #undef PIPETRAIN_OP_ROW
-  fmt::print("{} ONNX operators (default domain; models of opset 11-21 import, older ones are "
-             "converted to 11):\n",
-             rows.size());
+  fmt::print(
+      "{} ONNX operators (default domain; models of opset 11-21 import, older ones are "
+      "converted to 11):\n",
+      rows.size());
   fmt::print("  {:<24} {:>5}  {:<26} {:<22} {}\n", "op", "since", "gradient", "CUDA/portable",
              "CPU dtypes");
   for (const Row& r : rows)
     fmt::print("  {:<24} {:>5}  {:<26} {:<22} {}\n", r.op, r.since, r.grad, r.dev, r.types);
+  fmt::print("{} more expanded at import into the ops above (gradients and kernels are theirs):\n",
+             importer::expanded_ops().size());
+  for (const auto& [op, e] : importer::expanded_ops())
+    fmt::print("  {:<24} {:>5}  into {}\n", op, since_opset(op), e.into);
 }
 
 }  // namespace pipetrain::cli

@@ -47,7 +47,8 @@ std::optional<int64_t> int_op(const std::string& op, int64_t a, int64_t b) {
   if (op == "Equal") return a == b;
   if (op == "Less") return a < b;
   if (op == "Greater") return a > b;
-  if (op == "Mod" || op == "FMod") {  // the kernels' ModOp: the divisor's sign, or with fmod the dividend's
+  if (op == "Mod" ||
+      op == "FMod") {  // the kernels' ModOp: the divisor's sign, or with fmod the dividend's
     if (b == 0 || b == -1) return b == 0 ? std::nullopt : std::optional<int64_t>(0);
     r = a % b;
     if (op == "Mod" && r != 0 && ((r < 0) != (b < 0))) r += b;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "importer/internal.h"
+#include "importer/op_expansions.h"
 #include "ir/error.h"
 #include "ir/op_registry.h"
 
@@ -197,7 +198,8 @@ void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::s
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto& n = graph.node(i);
     const ir::OpSchema* schema = registry.find(n.op_type());
-    bool known = is_default_domain(n.domain()) && schema != nullptr && !schema->internal;
+    bool known = is_default_domain(n.domain()) &&
+                 ((schema != nullptr && !schema->internal) || expanded_ops().count(n.op_type()));
     if (known) continue;
     std::string op = is_default_domain(n.domain()) ? n.op_type() : n.domain() + "::" + n.op_type();
     missing[op].push_back(names[static_cast<size_t>(i)]);

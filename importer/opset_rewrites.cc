@@ -3,6 +3,7 @@
 // see one semantics. Attribute-vs-input moves (Squeeze axes, ReduceSum axes,
 // Split split, ...) need no rewrite: the schemas accept both forms.
 #include "importer/internal.h"
+#include "importer/op_expansions.h"
 #include "ir/error.h"
 
 namespace pipetrain::importer::detail {
@@ -73,8 +74,7 @@ std::optional<std::vector<ir::Node>> rewrite_prelu(ir::Graph& g, const ir::Node&
   ir::Shape per_channel(x.size() - 1, 1);
   per_channel[0] = slope[0];
   const std::string shape = fresh_tensor(g, n.name + "_slope_shape", taken);
-  g.set_value(shape,
-              ir::Tensor::from_i64(per_channel, {static_cast<int64_t>(per_channel.size())}),
+  g.set_value(shape, ir::Tensor::from_i64(per_channel, {static_cast<int64_t>(per_channel.size())}),
               ir::Role::kConstant);
   const std::string reshaped = fresh_tensor(g, n.inputs[1] + "_per_channel", taken);
   ir::Node reshape{
@@ -88,6 +88,8 @@ std::optional<std::vector<ir::Node>> rewrite_prelu(ir::Graph& g, const ir::Node&
 
 std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::Node& n,
                                                        std::set<std::string>& taken) {
+  if (auto it = expanded_ops().find(n.op_type); it != expanded_ops().end())
+    return it->second.expand(g, n, taken);
   if (g.opset < 13 &&
       (n.op_type == "Softmax" || n.op_type == "LogSoftmax" || n.op_type == "Hardmax")) {
     // Rewritten nodes carry axis=-1 on a 2-D input, which maps to itself.

@@ -42,9 +42,10 @@ int64_t node_flops(const Graph& g, const Node& n) {
     return 2 * steps * w[0] * (w[1] * w[2] + r[1] * r[2]) + 10 * steps * r[0] * r[1];
   }
   static const std::set<std::string> kFree = {
-      "Reshape",  "Flatten",         "Squeeze",   "Unsqueeze", "Identity", "Shape", "Size",
-      "Constant", "ConstantOfShape", "Transpose", "Concat",    "Split",    "Slice",
-      "Gather",   "Expand",          "Pad",       "Cast",      "Range",    "Dropout"};
+      "Reshape", "Flatten", "Squeeze",  "Unsqueeze",       "Identity",
+      "Shape",   "Size",    "Constant", "ConstantOfShape", "Transpose",
+      "Concat",  "Split",   "Slice",    "Gather",          "Expand",
+      "Pad",     "Cast",    "Range",    "Dropout"};
   if (kFree.count(op)) return 0;
   if (op == "MaxPool" || op == "AveragePool") {
     int64_t window = 1;

@@ -119,8 +119,7 @@ void dropout_grad(GradBuilder& b) {
 void prelu_grad(GradBuilder& b) {
   const std::string x = b.I(0), slope = b.I(1), zero = b.scalar(0.0f);
   const std::string neg = b.emit1("Less", {x, zero});
-  if (b.wants(0))
-    b.set_GI(0, b.emit1("Where", {neg, b.emit1("Mul", {b.GO(0), slope}), b.GO(0)}));
+  if (b.wants(0)) b.set_GI(0, b.emit1("Where", {neg, b.emit1("Mul", {b.GO(0), slope}), b.GO(0)}));
   if (b.wants(1)) {
     std::string t = b.emit1("Where", {neg, b.emit1("Mul", {b.GO(0), x}), zero});
     b.set_GI(1, b.reduce_to(t, b.shape(slope)));

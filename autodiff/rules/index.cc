@@ -96,8 +96,7 @@ void scatter_elements_grad(GradBuilder& b) {
   const std::string r = b.node().attr_string("reduction", "none");
   if (r != "none" && r != "add") b.unsupported("ScatterElements with reduction '" + r + "'");
   const Attribute axis(b.node().attr_int("axis", 0));
-  if (b.wants(2))
-    b.set_GI(2, b.emit1("GatherElements", {b.GO(0), b.I(1)}, {{"axis", axis}}));
+  if (b.wants(2)) b.set_GI(2, b.emit1("GatherElements", {b.GO(0), b.I(1)}, {{"axis", axis}}));
   if (b.wants(0)) {
     if (r == "add") {
       b.set_GI(0, b.GO(0));

@@ -109,9 +109,8 @@ void reduce_prod_grad(GradBuilder& b) {
 }
 // L1: dX = dY sign(X)
 void reduce_l1_grad(GradBuilder& b) {
-  reduce_map_grad(b, [&](const std::string& x, const std::string&) {
-    return b.emit1("Sign", {x});
-  });
+  reduce_map_grad(b,
+                  [&](const std::string& x, const std::string&) { return b.emit1("Sign", {x}); });
 }
 // L2: dX = dY X / Y
 void reduce_l2_grad(GradBuilder& b) {
@@ -201,8 +200,8 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["Resize"] = {resize_grad};
   r["Tile"] = {tile_grad};
   r["CumSum"] = {cum_sum_grad};
-  for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax", "ArgMin",
-                         "Hardmax", "EyeLike", "OneHot"})
+  for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax",
+                         "ArgMin", "Hardmax", "EyeLike", "OneHot"})
     r[op] = {nullptr};
 }
 

@@ -140,16 +140,15 @@ bool cudnn_conv(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const cpu:
     const size_t limit = workspace_limit();
     void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
     PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-        h, d.x, a.x_data, d.w, a.w_data, d.conv, d.y, a.y_data, kAlgos, &found, perf,
-        ws, limit));
+        h, d.x, a.x_data, d.w, a.w_data, d.conv, d.y, a.y_data, kAlgos, &found, perf, ws, limit));
     return fastest(perf, found);
   });
   if (!c.found) return false;
   void* work = ex.scratch<std::byte>(static_cast<int64_t>(c.workspace));
   const float one = 1.0f, zero = 0.0f;
-  PIPETRAIN_CUDNN_CHECK(cudnnConvolutionForward(
-      h, &one, d.x, a.x_data, d.w, a.w_data, d.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-      work, c.workspace, &zero, d.y, a.y_data));
+  PIPETRAIN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d.x, a.x_data, d.w, a.w_data, d.conv,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+                                                work, c.workspace, &zero, d.y, a.y_data));
   if (a.b_data) {
     const int64_t channels = a.y[1], size = ir::numel(a.y) / (a.y[0] * channels);
     ex.for_each(ir::numel(a.y), AddChannelBias{a.y_data, a.b_data, channels, size});
@@ -170,8 +169,7 @@ bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const
       const size_t limit = workspace_limit();
       void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
       PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          h, d.w, a.w_data, d.y, dy, d.conv, d.x, dx, kAlgos, &found, perf,
-          ws, limit));
+          h, d.w, a.w_data, d.y, dy, d.conv, d.x, dx, kAlgos, &found, perf, ws, limit));
       return fastest(perf, found);
     });
     if (!data.found) return false;
@@ -184,8 +182,7 @@ bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const
       const size_t limit = workspace_limit();
       void* ws = ex.scratch<std::byte>(static_cast<int64_t>(limit));
       PIPETRAIN_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          h, d.x, a.x_data, d.y, dy, d.conv, d.w, dw, kAlgos, &found, perf,
-          ws, limit));
+          h, d.x, a.x_data, d.y, dy, d.conv, d.w, dw, kAlgos, &found, perf, ws, limit));
       return fastest(perf, found);
     });
     if (!filter.found) return false;
@@ -193,17 +190,17 @@ bool cudnn_conv_grad(CudaExec& ex, cudnnHandle_t h, ConvAlgorithms& algos, const
   const float one = 1.0f, zero = 0.0f;
   if (dx) {
     void* work = ex.scratch<std::byte>(static_cast<int64_t>(data.workspace));
-    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        h, &one, d.w, a.w_data, d.y, dy, d.conv,
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(data.algo), work, data.workspace, &zero, d.x,
-        dx));
+    PIPETRAIN_CUDNN_CHECK(
+        cudnnConvolutionBackwardData(h, &one, d.w, a.w_data, d.y, dy, d.conv,
+                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(data.algo), work,
+                                     data.workspace, &zero, d.x, dx));
   }
   if (dw) {
     void* work = ex.scratch<std::byte>(static_cast<int64_t>(filter.workspace));
-    PIPETRAIN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        h, &one, d.x, a.x_data, d.y, dy, d.conv,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter.algo), work, filter.workspace, &zero,
-        d.w, dw));
+    PIPETRAIN_CUDNN_CHECK(
+        cudnnConvolutionBackwardFilter(h, &one, d.x, a.x_data, d.y, dy, d.conv,
+                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(filter.algo),
+                                       work, filter.workspace, &zero, d.w, dw));
   }
   if (db) {
     const int64_t n_batch = a.y[0], m_out = a.y[1];

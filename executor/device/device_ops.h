@@ -48,8 +48,7 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"PRelu", &binary_op<PReluOp, Exec>},
       {"Shrink",
        [](Exec& ex, DeviceOpArgs& a) {
-         unary_op(ex, a,
-                  ShrinkFn{a.n().attr_float("lambd", 0.5f), a.n().attr_float("bias", 0.0f)});
+         unary_op(ex, a, ShrinkFn{a.n().attr_float("lambd", 0.5f), a.n().attr_float("bias", 0.0f)});
        }},
       {"Trilu", &trilu_op<Exec>},
       {"Tile", &tile_op<Exec>},

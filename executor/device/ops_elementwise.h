@@ -208,8 +208,7 @@ void variadic_op(Exec& ex, DeviceOpArgs& a) {
 template <typename Exec>
 void mean_op(Exec& ex, DeviceOpArgs& a) {
   variadic_op<AddOp>(ex, a);
-  ex.for_each(a.out[0].numel(),
-              DivideBy{a.out[0].data<float>(), static_cast<float>(a.in.size())});
+  ex.for_each(a.out[0].numel(), DivideBy{a.out[0].data<float>(), static_cast<float>(a.in.size())});
 }
 
 template <typename Exec>

@@ -42,7 +42,9 @@ template <typename T>
 struct EyeFill {
   T* y;
   int64_t cols, k;
-  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = (i % cols) - (i / cols) == k ? T(1) : T(0); }
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    y[i] = (i % cols) - (i / cols) == k ? T(1) : T(0);
+  }
 };
 
 template <typename Exec>
@@ -84,8 +86,8 @@ void one_hot_op(Exec& ex, DeviceOpArgs& a) {
     with_storage(values.dtype, [&](auto vtag) {
       using T = std::decay_t<decltype(vtag)>;
       if constexpr (!std::is_same_v<I, uint8_t>)
-        ex.for_each(y.numel(), OneHotFill<I, T>{idx.data<I>(), values.data<T>(), y.data<T>(),
-                                                depth, inner});
+        ex.for_each(y.numel(),
+                    OneHotFill<I, T>{idx.data<I>(), values.data<T>(), y.data<T>(), depth, inner});
     });
   });
 }

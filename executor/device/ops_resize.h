@@ -131,9 +131,11 @@ void resize_grad_op(Exec& ex, DeviceOpArgs& a) {
           from[p] = o;
           w[p] = ax.weight[at];
         }
-    const int64_t inner = ir::numel(ir::Shape(shape.begin() + static_cast<long>(d) + 1, shape.end()));
+    const int64_t inner =
+        ir::numel(ir::Shape(shape.begin() + static_cast<long>(d) + 1, shape.end()));
     shape[d] = ax.in;
-    float* dst = k + 1 == moving.size() ? dx.data<float>() : ex.template scratch<float>(ir::numel(shape));
+    float* dst =
+        k + 1 == moving.size() ? dx.data<float>() : ex.template scratch<float>(ir::numel(shape));
     ex.for_each(ir::numel(shape),
                 ResizeAxisGrad{src, dst, ex.upload(first), from.empty() ? nullptr : ex.upload(from),
                                w.empty() ? nullptr : ex.upload(w), ax.in, ax.out, inner});

@@ -31,8 +31,8 @@ struct ElementsIndex {
 
 /// The indices (input `at`) along `axis` of data, checked and non-negative,
 /// with the index geometry.
-inline std::vector<int64_t> element_indices(const DeviceOpArgs& a, size_t at,
-                                            const ir::Shape& data, ElementsIndex* geo) {
+inline std::vector<int64_t> element_indices(const DeviceOpArgs& a, size_t at, const ir::Shape& data,
+                                            ElementsIndex* geo) {
   const KernelContext& h = *a.host;
   const ir::Shape& is = h.in(at).shape();
   const int64_t rank = static_cast<int64_t>(data.size());

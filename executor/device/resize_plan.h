@@ -23,8 +23,8 @@ namespace pipetrain::exec::device {
 /// axis, weight); outside[o]: tf_crop_and_resize mapped o off the input.
 struct ResizeAxis {
   int64_t in = 1, out = 1, taps = 1;
-  std::vector<int64_t> index;   // (out, taps)
-  std::vector<double> weight;   // (out, taps)
+  std::vector<int64_t> index;    // (out, taps)
+  std::vector<double> weight;    // (out, taps)
   std::vector<uint8_t> outside;  // (out)
   bool identity() const {
     if (in != out || taps != 1) return false;
@@ -87,7 +87,8 @@ inline ResizePlan resize_plan(const KernelContext& h, const ir::Shape& in, const
     ax.index.assign(static_cast<size_t>(ax.out * ax.taps), 0);
     ax.weight.assign(static_cast<size_t>(ax.out * ax.taps), 0.0);
     ax.outside.assign(static_cast<size_t>(ax.out), 0);
-    const double s = scale[d], width = s * static_cast<double>(ax.in);  // the reference's float width
+    const double s = scale[d],
+                 width = s * static_cast<double>(ax.in);  // the reference's float width
     const double last = static_cast<double>(ax.in - 1);
     for (int64_t o = 0; o < ax.out; ++o) {
       const double xo = static_cast<double>(o);
@@ -136,8 +137,7 @@ inline ResizePlan resize_plan(const KernelContext& h, const ir::Shape& in, const
       } else {
         const double p = r + 1.0, q = 1.0 - r, q1 = q + 1.0;
         w = {((a * p - 5.0 * a) * p + 8.0 * a) * p - 4.0 * a,
-             ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0,
-             ((a + 2.0) * q - (a + 3.0)) * q * q + 1.0,
+             ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0, ((a + 2.0) * q - (a + 3.0)) * q * q + 1.0,
              ((a * q1 - 5.0 * a) * q1 + 8.0 * a) * q1 - 4.0 * a};
         first -= 1;
       }

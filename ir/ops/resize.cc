@@ -67,9 +67,10 @@ Shape resize_output(InferContext& c) {
       ratio = policy == "not_larger" ? std::min(ratio, r) : std::max(ratio, r);
     }
     for (size_t k = 0; k < axes.size(); ++k)
-      out[axes[k]] = policy == "stretch"
-                         ? sizes[k]
-                         : static_cast<int64_t>(std::round(ratio * static_cast<double>(x[axes[k]])));
+      out[axes[k]] =
+          policy == "stretch"
+              ? sizes[k]
+              : static_cast<int64_t>(std::round(ratio * static_cast<double>(x[axes[k]])));
   } else {
     if (c.dtype(2) != DType::kF32) c.fail("scales must be float");
     const Tensor* s = c.constant(2);

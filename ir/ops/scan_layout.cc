@@ -95,7 +95,8 @@ OpSchema schema_Tile() {
       c.fail("repeats has " + std::to_string(r.size()) + " entries for input " + shape_str(x));
     Shape out = x;
     for (size_t d = 0; d < x.size(); ++d) {
-      if (r[d] < 0) c.fail("repeats " + shape_str(Shape(r.begin(), r.end())) + " has a negative entry");
+      if (r[d] < 0)
+        c.fail("repeats " + shape_str(Shape(r.begin(), r.end())) + " has a negative entry");
       out[d] *= r[d];
     }
     c.set_output(0, c.dtype(0), out);
@@ -109,7 +110,8 @@ OpSchema schema_Hardmax() {
   s.differentiable = false;
   s.attrs = {{"axis", AttrType::kInt}};
   s.infer = [](InferContext& c) {
-    if (c.dtype(0) != DType::kF32) c.unsupported(std::string("Hardmax of ") + dtype_name(c.dtype(0)));
+    if (c.dtype(0) != DType::kF32)
+      c.unsupported(std::string("Hardmax of ") + dtype_name(c.dtype(0)));
     if (c.shape(0).empty()) c.fail("input is a scalar");
     with_node(c, [&] {
       return normalize_axis(c.node().attr_int("axis", -1), static_cast<int64_t>(c.shape(0).size()));
@@ -151,8 +153,8 @@ OpSchema schema_OneHot() {
     const Tensor* d = c.constant(1);
     if (!d || d->numel() != 1)
       c.fail("depth must be one number known at import time (static shapes only)");
-    const int64_t depth = d->dtype() == DType::kF32 ? static_cast<int64_t>(d->data<float>()[0])
-                                                    : d->to_i64().at(0);
+    const int64_t depth =
+        d->dtype() == DType::kF32 ? static_cast<int64_t>(d->data<float>()[0]) : d->to_i64().at(0);
     if (depth < 1) c.fail("depth " + std::to_string(depth) + " is not positive");
     if (numel(c.shape(2)) != 2) c.fail("values must hold (off, on), got " + shape_str(c.shape(2)));
     const int64_t rank = static_cast<int64_t>(idx.size()) + 1;

@@ -31,6 +31,7 @@
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "importer/importer.h"
+#include "importer/op_expansions.h"
 #include "ir/error.h"
 #include "ir/op_registry.h"
 
@@ -140,7 +141,7 @@ Outcome run_case(const fs::path& dir) {
   if (kRandomCases.count(name))
     return {Verdict::kSkip, "mask drawn from NumPy's RNG (not reproducible)"};
   for (const auto& op : op_types(model))
-    if (!ir::OpRegistry::instance().find(op))
+    if (!ir::OpRegistry::instance().find(op) && !importer::expanded_ops().count(op))
       return {Verdict::kSkip, "op " + op + " is not supported"};
 
   // Inputs that are not initializers, in order; they pair with input_<i>.pb.

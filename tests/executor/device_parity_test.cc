@@ -157,8 +157,8 @@ forward_cases() {
       {"Mod i64 floor and fmod",
        [=](auto* on) {
          auto floor = run_op("Mod", {in(a), in(b)}, {}, 1, false, 0, {}, on);
-         auto trunc = run_op("Mod", {in(a), in(b)}, {{"fmod", Attribute(int64_t{1})}}, 1, false,
-                             0, {}, on);
+         auto trunc =
+             run_op("Mod", {in(a), in(b)}, {{"fmod", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
          floor.push_back(trunc[0]);
          return floor;
        }},
@@ -196,14 +196,14 @@ forward_cases() {
          std::vector<Tensor> out;
          for (const char* op : {"ArgMax", "ArgMin"})
            for (int64_t last : {0, 1})
-             out.push_back(run_op(op, {in(ties)},
-                                  {{"axis", Attribute(int64_t{1})},
-                                   {"select_last_index", Attribute(last)}},
-                                  1, false, 0, {}, on)[0]);
-         out.push_back(run_op("ArgMax", {in(x)}, {{"axis", Attribute(int64_t{-1})}}, 1, false, 0,
+             out.push_back(
+                 run_op(op, {in(ties)},
+                        {{"axis", Attribute(int64_t{1})}, {"select_last_index", Attribute(last)}},
+                        1, false, 0, {}, on)[0]);
+         out.push_back(
+             run_op("ArgMax", {in(x)}, {{"axis", Attribute(int64_t{-1})}}, 1, false, 0, {}, on)[0]);
+         out.push_back(run_op("ArgMin", {in(x)}, {{"keepdims", Attribute(int64_t{0})}}, 1, false, 0,
                               {}, on)[0]);
-         out.push_back(run_op("ArgMin", {in(x)}, {{"keepdims", Attribute(int64_t{0})}}, 1, false,
-                              0, {}, on)[0]);
          return out;
        }},
       {"CumSum i32 Trilu bool Tile i64 Size",
@@ -221,12 +221,12 @@ forward_cases() {
        [=](auto* on) {
          auto out = run_op("GatherElements", {in(a), in(i64({2, -1, 0}, {1, 3}))},
                            {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
-         out.push_back(run_op("ScatterElements",
-                              {in(i32({1, 2, 3, 4, 5, 6}, {2, 3})), in(i64({0, 0, 1, 1}, {2, 2})),
-                               in(i32({7, -1, 9, 8}, {2, 2}))},
-                              {{"axis", Attribute(int64_t{1})},
-                               {"reduction", Attribute(std::string("max"))}},
-                              1, false, 0, {}, on)[0]);
+         out.push_back(
+             run_op("ScatterElements",
+                    {in(i32({1, 2, 3, 4, 5, 6}, {2, 3})), in(i64({0, 0, 1, 1}, {2, 2})),
+                     in(i32({7, -1, 9, 8}, {2, 2}))},
+                    {{"axis", Attribute(int64_t{1})}, {"reduction", Attribute(std::string("max"))}},
+                    1, false, 0, {}, on)[0]);
          return out;
        }},
       {"GreaterOrEqual LessOrEqual i64 CastLike Hardmax EyeLike OneHot",
@@ -236,16 +236,18 @@ forward_cases() {
          out.push_back(run_op("CastLike", {in(a), in(x)}, {}, 1, false, 0, {}, on)[0]);
          out.push_back(run_op("Hardmax", {in(f32({1, 3, 3, NAN, 0, 2}, {2, 3}))},
                               {{"axis", Attribute(int64_t{0})}}, 1, false, 0, {}, on)[0]);
-         out.push_back(run_op("EyeLike", {in(a)}, {{"k", Attribute(int64_t{1})}}, 1, false, 0, {},
-                              on)[0]);
-         out.push_back(run_op("OneHot",
-                              {in(i64({0, -1, 2, 5}, {2, 2})), constant(i64({3}, {})),
-                               in(f32({-1, 4}, {2}))},
-                              {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on)[0]);
+         out.push_back(
+             run_op("EyeLike", {in(a)}, {{"k", Attribute(int64_t{1})}}, 1, false, 0, {}, on)[0]);
+         out.push_back(
+             run_op("OneHot",
+                    {in(i64({0, -1, 2, 5}, {2, 2})), constant(i64({3}, {})), in(f32({-1, 4}, {2}))},
+                    {{"axis", Attribute(int64_t{1})}}, 1, false, 0, {}, on)[0]);
          return out;
        }},
       {"Sum i64",
-       [=](auto* on) { return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on); }},
+       [=](auto* on) {
+         return run_op("Sum", {in(a), in(b), in(b)}, {}, 1, false, 0, {}, on);
+       }},
       {"Not",
        [=](auto* on) {
          return run_op("Not", {in(boolean({1, 0, 0}, {3}))}, {}, 1, false, 0, {}, on);

@@ -212,6 +212,33 @@ g (float[3] x) => (float[3] y)
   EXPECT_EQ(msg.find("'r'"), std::string::npos) << msg;
 }
 
+// Expanded ops become the ops of their ONNX definition; the output keeps its
+// name and shape, and a bad one is refused naming the node.
+TEST(Importer, ExpandedOpsBecomeTheirDefinition) {
+  ir::Graph g = import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 8, 2, 3] x) => (float[1, 2, 4, 6] y)
+{
+  y = DepthToSpace <blocksize = 2, mode = "CRD"> (x)
+}
+)");
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Reshape", "Transpose", "Reshape"}));
+  EXPECT_EQ(g.tensor("y").shape, (ir::Shape{1, 2, 4, 6}));
+  auto msg = error_of<ModelError>([&] {
+    import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1, 6, 2, 2] x) => (float[1, 1, 4, 4] y)
+{
+  y = DepthToSpace <blocksize = 2> (x)
+}
+)");
+  });
+  EXPECT_NE(msg.find("DepthToSpace"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("6 channels do not split into blocks of 2 x 2"), std::string::npos) << msg;
+}
+
 TEST(Importer, UnsupportedDtypeNamesTheTensor) {
   auto msg = error_of<UnsupportedOp>([] {
     import_text(R"(

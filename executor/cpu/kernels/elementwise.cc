@@ -25,19 +25,19 @@ const std::vector<DType> kFloat = {DType::kF32, DType::kF16, DType::kBF16};
 using device::AddOp;
 using device::AndOp;
 using device::DivOp;
-using device::ModOp;
-using device::PReluOp;
-using device::OrOp;
-using device::XorOp;
 using device::EqualOp;
 using device::GreaterOp;
 using device::GreaterOrEqualOp;
-using device::LessOrEqualOp;
 using device::LessOp;
+using device::LessOrEqualOp;
 using device::MaxOp;
 using device::MinOp;
+using device::ModOp;
 using device::MulOp;
+using device::OrOp;
+using device::PReluOp;
 using device::SubOp;
+using device::XorOp;
 
 /// Y = op(A, B) for the same-dtype binaries; the output element type is op's.
 template <typename Op, typename... Ts>
@@ -146,8 +146,8 @@ using device::RoundFn;
 using device::SignFn;
 using device::SinFn;
 using device::SinhFn;
-using device::TanFn;
 using device::SqrtFn;
+using device::TanFn;
 
 template <typename Fn>
 CpuKernel float_unary() {

@@ -82,9 +82,9 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const std::vector<bool>& reduced
 
 /// The ops that take integers as well as floats.
 template <Reduce kOp>
-inline constexpr bool kTakesIntegers = kOp == Reduce::kSum || kOp == Reduce::kMax ||
-                                       kOp == Reduce::kMin || kOp == Reduce::kProd ||
-                                       kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
+inline constexpr bool kTakesIntegers =
+    kOp == Reduce::kSum || kOp == Reduce::kMax || kOp == Reduce::kMin || kOp == Reduce::kProd ||
+    kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
 
 template <Reduce kOp>
 void reduce_kernel(KernelContext& ctx) {

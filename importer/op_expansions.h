@@ -1,0 +1,28 @@
+// ONNX operators pipetrain runs by expanding them at import into ops it has
+// (their definitions in the ONNX specification are such expansions):
+// DepthToSpace, SpaceToDepth, InstanceNormalization, MeanVarianceNormalization,
+// LpNormalization, GlobalMaxPool. Gradients, device kernels and the
+// partitioner then come from the ops they expand into.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace pipetrain::importer {
+
+struct Expansion {
+  std::string into;  // the ops it becomes, for `inspect --ops`
+  /// The replacement nodes in topological order (n's outputs keep their
+  /// names); new constants go into g, new names are taken from `taken`.
+  /// Throws ModelError naming the node for bad attributes or shapes.
+  std::vector<ir::Node> (*expand)(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+};
+
+/// The expanded ops by name.
+const std::map<std::string, Expansion>& expanded_ops();
+
+}  // namespace pipetrain::importer
