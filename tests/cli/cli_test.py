@@ -113,8 +113,12 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         count = int(lines[0].split()[0])
-        rows = {line.split()[0]: line for line in lines[2:]}
+        split = next(i for i, line in enumerate(lines) if "expanded at import" in line)
+        rows = {line.split()[0]: line for line in lines[2:split]}
         self.assertEqual(len(rows), count)
+        expanded = {line.split()[0]: line for line in lines[split + 1:]}
+        self.assertEqual(len(expanded), int(lines[split].split()[0]))
+        self.assertIn("into Reshape, Transpose, Reshape", expanded["DepthToSpace"])
         self.assertNotIn("MISSING", r.stdout)
         self.assertRegex(rows["Resize"], r"Resize\s+10\s+yes\s+yes\s+f32")
         self.assertIn("not differentiable", rows["ArgMax"])
