@@ -54,12 +54,6 @@ struct ReduceOut {
   }
 };
 
-/// The ops that take integers as well as floats (the CPU kernels' list).
-template <Reduce kOp>
-inline constexpr bool kReducesIntegers =
-    kOp == Reduce::kSum || kOp == Reduce::kMax || kOp == Reduce::kMin || kOp == Reduce::kProd ||
-    kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
-
 template <Reduce kOp, typename Exec>
 void reduce_op(Exec& ex, DeviceOpArgs& a) {
   const KernelContext& h = *a.host;

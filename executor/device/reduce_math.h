@@ -15,6 +15,12 @@ namespace pipetrain::exec::device {
 
 enum class Reduce { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 
+/// The ops that take integers as well as floats (the others: f32 only).
+template <Reduce kOp>
+inline constexpr bool kReducesIntegers =
+    kOp == Reduce::kSum || kOp == Reduce::kMax || kOp == Reduce::kMin || kOp == Reduce::kProd ||
+    kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
+
 /// Max and Min fold with nan_max / nan_min; Prod multiplies; the rest add
 /// mapped elements.
 template <Reduce kOp>

@@ -80,12 +80,6 @@ void reduce_typed(const Tensor& xt, Tensor& yt, const std::vector<bool>& reduced
   }
 }
 
-/// The ops that take integers as well as floats.
-template <Reduce kOp>
-inline constexpr bool kTakesIntegers =
-    kOp == Reduce::kSum || kOp == Reduce::kMax || kOp == Reduce::kMin || kOp == Reduce::kProd ||
-    kOp == Reduce::kL1 || kOp == Reduce::kSumSquare;
-
 template <Reduce kOp>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
@@ -96,7 +90,7 @@ void reduce_kernel(KernelContext& ctx) {
     if (x.nbytes()) std::memcpy(y.raw(), x.raw(), x.nbytes());
     return;
   }
-  if constexpr (kTakesIntegers<kOp>) {
+  if constexpr (device::kReducesIntegers<kOp>) {
     dispatch<float, int64_t, int32_t>(
         x.dtype(), [&](auto tag) { reduce_typed<kOp, decltype(tag)>(x, y, reduced); });
   } else {
@@ -106,7 +100,7 @@ void reduce_kernel(KernelContext& ctx) {
 
 template <Reduce kOp>
 CpuKernel reduce_cpu_kernel() {
-  if constexpr (kTakesIntegers<kOp>)
+  if constexpr (device::kReducesIntegers<kOp>)
     return {with_f32<reduce_kernel<kOp>>,
             {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32},
             0};
