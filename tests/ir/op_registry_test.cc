@@ -48,7 +48,7 @@ TEST(OpRegistry, UnknownOpAndAttributeAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("'r'"), std::string::npos) << e.what();
   }
   g.nodes[0].attrs.clear();
-  g.nodes[0].op_type = "Hardmax";
+  g.nodes[0].op_type = "Det";  // not in the op list
   EXPECT_THROW(infer_node(g, g.nodes[0]), UnsupportedOp);
 }
 
