@@ -343,6 +343,38 @@ Result expand(const Inputs& in) {
   return result;
 }
 
+// perm (default: reversed axes) applied to any dtype.
+Result transpose(const ir::Node& n, const Inputs& in) {
+  if (in.empty() || !in[0]) return std::nullopt;
+  const ir::Shape& x = in[0]->shape();
+  const int64_t rank = static_cast<int64_t>(x.size());
+  std::vector<int64_t> perm = n.attr_ints("perm");
+  if (perm.empty())
+    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);
+  if (static_cast<int64_t>(perm.size()) != rank) return std::nullopt;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  ir::Shape out_shape(x.size());
+  for (int64_t d = 0; d < rank; ++d) {
+    auto a = axis_in(perm[d], rank);
+    if (!a || seen[*a]) return std::nullopt;
+    seen[*a] = true;
+    perm[d] = *a;
+    out_shape[d] = x[*a];
+  }
+  auto result = make(in[0]->dtype(), out_shape);
+  if (!result) return std::nullopt;
+  std::vector<int64_t> in_stride(x.size(), 1);
+  for (int64_t d = rank - 2; d >= 0; --d) in_stride[d] = in_stride[d + 1] * x[d + 1];
+  std::vector<int64_t> index(x.size(), 0);
+  for (int64_t o = 0; o < result->numel(); ++o) {
+    int64_t src = 0;
+    for (int64_t d = 0; d < rank; ++d) src += index[d] * in_stride[perm[d]];
+    copy_elem(*in[0], src, *result, o);
+    for (int64_t d = rank - 1; d >= 0 && ++index[d] == out_shape[d]; --d) index[d] = 0;
+  }
+  return result;
+}
+
 }  // namespace fold
 
 namespace {
@@ -380,6 +412,7 @@ std::optional<ir::Tensor> evaluate(const ir::Node& n, const fold::Inputs& in) {
   if (op == "Gather") return fold::gather(n, in);
   if (op == "Concat") return fold::concat(n, in);
   if (op == "Slice") return fold::slice(in);
+  if (op == "Transpose") return fold::transpose(n, in);
   if (op == "Expand") return fold::expand(in);
   if (op == "Cast") return fold::cast(n, in);
   if (op == "Where") return fold::where(in);

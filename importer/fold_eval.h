@@ -46,6 +46,7 @@ Result gather(const ir::Node& n, const Inputs& in);
 Result concat(const ir::Node& n, const Inputs& in);
 Result slice(const Inputs& in);
 Result expand(const Inputs& in);
+Result transpose(const ir::Node& n, const Inputs& in);
 
 // Arithmetic and constructors (fold_math.cc).
 Result binary(const std::string& op, const Inputs& in);

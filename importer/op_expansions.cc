@@ -2,60 +2,13 @@
 // definition in the ONNX specification.
 #include "importer/op_expansions.h"
 
-#include "ir/error.h"
+#include "importer/expansion_builder.h"
 
 namespace pipetrain::importer {
 
 namespace {
 
-/// Builds the replacement of one node: fresh names for new nodes, tensors
-/// and constants; the last node written takes the original output's name.
-class Builder {
- public:
-  Builder(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken)
-      : g_(g), n_(n), taken_(taken) {}
-
-  std::string fresh(const std::string& base) {
-    std::string name = n_.name + "/" + base;
-    for (int k = 1; g_.has_tensor(name) || taken_.count(name); ++k)
-      name = n_.name + "/" + base + "_" + std::to_string(k);
-    taken_.insert(name);
-    return name;
-  }
-  std::string ints(const std::vector<int64_t>& v) {
-    const std::string name = fresh("const");
-    g_.set_value(name, ir::Tensor::from_i64(v, {static_cast<int64_t>(v.size())}),
-                 ir::Role::kConstant);
-    return name;
-  }
-  std::string scalar(float v) {
-    const std::string name = fresh("const");
-    g_.set_value(name, ir::Tensor::scalar_f32(v), ir::Role::kConstant);
-    return name;
-  }
-  /// Appends op(inputs) and returns its output (`out`, or a fresh name).
-  std::string op(const std::string& type, std::vector<std::string> inputs,
-                 std::map<std::string, ir::Attribute> attrs = {}, std::string out = "") {
-    if (out.empty()) out = fresh(type + "_out");
-    nodes.push_back({fresh(type), type, std::move(inputs), {out}, std::move(attrs)});
-    return out;
-  }
-  const ir::Shape& shape(size_t i) const {
-    if (!n_.has_input(i) || !g_.has_tensor(n_.inputs[i]))
-      throw ModelError(n_.describe() + ": input " + std::to_string(i) + " is missing");
-    return g_.tensor(n_.inputs[i]).shape;
-  }
-  [[noreturn]] void fail(const std::string& msg) const {
-    throw ModelError(n_.describe() + ": " + msg);
-  }
-
-  std::vector<ir::Node> nodes;
-
- private:
-  ir::Graph& g_;
-  const ir::Node& n_;
-  std::set<std::string>& taken_;
-};
+using Builder = ExpansionBuilder;
 
 /// The spatial axes 2.. of an (N, C, D...) input.
 std::vector<int64_t> spatial_axes(size_t rank) {
@@ -184,6 +137,8 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"MeanVarianceNormalization", {"ReduceMean, Mul, Sub, Sqrt, Add, Div", mean_variance_norm}},
       {"LpNormalization", {"ReduceL1 or ReduceL2, Div", lp_norm}},
       {"GlobalMaxPool", {"ReduceMax", global_max_pool}},
+      {"GRU", {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
+      {"RNN", {"unrolled: MatMul, Add, Tanh, Slice, Concat", detail::expand_rnn}},
   };
   return ops;
 }

@@ -1,7 +1,8 @@
 // ONNX operators pipetrain runs by expanding them at import into ops it has
 // (their definitions in the ONNX specification are such expansions):
 // DepthToSpace, SpaceToDepth, InstanceNormalization, MeanVarianceNormalization,
-// LpNormalization, GlobalMaxPool. Gradients, device kernels and the
+// LpNormalization, GlobalMaxPool, and GRU and RNN unrolled over their static
+// sequence length (rnn_expansions.cc). Gradients, device kernels and the
 // partitioner then come from the ops they expand into.
 #pragma once
 
@@ -21,6 +22,11 @@ struct Expansion {
   /// Throws ModelError naming the node for bad attributes or shapes.
   std::vector<ir::Node> (*expand)(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 };
+
+namespace detail {
+std::vector<ir::Node> expand_gru(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_rnn(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+}  // namespace detail
 
 /// The expanded ops by name.
 const std::map<std::string, Expansion>& expanded_ops();

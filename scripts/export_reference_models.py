@@ -144,6 +144,121 @@ def tiny_vit(num_classes):
     return vit
 
 
+# --- Issue 16's real models: segmentation, UNet, GRU, style transfer ------------------------
+
+class SegmentationLoss(torch.nn.Module):
+    """Wraps a torchvision segmentation model: (input, labels) -> (mean per-pixel
+    cross-entropy, logits); labels are (N, H, W) class indices."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, labels):
+        logits = self.model(x)["out"]
+        return F.cross_entropy(logits, labels), logits
+
+
+def segmentation(build, batch, size, classes=4):
+    """A builder: torchvision.models.segmentation.<build>(num_classes=classes),
+    no pretrained weights, on a (batch, 3, size, size) input with random labels."""
+    def make(gen):
+        model = SegmentationLoss(build(weights=None, weights_backbone=None, num_classes=classes))
+        x = torch.randn(batch, 3, size, size, generator=gen)
+        labels = torch.randint(0, classes, (batch, size, size), generator=gen)
+        return Reference(model, {"input": x, "labels": labels}, ["loss", "logits"], True)
+    return make
+
+
+def conv_block(cin, cout):
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(cin, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU(),
+        torch.nn.Conv2d(cout, cout, 3, padding=1), torch.nn.BatchNorm2d(cout), torch.nn.ReLU())
+
+
+class UNet(torch.nn.Module):
+    """A 3-level UNet: max-pool down, ConvTranspose up on one skip and bilinear
+    Resize on the other, skips joined by Concat, a per-pixel 1x1 head."""
+
+    def __init__(self, channels=3, classes=2, width=8):
+        super().__init__()
+        w = width
+        self.enc1, self.enc2, self.mid = conv_block(channels, w), conv_block(w, 2 * w), conv_block(2 * w, 4 * w)
+        self.up2 = torch.nn.ConvTranspose2d(4 * w, 2 * w, 2, stride=2)
+        self.dec2 = conv_block(4 * w, 2 * w)
+        self.reduce1 = torch.nn.Conv2d(2 * w, w, 1)
+        self.dec1 = conv_block(2 * w, w)
+        self.head = torch.nn.Conv2d(w, classes, 1)
+
+    def forward(self, x):
+        e1 = self.enc1(x)
+        e2 = self.enc2(F.max_pool2d(e1, 2))
+        m = self.mid(F.max_pool2d(e2, 2))
+        d2 = self.dec2(torch.cat([self.up2(m), e2], 1))
+        up = F.interpolate(self.reduce1(d2), scale_factor=2.0, mode="bilinear", align_corners=False)
+        return self.head(self.dec1(torch.cat([up, e1], 1)))
+
+
+class GRUModel(torch.nn.Module):
+    """A 2-layer bidirectional GRU over (seq, batch, features) with a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(input_size=16, hidden_size=24, num_layers=2, bidirectional=True)
+        self.head = torch.nn.Linear(48, 10)
+
+    def forward(self, x):
+        y, _ = self.gru(x)
+        return self.head(y)
+
+
+class StyleTransfer(torch.nn.Module):
+    """Johnson et al.'s image transformation net at a small width: reflection-
+    padded convolutions with InstanceNorm, residual blocks, nearest-neighbour
+    upsampling, one ConvTranspose up-step."""
+
+    def __init__(self, w=8):
+        super().__init__()
+
+        def conv(cin, cout, k, stride=1):
+            return torch.nn.Sequential(torch.nn.ReflectionPad2d(k // 2),
+                                       torch.nn.Conv2d(cin, cout, k, stride))
+
+        def norm_relu(c):
+            return torch.nn.Sequential(torch.nn.InstanceNorm2d(c, affine=True), torch.nn.ReLU())
+
+        self.down = torch.nn.Sequential(conv(3, w, 9), norm_relu(w), conv(w, 2 * w, 3, 2),
+                                        norm_relu(2 * w), conv(2 * w, 4 * w, 3, 2),
+                                        norm_relu(4 * w))
+        self.res = torch.nn.ModuleList(
+            torch.nn.Sequential(conv(4 * w, 4 * w, 3), torch.nn.InstanceNorm2d(4 * w, affine=True),
+                                torch.nn.ReLU(), conv(4 * w, 4 * w, 3),
+                                torch.nn.InstanceNorm2d(4 * w, affine=True)) for _ in range(2))
+        self.up1 = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="nearest"),
+                                       conv(4 * w, 2 * w, 3), norm_relu(2 * w))
+        self.up2 = torch.nn.Sequential(
+            torch.nn.ConvTranspose2d(2 * w, w, 3, stride=2, padding=1, output_padding=1),
+            norm_relu(w))
+        self.out = conv(w, 3, 9)
+
+    def forward(self, x):
+        y = self.down(x)
+        for block in self.res:
+            y = y + block(y)
+        return self.out(self.up2(self.up1(y)))
+
+
+def real_models():
+    seg = torchvision.models.segmentation
+    return {
+        "fcn_resnet50": segmentation(seg.fcn_resnet50, 2, 64),
+        "deeplabv3_mobilenet_v3_large": segmentation(seg.deeplabv3_mobilenet_v3_large, 4, 64),
+        "unet": random_inputs(UNet, (2, 3, 32, 32)),
+        "gru": random_inputs(GRUModel, (5, 3, 16)),
+        "style_transfer": random_inputs(StyleTransfer, (2, 3, 32, 32)),
+    }
+
+
 # --- Hugging Face transformers (4.30.2), random init from small configs -------------------
 
 def transformers_module():
@@ -285,7 +400,7 @@ def hf_models():
 
 
 def models():
-    return {**original_models(), **vision_models(), **hf_models()}
+    return {**original_models(), **vision_models(), **real_models(), **hf_models()}
 
 
 # --- Gradients ----------------------------------------------------------------------------

@@ -65,13 +65,29 @@ void gather_grad(GradBuilder& b) {
                       {{"axis", Attribute(axis)}, {"data_shape", Attribute(x)}}));
 }
 
-// Constant padding: the gradient is dY with the padding sliced off.
+// Constant padding: dY with the padding sliced off. Reflect, edge and wrap
+// read out[i0, i1, ...] = x[m0(i0), m1(i1), ...], a Gather per padded axis
+// with the index map m_a; the gradient undoes them last axis first, each a
+// GatherGrad (scatter-add) with the same map.
 void pad_grad(GradBuilder& b) {
   const ir::Shape x = b.shape(b.I(0));
   ir::PadMode mode = ir::pad_mode_from_string(b.node().attr_string("mode", "constant"));
-  if (mode != ir::PadMode::kConstant)
-    b.unsupported("Pad in mode " + b.node().attr_string("mode", ""));
   ir::PadSpec spec = ir::resolve_pads(x, const_ints(b, 1, "pads"), const_ints(b, 3, "axes"), mode);
+  if (mode != ir::PadMode::kConstant) {
+    ir::Shape data = b.shape(b.O(0));  // the shape before undoing axis a
+    std::string g = b.GO(0);
+    for (size_t a = x.size(); a-- > 0;) {
+      if (spec.begin[a] == 0 && spec.end[a] == 0) continue;
+      std::vector<int64_t> map(static_cast<size_t>(data[a]));
+      for (int64_t i = 0; i < data[a]; ++i)
+        map[static_cast<size_t>(i)] = ir::pad_source_index(i - spec.begin[a], x[a], mode);
+      data[a] = x[a];
+      g = b.emit1("GatherGrad", {g, b.ints(map)},
+                  {{"axis", Attribute(static_cast<int64_t>(a))}, {"data_shape", Attribute(data)}});
+    }
+    b.set_GI(0, g);
+    return;
+  }
   std::vector<int64_t> starts, ends;
   for (size_t a = 0; a < x.size(); ++a) {
     if (spec.begin[a] < 0 || spec.end[a] < 0) b.unsupported("Pad with negative pads (cropping)");

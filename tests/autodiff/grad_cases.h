@@ -269,6 +269,10 @@ inline std::vector<GradCase> shape_index_cases() {
       K("gather_embedding", "Gather", {P({6, 4}), IntsShaped({1, 5, 1, -1, 0, 2}, {2, 3})}),
       K("gather_axis1", "Gather", {P({3, 5}), IntsShaped({4, 0, 4}, {3})}, {{"axis", I(1)}}),
       K("pad", "Pad", {P({2, 3}), Ints({1, 0, 2, 1}), Scalar(0.5f)}),
+      // Pads wider than the axis reflect and wrap more than once; a negative pad crops.
+      K("pad_reflect", "Pad", {P({2, 3, 4}), Ints({0, 1, 2, 0, 2, -1})}, {{"mode", S("reflect")}}),
+      K("pad_edge", "Pad", {P({3, 4}), Ints({2, 0, 1, 3})}, {{"mode", S("edge")}}),
+      K("pad_wrap", "Pad", {P({2, 3}), Ints({1, 4, 0, 2})}, {{"mode", S("wrap")}}),
       K("reduce_sum", "ReduceSum", {P({2, 3, 4}), Ints({1})}, {{"keepdims", I(0)}}),
       K("reduce_sum_all", "ReduceSum", {P({2, 3})}),
       K("reduce_mean", "ReduceMean", {P({2, 3, 4})}, {{"axes", Is({0, 2})}}),

@@ -101,6 +101,22 @@ TEST(Folding, SliceClampsAndSteps) {
   EXPECT_FALSE(fold("Slice", {x, i64({0}), i64({3}), i64({0}), i64({0})})) << "zero step";
 }
 
+// PyTorch's ReflectionPad2d computes its pads through a Transpose of a constant.
+TEST(Folding, TransposeAnyPermutation) {
+  Tensor m = Tensor::from_i64({1, 2, 3, 4, 5, 6}, {2, 3});
+  auto t = fold("Transpose", {m});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->shape(), (ir::Shape{3, 2}));
+  EXPECT_EQ(t->to_i64(), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+  Tensor c = Tensor::from_f32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2});
+  auto p = fold("Transpose", {c}, {{"perm", ir::Attribute(std::vector<int64_t>{1, 2, 0})}});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->shape(), (ir::Shape{3, 2, 2}));
+  EXPECT_EQ(floats(*p), (std::vector<float>{0, 6, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11}));
+  EXPECT_FALSE(fold("Transpose", {c}, {{"perm", ir::Attribute(std::vector<int64_t>{0, 0, 1})}}))
+      << "a repeated axis";
+}
+
 TEST(Folding, Arithmetic) {
   auto sum = fold("Add", {Tensor::from_i64({10, 20}, {2, 1}), i64({1, 2, 3})});
   ASSERT_TRUE(sum);
