@@ -30,12 +30,12 @@
   X(Unsqueeze) X(Expand) X(Pad) X(Identity) X(Cast) X(CastLike) X(Where) X(Shape)        \
   X(Constant)                                                                             \
   X(ConstantOfShape) X(Range) X(Size) X(Trilu) X(Tile) X(GatherElements)                  \
-  X(ScatterElements) X(EyeLike) X(OneHot)                                                 \
+  X(ScatterElements) X(EyeLike) X(OneHot) X(GatherND) X(ScatterND)                        \
   /* reductions */                                                                        \
   X(ReduceMean) X(ReduceSum) X(ReduceMax) X(ReduceMin) X(ReduceProd) X(ReduceL1)         \
   X(ReduceL2) X(ReduceSumSquare) X(ReduceLogSum) X(ReduceLogSumExp)                       \
   /* scans along an axis */                                                               \
-  X(ArgMax) X(ArgMin) X(CumSum) X(Hardmax)                                                \
+  X(ArgMax) X(ArgMin) X(CumSum) X(Hardmax) X(TopK)                                        \
   /* recurrent */                                                                         \
   X(LSTM)                                                                                 \
   /* losses */                                                                            \

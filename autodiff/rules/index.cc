@@ -1,4 +1,5 @@
-// Gradients of Concat, Split, Slice, Gather, Pad, GatherElements and ScatterElements.
+// Gradients of Concat, Split, Slice, Gather, Pad, GatherElements, ScatterElements,
+// GatherND, ScatterND and TopK.
 #include "autodiff/grad_builder.h"
 #include "ir/ops/data_movement.h"
 
@@ -123,6 +124,40 @@ void scatter_elements_grad(GradBuilder& b) {
   }
 }
 
+// GatherND: dData = zeros with dY added at the addressed slices.
+void gather_nd_grad(GradBuilder& b) {
+  if (b.node().attr_int("batch_dims", 0) != 0) b.unsupported("GatherND with batch_dims");
+  const std::string zeros = b.emit1("ConstantOfShape", {b.ints(b.shape(b.I(0)))});
+  b.set_GI(0, b.emit1("ScatterND", {zeros, b.I(1), b.GO(0)},
+                      {{"reduction", Attribute(std::string("add"))}}));
+}
+
+// ScatterND (none or add): dUpdates = dY's addressed slices; dData = dY,
+// zeroed where `none` overwrote it.
+void scatter_nd_grad(GradBuilder& b) {
+  const std::string r = b.node().attr_string("reduction", "none");
+  if (r != "none" && r != "add") b.unsupported("ScatterND with reduction '" + r + "'");
+  if (b.wants(2)) b.set_GI(2, b.emit1("GatherND", {b.GO(0), b.I(1)}));
+  if (b.wants(0)) {
+    if (r == "add") {
+      b.set_GI(0, b.GO(0));
+    } else {
+      const std::string zeros = b.emit1("ConstantOfShape", {b.ints(b.shape(b.I(2)))});
+      b.set_GI(0, b.emit1("ScatterND", {b.GO(0), b.I(1), zeros}));
+    }
+  }
+}
+
+// TopK: dX = zeros with dValues put back at the chosen indices.
+void top_k_grad(GradBuilder& b) {
+  if (!b.has_GO(0)) return;
+  const std::string indices = b.ensure_output(1, "indices");
+  const std::string zeros = b.emit1("ConstantOfShape", {b.ints(b.shape(b.I(0)))});
+  b.set_GI(0, b.emit1("ScatterElements", {zeros, indices, b.GO(0)},
+                      {{"axis", Attribute(b.node().attr_int("axis", -1))},
+                       {"reduction", Attribute(std::string("add"))}}));
+}
+
 }  // namespace
 
 void register_index_rules(std::map<std::string, RuleEntry>& r) {
@@ -133,6 +168,9 @@ void register_index_rules(std::map<std::string, RuleEntry>& r) {
   r["Pad"] = {pad_grad};
   r["GatherElements"] = {gather_elements_grad};
   r["ScatterElements"] = {scatter_elements_grad};
+  r["TopK"] = {top_k_grad};
+  r["GatherND"] = {gather_nd_grad};
+  r["ScatterND"] = {scatter_nd_grad};
 }
 
 }  // namespace pipetrain::autodiff

@@ -1,5 +1,5 @@
-// Shared implementations of the scans along one axis: ArgMax / ArgMin and
-// CumSum. One functor call per (outer, inner) column walks the axis in
+// Shared implementations of the scans along one axis: ArgMax / ArgMin,
+// Hardmax, TopK and CumSum. One functor call per (outer, inner) column walks the axis in
 // order, so the result is the same wherever it runs.
 #pragma once
 
@@ -85,6 +85,65 @@ void hardmax_op(Exec& ex, DeviceOpArgs& a) {
   if (y.numel() == 0) return;
   const AxisView v = axis_view(x.shape, a.n().attr_int("axis", -1));
   ex.for_each(v.outer * v.inner, HardmaxColumn{x.data<float>(), y.data<float>(), v});
+}
+
+/// TopK of a column: output j is the element that comes j-th in the order
+/// (larger first, or smaller first; a NaN first among the largest and last
+/// among the smallest; equal values by lower index). Each output is the
+/// first element after output j-1 in that order, an O(n k) walk that needs
+/// no scratch, so one column is one thread anywhere.
+template <typename T>
+struct TopKColumn {
+  const T* x;
+  T* values;
+  int64_t* indices;
+  AxisView v;
+  int64_t k;
+  bool largest;
+  /// Whether (a, i) comes before (b, j).
+  PIPETRAIN_HD bool before(T a, int64_t i, T b, int64_t j) const {
+    const bool a_nan = a != a, b_nan = b != b;
+    if (a_nan || b_nan) {
+      if (a_nan && b_nan) return i < j;
+      return largest ? a_nan : b_nan;
+    }
+    if (a != b) return largest ? a > b : a < b;
+    return i < j;
+  }
+  PIPETRAIN_HD void operator()(int64_t c) const {
+    const int64_t o = c / v.inner, in = c - o * v.inner;
+    const T* col = x + o * v.n * v.inner + in;
+    const int64_t out0 = o * k * v.inner + in;
+    T prev{};
+    int64_t prev_i = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < v.n; ++e) {
+        const T val = col[e * v.inner];
+        if (prev_i >= 0 && !before(prev, prev_i, val, e)) continue;  // taken already
+        if (best < 0 || before(val, e, col[best * v.inner], best)) best = e;
+      }
+      prev = col[best * v.inner];
+      prev_i = best;
+      values[out0 + j * v.inner] = prev;
+      indices[out0 + j * v.inner] = best;
+    }
+  }
+};
+
+template <typename Exec>
+void top_k_op(Exec& ex, DeviceOpArgs& a) {
+  const DeviceTensor &x = a.in[0], &values = a.out[0], &indices = a.out[1];
+  if (values.numel() == 0) return;
+  const AxisView v = axis_view(x.shape, a.n().attr_int("axis", -1));
+  const int64_t k = a.host->in(1).to_i64().at(0);
+  const bool largest = a.n().attr_int("largest", 1) != 0;
+  with_storage(x.dtype, [&](auto tag) {
+    using T = std::decay_t<decltype(tag)>;
+    if constexpr (!std::is_same_v<T, uint8_t>)
+      ex.for_each(v.outer * v.inner, TopKColumn<T>{x.data<T>(), values.data<T>(),
+                                                    indices.data<int64_t>(), v, k, largest});
+  });
 }
 
 /// CumSum of a column, accumulated in acc_t (double for floats) in axis

@@ -183,6 +183,64 @@ OpSchema schema_ScatterElements() {
   return s;
 }
 
+/// GatherND / ScatterND indices: int64 with a static last dim k; returns k.
+int64_t nd_depth(InferContext& c, int64_t batch_dims) {
+  const Shape& data = c.shape(0);
+  const Shape& idx = c.shape(1);
+  if (c.dtype(1) != DType::kI64 && c.dtype(1) != DType::kI32)
+    c.fail(std::string("indices are ") + dtype_name(c.dtype(1)) + ", not integers");
+  if (idx.empty()) c.fail("indices are a scalar (the last axis holds the coordinates)");
+  const int64_t k = idx.back(), rank = static_cast<int64_t>(data.size());
+  if (batch_dims < 0 || batch_dims >= static_cast<int64_t>(idx.size()) || batch_dims >= rank)
+    c.fail("batch_dims " + std::to_string(batch_dims) + " for data " + shape_str(data) +
+           " and indices " + shape_str(idx));
+  if (k < 1 || k > rank - batch_dims)
+    c.fail("indices " + shape_str(idx) + " address " + std::to_string(k) + " axes of data " +
+           shape_str(data) + (batch_dims ? " after its batch axes" : ""));
+  for (int64_t d = 0; d < batch_dims; ++d)
+    if (idx[static_cast<size_t>(d)] != data[static_cast<size_t>(d)])
+      c.fail("batch axis " + std::to_string(d) + " differs: data " + shape_str(data) +
+             ", indices " + shape_str(idx));
+  return k;
+}
+
+/// Y[i..., :] = data[batch..., indices[i...], :]: the slices of data that
+/// the rows of indices address; shape indices[:-1] + data[batch_dims + k:].
+OpSchema schema_GatherND() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"batch_dims", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    const int64_t b = c.node().attr_int("batch_dims", 0);
+    const int64_t k = nd_depth(c, b);
+    Shape out(c.shape(1).begin(), c.shape(1).end() - 1);
+    out.insert(out.end(), c.shape(0).begin() + b + k, c.shape(0).end());
+    c.set_output(0, c.dtype(0), out);
+  };
+  return s;
+}
+
+/// Y = data with the slices the rows of indices address replaced by (or
+/// folded with) updates, of shape indices[:-1] + data[k:].
+OpSchema schema_ScatterND() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 3;
+  s.attrs = {{"reduction", AttrType::kString}};
+  s.infer = [](InferContext& c) {
+    const int64_t k = nd_depth(c, 0);
+    Shape want(c.shape(1).begin(), c.shape(1).end() - 1);
+    want.insert(want.end(), c.shape(0).begin() + k, c.shape(0).end());
+    if (c.shape(2) != want || c.dtype(2) != c.dtype(0))
+      c.fail("updates " + std::string(dtype_name(c.dtype(2))) + " " + shape_str(c.shape(2)) +
+             " are not " + dtype_name(c.dtype(0)) + " " + shape_str(want));
+    const std::string r = c.node().attr_string("reduction", "none");
+    if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
+      c.fail("unknown reduction '" + r + "' (none, add, mul, max, min)");
+    c.set_output(0, c.dtype(0), c.shape(0));
+  };
+  return s;
+}
+
 OpSchema schema_Pad() {
   OpSchema s;
   s.min_inputs = 2;

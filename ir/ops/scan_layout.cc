@@ -52,6 +52,35 @@ OpSchema schema_ArgMin() {
   return arg_extreme();
 }
 
+/// Values and int64 Indices of the k largest (or smallest) elements along
+/// `axis`, k a constant; ties keep the lower index first.
+OpSchema schema_TopK() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.min_outputs = s.max_outputs = 2;
+  s.attrs = {{"axis", AttrType::kInt}, {"largest", AttrType::kInt}, {"sorted", AttrType::kInt}};
+  s.infer = [](InferContext& c) {
+    Shape out = c.shape(0);
+    if (out.empty()) c.fail("input is a scalar: there is no axis to search");
+    if (c.dtype(0) == DType::kBool || c.dtype(0) == DType::kF16 || c.dtype(0) == DType::kBF16)
+      c.unsupported(std::string("TopK of ") + dtype_name(c.dtype(0)));
+    require_int_scalar(c, 1, "K");
+    const Tensor* k = c.constant(1);
+    if (!k) c.fail("K must be known at import time (static shapes only)");
+    const int64_t axis = with_node(c, [&] {
+      return normalize_axis(c.node().attr_int("axis", -1), static_cast<int64_t>(out.size()));
+    });
+    const int64_t kv = k->to_i64().at(0), n = out[static_cast<size_t>(axis)];
+    if (kv < 0 || kv > n)
+      c.fail("K = " + std::to_string(kv) + " is outside [0, " + std::to_string(n) + "] (axis " +
+             std::to_string(axis) + ")");
+    out[static_cast<size_t>(axis)] = kv;
+    c.set_output(0, c.dtype(0), out);
+    c.set_output(1, DType::kI64, out);
+  };
+  return s;
+}
+
 /// Y = running sums of X along the axis input; exclusive leaves the element
 /// itself out, reverse runs from the end.
 OpSchema schema_CumSum() {

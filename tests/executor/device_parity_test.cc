@@ -206,6 +206,19 @@ forward_cases() {
                               {}, on)[0]);
          return out;
        }},
+      {"TopK f32 with ties and NaN, largest and smallest, i32",
+       [=](auto* on) {
+         const Tensor t = f32({2, NAN, 2, -1, 5, 2, 0, 0}, {2, 4});
+         std::vector<Tensor> out;
+         for (int64_t largest : {0, 1})
+           for (Tensor v : run_op("TopK", {in(t), constant(i64({3}, {1}))},
+                                  {{"largest", Attribute(largest)}}, 2, false, 0, {}, on))
+             out.push_back(v);
+         for (Tensor v : run_op("TopK", {in(i32({4, 1, 4, 2, 9, 0}, {3, 2})), constant(i64({2}, {1}))},
+                                {{"axis", Attribute(int64_t{0})}}, 2, false, 0, {}, on))
+           out.push_back(v);
+         return out;
+       }},
       {"CumSum i32 Trilu bool Tile i64 Size",
        [=](auto* on) {
          auto out = run_op("CumSum", {in(i32({1, 2, 3, 4, 5, 6}, {2, 3})), in(i64({1}, {}))},
@@ -227,6 +240,16 @@ forward_cases() {
                      in(i32({7, -1, 9, 8}, {2, 2}))},
                     {{"axis", Attribute(int64_t{1})}, {"reduction", Attribute(std::string("max"))}},
                     1, false, 0, {}, on)[0]);
+         return out;
+       }},
+      {"GatherND i64 batch_dims ScatterND i32 mul with repeats",
+       [=](auto* on) {
+         auto out = run_op("GatherND", {in(a), in(i64({2, 0}, {2, 1}))},
+                           {{"batch_dims", Attribute(int64_t{1})}}, 1, false, 0, {}, on);
+         out.push_back(run_op("ScatterND",
+                              {in(i32({1, 2, 3, 4, 5, 6}, {3, 2})), in(i64({2, 0, 2}, {3, 1})),
+                               in(i32({7, -1, 9, 8, 3, 2}, {3, 2}))},
+                              {{"reduction", Attribute(std::string("mul"))}}, 1, false, 0, {}, on)[0]);
          return out;
        }},
       {"GreaterOrEqual LessOrEqual i64 CastLike Hardmax EyeLike OneHot",

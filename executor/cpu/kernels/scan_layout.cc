@@ -1,5 +1,5 @@
-// CPU kernels of ArgMax, ArgMin, CumSum, Trilu, Tile, GatherElements,
-// ScatterElements, Resize and ResizeGrad: the shared implementations
+// CPU kernels of ArgMax, ArgMin, TopK, CumSum, Trilu, Tile, GatherElements,
+// ScatterElements, GatherND, ScatterND, Resize and ResizeGrad: the shared implementations
 // (device/ops_scan.h, ops_layout.h, ops_scatter.h, ops_resize.h) run by the host
 // Exec, so every backend runs the same code for these.
 #include "executor/cpu/cpu_kernels.h"
@@ -28,6 +28,9 @@ CpuKernel kernel_ArgMax() {
 CpuKernel kernel_ArgMin() {
   return {shared_kernel<&device::arg_min_op<HostExec>>, kNumbers, 0};
 }
+CpuKernel kernel_TopK() {
+  return {shared_kernel<&device::top_k_op<HostExec>>, kNumbers, 0};
+}
 CpuKernel kernel_CumSum() {
   return {shared_kernel<&device::cum_sum_op<HostExec>>, kNumbers, 0};
 }
@@ -43,6 +46,15 @@ CpuKernel kernel_GatherElements() {
 }
 CpuKernel kernel_ScatterElements() {
   return {shared_kernel<&device::scatter_elements_op<HostExec>>,
+          {DType::kF32, DType::kI64, DType::kI32, DType::kBool},
+          0};
+}
+
+CpuKernel kernel_GatherND() {
+  return {shared_kernel<&device::gather_nd_op<HostExec>>, kAny, 0};
+}
+CpuKernel kernel_ScatterND() {
+  return {shared_kernel<&device::scatter_nd_op<HostExec>>,
           {DType::kF32, DType::kI64, DType::kI32, DType::kBool},
           0};
 }
