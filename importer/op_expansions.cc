@@ -138,6 +138,7 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"LpNormalization", {"ReduceL1 or ReduceL2, Div", lp_norm}},
       {"GlobalMaxPool", {"ReduceMax", global_max_pool}},
       {"GRU", {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
+      {"Einsum", {"Transpose, Reshape, MatMul, Mul, ReduceSum", detail::expand_einsum}},
       {"RNN", {"unrolled: MatMul, Add, Tanh, Slice, Concat", detail::expand_rnn}},
   };
   return ops;
