@@ -2,6 +2,8 @@
 // definition in the ONNX specification.
 #include "importer/op_expansions.h"
 
+#include <cmath>
+
 #include "importer/expansion_builder.h"
 
 namespace pipetrain::importer {
@@ -127,6 +129,145 @@ std::vector<ir::Node> global_max_pool(ir::Graph& g, const ir::Node& n, std::set<
   return std::move(b.nodes);
 }
 
+// y = x / (bias + alpha / size * sum of x^2 over `size` neighbouring
+// channels)^beta; the channel window sum is an AveragePool (zero padding
+// counted) over x^2 laid out as (N, 1, C, rest), so alpha / size * sum =
+// alpha * average.
+std::vector<ir::Node> lrn(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  if (x.size() < 2) b.fail("input " + ir::shape_str(x) + " has no channel axis");
+  const int64_t size = n.attr_int("size", 0);
+  if (size < 1) b.fail("size " + std::to_string(size) + " is not positive");
+  int64_t rest = 1;
+  for (size_t d = 2; d < x.size(); ++d) rest *= x[d];
+  const std::string sq = b.op("Mul", {n.inputs[0], n.inputs[0]});
+  const std::string planes = b.op("Reshape", {sq, b.ints({x[0], 1, x[1], rest})});
+  const std::string avg = b.op(
+      "AveragePool", {planes},
+      {{"kernel_shape", ir::Attribute(std::vector<int64_t>{size, 1})},
+       {"pads", ir::Attribute(std::vector<int64_t>{(size - 1) / 2, 0, size / 2, 0})},
+       {"count_include_pad", ir::Attribute(int64_t{1})}});
+  const std::string avg_x = b.op("Reshape", {avg, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  const std::string base = b.op("Add", {b.op("Mul", {avg_x, b.scalar(n.attr_float("alpha", 1e-4f))}),
+                                        b.scalar(n.attr_float("bias", 1.0f))});
+  b.op("Div", {n.inputs[0], b.op("Pow", {base, b.scalar(n.attr_float("beta", 0.75f))})}, {},
+       n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+/// The value of input i, which must be a constant: pipetrain's shapes are static.
+const ir::Tensor& constant_input(Builder& b, const ir::Node& n, size_t i, const char* what) {
+  b.shape(i);  // present
+  const ir::Tensor* v = b.graph().value(n.inputs[i]);
+  if (!v)
+    b.fail(std::string(what) + " '" + n.inputs[i] +
+           "' is not a constant: it decides the output shape (static shapes only)");
+  return *v;
+}
+
+// The slices along `axis` (or of the flattened input) where condition holds:
+// a Gather of the constant positions.
+std::vector<ir::Node> compress(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  const ir::Tensor& cond = constant_input(b, n, 1, "condition");
+  std::string input = n.inputs[0];
+  int64_t axis = 0, dim = ir::numel(x);
+  if (n.has_attr("axis")) {
+    const int64_t rank = static_cast<int64_t>(x.size());
+    axis = n.attr_int("axis", 0);
+    if (axis < -rank || axis >= rank)
+      b.fail("axis " + std::to_string(axis) + " is out of range for " + ir::shape_str(x));
+    if (axis < 0) axis += rank;
+    dim = x[static_cast<size_t>(axis)];
+  } else {
+    input = b.op("Reshape", {input, b.ints({dim})});
+  }
+  const std::vector<int64_t> c = cond.to_i64();
+  if (static_cast<int64_t>(c.size()) > dim)
+    b.fail("condition has " + std::to_string(c.size()) + " values for an axis of " +
+           std::to_string(dim));
+  std::vector<int64_t> keep;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (c[i] != 0) keep.push_back(static_cast<int64_t>(i));
+  b.op("Gather", {input, b.ints(keep)}, {{"axis", ir::Attribute(axis)}}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+// Each batch entry's first sequence_lens[b] steps reversed along time_axis:
+// a GatherElements along time whose index is t' = len - 1 - t inside the
+// length and t outside, spread over the other axes by Expand.
+std::vector<ir::Node> reverse_sequence(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  if (x.size() < 2) b.fail("input " + ir::shape_str(x) + " has rank below 2");
+  const int64_t time = n.attr_int("time_axis", 0), batch = n.attr_int("batch_axis", 1);
+  if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
+    b.fail("time_axis " + std::to_string(time) + " and batch_axis " + std::to_string(batch) +
+           " (one is 0, the other 1)");
+  const std::vector<int64_t> lens = constant_input(b, n, 1, "sequence_lens").to_i64();
+  const int64_t steps = x[static_cast<size_t>(time)], batches = x[static_cast<size_t>(batch)];
+  if (static_cast<int64_t>(lens.size()) != batches)
+    b.fail("sequence_lens has " + std::to_string(lens.size()) + " values for a batch of " +
+           std::to_string(batches));
+  ir::Shape idx_shape(x.size(), 1);
+  idx_shape[static_cast<size_t>(time)] = steps;
+  idx_shape[static_cast<size_t>(batch)] = batches;
+  std::vector<int64_t> idx(static_cast<size_t>(steps * batches));
+  for (int64_t s = 0; s < steps; ++s)
+    for (int64_t e = 0; e < batches; ++e) {
+      const int64_t len = lens[static_cast<size_t>(e)];
+      if (len < 0 || len > steps)
+        b.fail("sequence length " + std::to_string(len) + " is outside [0, " +
+               std::to_string(steps) + "]");
+      const int64_t at = time == 0 ? s * batches + e : e * steps + s;
+      idx[static_cast<size_t>(at)] = s < len ? len - 1 - s : s;
+    }
+  const std::string small = b.constant(ir::Tensor::from_i64(idx, idx_shape));
+  const std::string full = b.op("Expand", {small, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  b.op("GatherElements", {n.inputs[0], full}, {{"axis", ir::Attribute(time)}}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+// Scatter (opsets 9-10) is ScatterElements under its old name.
+std::vector<ir::Node> scatter(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  b.op("ScatterElements", n.inputs, {{"axis", ir::Attribute(n.attr_int("axis", 0))}},
+       n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+/// HannWindow, HammingWindow, BlackmanWindow: a constant of `size` values
+/// a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N = size (periodic) or size - 1.
+std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
+                             double a1, double a2) {
+  Builder b(g, n, t);
+  const std::vector<int64_t> size = constant_input(b, n, 0, "size").to_i64();
+  if (size.size() != 1 || size[0] < 0) b.fail("size must be one non-negative integer");
+  const int64_t dtype = n.attr_int("output_datatype", 1);
+  if (dtype != 1) b.fail("output_datatype " + std::to_string(dtype) + " (only float, 1)");
+  const double period =
+      static_cast<double>(n.attr_int("periodic", 1) != 0 ? size[0] : size[0] - 1);
+  constexpr double kPi = 3.14159265358979323846;
+  std::vector<float> w(static_cast<size_t>(size[0]));
+  for (int64_t k = 0; k < size[0]; ++k) {
+    const double x = period > 0 ? 2 * kPi * static_cast<double>(k) / period : 0;
+    w[static_cast<size_t>(k)] = static_cast<float>(a0 - a1 * std::cos(x) + a2 * std::cos(2 * x));
+  }
+  b.op("Identity", {b.constant(ir::Tensor::from_f32(w, {size[0]}))}, {}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+std::vector<ir::Node> hann(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  return window(g, n, t, 0.5, 0.5, 0);
+}
+std::vector<ir::Node> hamming(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  return window(g, n, t, 25.0 / 46.0, 21.0 / 46.0, 0);
+}
+std::vector<ir::Node> blackman(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  return window(g, n, t, 0.42, 0.5, 0.08);
+}
+
 }  // namespace
 
 const std::map<std::string, Expansion>& expanded_ops() {
@@ -137,6 +278,13 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"MeanVarianceNormalization", {"ReduceMean, Mul, Sub, Sqrt, Add, Div", mean_variance_norm}},
       {"LpNormalization", {"ReduceL1 or ReduceL2, Div", lp_norm}},
       {"GlobalMaxPool", {"ReduceMax", global_max_pool}},
+      {"LRN", {"Mul, Reshape, AveragePool, Add, Pow, Div", lrn}},
+      {"Compress", {"Gather (a constant condition)", compress}},
+      {"ReverseSequence", {"Expand, GatherElements (constant sequence_lens)", reverse_sequence}},
+      {"Scatter", {"ScatterElements (its later name)", scatter}},
+      {"HannWindow", {"a constant", hann}},
+      {"HammingWindow", {"a constant", hamming}},
+      {"BlackmanWindow", {"a constant", blackman}},
       {"GRU", {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
       {"Einsum", {"Transpose, Reshape, MatMul, Mul, ReduceSum", detail::expand_einsum}},
       {"RNN", {"unrolled: MatMul, Add, Tanh, Slice, Concat", detail::expand_rnn}},

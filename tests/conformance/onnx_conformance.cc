@@ -52,11 +52,20 @@ const std::set<std::string> kRandomCases = {
     "test_training_dropout_mask",
 };
 
-// Looser bounds, each with its reason. Empty so far.
-// ONNX's window functions written out in float32 ops (Range, Mul, Cos)
-// against references computed in float64: onnxruntime misses them by the same
-// 7e-5 (hannwindow_expanded); ONNX's own backend tests allow rtol 1e-3.
+// Looser bounds, each with its reason. The window functions' expected
+// outputs are themselves off the exact window by up to 5e-4 relative (ONNX
+// 1.12's hannwindow_symmetric is not even symmetric: 0.11697116 and
+// 0.11703071 where both are 0.11697778); pipetrain's windows are the exact
+// values rounded to float32 (tests/importer/window_test.cc), its expanded
+// float32 ops (Range, Mul, Cos) miss them by 7e-5 as onnxruntime does, and
+// ONNX's own backend tests allow rtol 1e-3.
 const std::map<std::string, std::pair<double, double>> kLooserTolerance = {
+    {"test_blackmanwindow", {1e-3, 1e-6}},
+    {"test_blackmanwindow_symmetric", {1e-3, 1e-6}},
+    {"test_hammingwindow", {1e-3, 1e-6}},
+    {"test_hammingwindow_symmetric", {1e-3, 1e-6}},
+    {"test_hannwindow", {1e-3, 1e-6}},
+    {"test_hannwindow_symmetric", {1e-3, 1e-6}},
     {"test_blackmanwindow_expanded", {1e-3, 1e-6}},
     {"test_blackmanwindow_symmetric_expanded", {1e-3, 1e-6}},
     {"test_hammingwindow_expanded", {1e-3, 1e-6}},
@@ -151,12 +160,15 @@ Outcome run_case(const fs::path& dir) {
   for (int i = 0; i < model.graph().input_size(); ++i)
     if (!inits.count(model.graph().input(i).name())) real_inputs.push_back(i);
 
-  // Float inputs that decide an output shape: Resize's roi (1) and scales (2).
+  // Float and bool inputs that decide an output shape: Resize's roi (1) and
+  // scales (2), Compress's condition (1).
   std::set<std::string> shape_floats;
-  for (const auto& node : model.graph().node())
+  for (const auto& node : model.graph().node()) {
     if (node.op_type() == "Resize")
       for (int k : {1, 2})
         if (node.input_size() > k) shape_floats.insert(node.input(k));
+    if (node.op_type() == "Compress" && node.input_size() > 1) shape_floats.insert(node.input(1));
+  }
 
   int case_count = 0;
   for (; fs::exists(dir / ("test_data_set_" + std::to_string(case_count))); ++case_count) {

@@ -239,6 +239,31 @@ g (float[1, 6, 2, 2] x) => (float[1, 1, 4, 4] y)
   EXPECT_NE(msg.find("6 channels do not split into blocks of 2 x 2"), std::string::npos) << msg;
 }
 
+// Operands that decide an expanded op's output shape must be constants.
+TEST(Importer, ExpandedOpsRefuseShapeDecidingInputs) {
+  auto msg = error_of<ModelError>([] {
+    import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[3, 2] x, bool[3] keep) => (float[2, 2] y)
+{
+  y = Compress <axis = 0> (x, keep)
+}
+)");
+  });
+  EXPECT_NE(msg.find("Compress"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("condition 'keep' is not a constant"), std::string::npos) << msg;
+  msg = error_of<ModelError>([] {
+    import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[4, 2] x, int64[2] lens) => (float[4, 2] y)
+{
+  y = ReverseSequence <time_axis = 0, batch_axis = 1> (x, lens)
+}
+)");
+  });
+  EXPECT_NE(msg.find("sequence_lens 'lens' is not a constant"), std::string::npos) << msg;
+}
+
 TEST(Importer, UnsupportedDtypeNamesTheTensor) {
   auto msg = error_of<UnsupportedOp>([] {
     import_text(R"(
