@@ -153,12 +153,13 @@ void save_trained_weights(const std::string& original, const ir::Graph& trained,
         trained.has_tensor(init.name()) ? &trained.tensor(init.name()) : nullptr;
     bool trainable = d && (d->role == ir::Role::kParam || d->role == ir::Role::kBuffer);
     const std::string name = init.name();  // tensor_to_proto clears the proto first
+    const int32_t file_dtype = init.data_type();  // float64 goes back as float64
     if (trainable && v) {
-      detail::tensor_to_proto(*v, name, &init);
+      detail::tensor_to_proto(*v, name, &init, file_dtype);
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      // Inline every tensor, so the written model stands on its own.
-      ir::Tensor t = detail::tensor_from_proto(init, base_dir, "initializer '" + name + "'");
-      detail::tensor_to_proto(t, name, &init);
+      // Inline every tensor, so the written model stands on its own: its
+      // bytes as stored (a float64 constant is not rounded to float32).
+      detail::inline_external_data(&init, base_dir, "initializer '" + name + "'");
     }
   }
   write_model_file(model, path);

@@ -23,8 +23,12 @@ constexpr int64_t kMaxTensorBytes = int64_t{1} << 34;
 
 /// Lower-case ONNX name of a TensorProto.DataType value ("double", "uint8").
 std::string onnx_dtype_name(int32_t onnx_type);
-/// Maps an ONNX element type; UnsupportedOp naming `what` and the dtype otherwise.
+/// Maps an ONNX element type; UnsupportedOp naming `what` and the dtype
+/// otherwise. float64 maps to f32: a float64 model is computed (and trained)
+/// in float32 and its weights are written back as float64.
 ir::DType checked_dtype(int32_t onnx_type, const std::string& what);
+/// The IR dtype of an ONNX element type as checked_dtype maps it, or kUndefined.
+ir::DType imported_dtype(int32_t onnx_type);
 /// Validates dims (non-negative, total size <= kMaxTensorBytes); ModelError naming `what`.
 ir::Shape checked_shape(const std::vector<int64_t>& dims, ir::DType dtype, const std::string& what);
 /// Decodes a TensorProto (raw_data, typed fields or external data relative
@@ -35,8 +39,13 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
 /// location is missing, absolute, or leads outside `base_dir`.
 std::string external_file(const onnx::TensorProto& proto, const std::string& base_dir,
                           const std::string& what);
-/// Encodes a tensor as raw_data.
-void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto);
+/// Encodes a tensor as raw_data; with `onnx_type` DOUBLE, an f32 tensor is
+/// widened back to the file's float64.
+void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto,
+                     int32_t onnx_type = 0);
+/// Replaces a tensor's external data by the same bytes as raw_data (dtype kept).
+void inline_external_data(onnx::TensorProto* proto, const std::string& base_dir,
+                          const std::string& what);
 /// Reads a whole file; ModelError "<path>: cannot read file" when it cannot.
 std::string read_file(const std::string& path);
 

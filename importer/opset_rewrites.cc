@@ -84,10 +84,30 @@ std::optional<std::vector<ir::Node>> rewrite_prelu(ir::Graph& g, const ir::Node&
   return std::vector<ir::Node>{reshape, prelu};
 }
 
+/// A dtype attribute naming float64 (Cast's `to`, EyeLike's `dtype`, the
+/// windows' `output_datatype`) names float32: float64 models run in float32.
+std::optional<std::vector<ir::Node>> rewrite_float64_attr(const ir::Node& n) {
+  for (const char* key : {"to", "dtype", "output_datatype"}) {
+    if (!n.has_attr(key) || ir::attr_type(n.attrs.at(key)) != ir::AttrType::kInt ||
+        n.attr_int(key, 0) != onnx::TensorProto::DOUBLE)
+      continue;
+    ir::Node wide = n;
+    wide.attrs[key] = ir::Attribute(static_cast<int64_t>(onnx::TensorProto::FLOAT));
+    return std::vector<ir::Node>{wide};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::Node& n,
                                                        std::set<std::string>& taken) {
+  if (auto narrowed = rewrite_float64_attr(n)) {
+    // Expansions (the windows) see the rewritten node.
+    if (auto it = expanded_ops().find(n.op_type); it != expanded_ops().end())
+      return it->second.expand(g, narrowed->front(), taken);
+    return narrowed;
+  }
   if (auto it = expanded_ops().find(n.op_type); it != expanded_ops().end())
     return it->second.expand(g, n, taken);
   if (g.opset < 13 &&

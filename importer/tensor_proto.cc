@@ -26,11 +26,17 @@ std::string onnx_dtype_name(int32_t onnx_type) {
   return name;
 }
 
+ir::DType imported_dtype(int32_t onnx_type) {
+  if (onnx_type == onnx::TensorProto::DOUBLE) return ir::DType::kF32;
+  return ir::dtype_from_onnx(onnx_type);
+}
+
 ir::DType checked_dtype(int32_t onnx_type, const std::string& what) {
-  ir::DType t = ir::dtype_from_onnx(onnx_type);
+  ir::DType t = imported_dtype(onnx_type);
   if (t == ir::DType::kUndefined)
     throw UnsupportedOp(what + " has dtype " + onnx_dtype_name(onnx_type) +
-                        ", which pipetrain does not support (f32, f16, bf16, i64, i32, bool)");
+                        ", which pipetrain does not support (f32, f16, bf16, i64, i32, bool; "
+                        "f64 is computed in f32)");
   return t;
 }
 
@@ -150,10 +156,43 @@ void check_count(const Field& field, int64_t n, const char* field_name, const st
 
 }  // namespace
 
+namespace {
+
+/// A float64 tensor read as float32 (rounded to nearest): raw_data, double_data or external.
+ir::Tensor f64_tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                                 const std::string& what, const ir::Shape& shape) {
+  const int64_t n = ir::numel(shape);
+  const size_t nbytes = static_cast<size_t>(n) * sizeof(double);
+  std::vector<double> wide(static_cast<size_t>(n));
+  if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    read_external(resolve_external(proto, base_dir, what, nbytes), what, nbytes, wide.data());
+  } else if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != nbytes)
+      throw ModelError(what + " has " + std::to_string(proto.raw_data().size()) +
+                       " bytes of raw_data, but its shape " + ir::shape_str(shape) + " needs " +
+                       std::to_string(nbytes));
+    if (nbytes) std::memcpy(wide.data(), proto.raw_data().data(), nbytes);
+  } else {
+    check_count(proto.double_data(), n, "double_data", what);
+    if (n) std::memcpy(wide.data(), proto.double_data().data(), nbytes);
+  }
+  ir::Tensor t(ir::DType::kF32, shape);
+  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(wide[static_cast<size_t>(i)]);
+  return t;
+}
+
+}  // namespace
+
 ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
                              const std::string& what) {
   if (proto.has_segment()) throw UnsupportedOp(what + " is a segmented tensor");
   ir::DType dtype = checked_dtype(proto.data_type(), what);
+  if (proto.data_type() == onnx::TensorProto::DOUBLE) {
+    std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+    // Sized as float64 for the limit: that is what the file holds.
+    checked_shape(dims, ir::DType::kI64, what);
+    return f64_tensor_from_proto(proto, base_dir, what, ir::Shape(dims.begin(), dims.end()));
+  }
   std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
   ir::Shape shape = checked_shape(dims, dtype, what);
   const int64_t n = ir::numel(shape);
@@ -211,9 +250,33 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
   return t;
 }
 
-void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto) {
+void inline_external_data(onnx::TensorProto* proto, const std::string& base_dir,
+                          const std::string& what) {
+  const ir::DType dtype = checked_dtype(proto->data_type(), what);
+  const size_t elem =
+      proto->data_type() == onnx::TensorProto::DOUBLE ? sizeof(double) : ir::dtype_size(dtype);
+  std::vector<int64_t> dims(proto->dims().begin(), proto->dims().end());
+  const size_t nbytes = static_cast<size_t>(ir::numel(checked_shape(dims, dtype, what))) * elem;
+  std::string bytes(nbytes, '\0');
+  read_external(resolve_external(*proto, base_dir, what, nbytes), what, nbytes, bytes.data());
+  proto->clear_external_data();
+  proto->set_data_location(onnx::TensorProto::DEFAULT);
+  proto->set_raw_data(std::move(bytes));
+}
+
+void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto,
+                     int32_t onnx_type) {
   proto->Clear();
   proto->set_name(name);
+  if (onnx_type == onnx::TensorProto::DOUBLE && t.dtype() == ir::DType::kF32) {
+    proto->set_data_type(onnx::TensorProto::DOUBLE);
+    for (int64_t d : t.shape()) proto->add_dims(d);
+    std::vector<double> wide(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) wide[static_cast<size_t>(i)] = t.data<float>()[i];
+    proto->set_raw_data(std::string(reinterpret_cast<const char*>(wide.data()),
+                                    wide.size() * sizeof(double)));
+    return;
+  }
   proto->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) proto->add_dims(d);
   proto->set_raw_data(t.nbytes() ? std::string(static_cast<const char*>(t.raw()), t.nbytes())

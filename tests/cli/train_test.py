@@ -104,6 +104,25 @@ class TrainTest(unittest.TestCase):
         x = np.random.default_rng(0).random((5, 64), dtype=np.float32)
         self.assert_same_forward_as_onnxruntime(trained, x)
 
+    def test_float64_model_trains_in_float32_and_is_written_back_as_float64(self):
+        model = onnx.load(self.zoo("mlp"))
+        for init in model.graph.initializer:
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
+                                                  init.name))
+        for vi in [*model.graph.input, *model.graph.output]:
+            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
+        wide = self.path("mlp64.onnx")
+        onnx.save(model, wide)
+        trained = self.train(wide, "--data", "digits", "--batch", 32, "--epochs", 1,
+                             "--optimizer", "sgd", "--lr", "0.05")
+        before, after = onnx.load(wide), onnx.load(trained)
+        for a, b in zip(before.graph.initializer, after.graph.initializer):
+            self.assertEqual(b.data_type, TensorProto.DOUBLE, b.name)
+            self.assertFalse(np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b)),
+                             b.name + " never moved")
+        x = np.random.default_rng(0).random((5, 64))
+        self.assert_same_forward_as_onnxruntime(trained, x)
+
     def test_batchnorm_running_statistics_are_trained_and_written(self):
         model = self.path("bn.onnx")
         bn_model(model)
