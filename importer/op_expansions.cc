@@ -238,6 +238,102 @@ std::vector<ir::Node> scatter(ir::Graph& g, const ir::Node& n, std::set<std::str
   return std::move(b.nodes);
 }
 
+// Upsample (opsets 7-9, deprecated) is Resize with asymmetric coordinates
+// (and floor rounding for nearest); its scales are an attribute before opset 9.
+std::vector<ir::Node> upsample(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const std::string mode = n.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "bilinear")
+    b.fail("mode '" + mode + "' (nearest or linear)");
+  std::string scales;
+  if (n.has_input(1)) {
+    scales = n.inputs[1];
+  } else {
+    const std::vector<float> s = n.attr_floats("scales");
+    if (s.size() != b.shape(0).size())
+      b.fail(std::to_string(s.size()) + " scales for a rank-" + std::to_string(b.shape(0).size()) +
+             " input");
+    scales = b.constant(ir::Tensor::from_f32(s, {static_cast<int64_t>(s.size())}));
+  }
+  b.op("Resize", {n.inputs[0], "", scales},
+       {{"mode", ir::Attribute(std::string(mode == "nearest" ? "nearest" : "linear"))},
+        {"coordinate_transformation_mode", ir::Attribute(std::string("asymmetric"))},
+        {"nearest_mode", ir::Attribute(std::string("floor"))}},
+       n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+// LpPool: (sum over the window of |x|^p)^(1/p), the window sum an
+// AveragePool (zero padding counted) times the window size.
+std::vector<ir::Node> lp_pool(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const int64_t p = n.attr_int("p", 2);
+  if (p < 1) b.fail("p = " + std::to_string(p) + " is not positive");
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  if (kernel.empty()) b.fail("kernel_shape is required");
+  int64_t window = 1;
+  for (int64_t k : kernel) window *= k;
+  std::map<std::string, ir::Attribute> attrs;
+  for (const char* key : {"kernel_shape", "strides", "pads", "auto_pad", "dilations", "ceil_mode"})
+    if (n.has_attr(key)) attrs[key] = n.attrs.at(key);
+  attrs["count_include_pad"] = ir::Attribute(int64_t{1});
+  const std::string x = n.inputs[0];
+  const std::string powered =
+      p == 1 ? b.op("Abs", {x})
+             : p == 2 ? b.op("Mul", {x, x})
+                      : b.op("Pow", {b.op("Abs", {x}), b.scalar(static_cast<float>(p))});
+  const std::string sum = b.op("Mul", {b.op("AveragePool", {powered}, attrs),
+                                       b.scalar(static_cast<float>(window))});
+  if (p == 1)
+    b.op("Identity", {sum}, {}, n.outputs[0]);
+  else if (p == 2)
+    b.op("Sqrt", {sum}, {}, n.outputs[0]);
+  else
+    b.op("Pow", {sum, b.scalar(1.0f / static_cast<float>(p))}, {}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
+// GroupNormalization (opset 18): statistics per (n, group) over the group's
+// channels and the spatial axes, then a per-channel scale and bias.
+std::vector<ir::Node> group_norm(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  if (x.size() < 3) b.fail("input " + ir::shape_str(x) + " has no spatial axes");
+  const int64_t groups = n.attr_int("num_groups", 0);
+  if (groups < 1 || x[1] % groups != 0)
+    b.fail("num_groups " + std::to_string(groups) + " does not divide " + std::to_string(x[1]) +
+           " channels");
+  for (size_t i : {1, 2})
+    if (b.shape(i) != ir::Shape{x[1]} && b.shape(i) != ir::Shape{groups})
+      b.fail("input " + std::to_string(i) + " " + ir::shape_str(b.shape(i)) + " is not (" +
+             std::to_string(x[1]) + ")");
+  int64_t rest = 1;
+  for (size_t d = 2; d < x.size(); ++d) rest *= x[d];
+  const ir::Attribute axes(std::vector<int64_t>{2}), keep(int64_t{1});
+  const std::string grouped =
+      b.op("Reshape", {n.inputs[0], b.ints({x[0], groups, x[1] / groups * rest})});
+  const std::string mean = b.op("ReduceMean", {grouped}, {{"axes", axes}, {"keepdims", keep}});
+  const std::string d = b.op("Sub", {grouped, mean});
+  const std::string var =
+      b.op("ReduceMean", {b.op("Mul", {d, d})}, {{"axes", axes}, {"keepdims", keep}});
+  const std::string normed = b.op(
+      "Div", {d, b.op("Sqrt", {b.op("Add", {var, b.scalar(n.attr_float("epsilon", 1e-5f))})})});
+  const std::string back = b.op("Reshape", {normed, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  ir::Shape per_channel(x.size() - 1, 1);
+  per_channel[0] = x[1];
+  auto channelwise = [&](size_t i) {
+    std::string v = n.inputs[i];
+    if (b.shape(i)[0] != x[1]) {  // opset 18's per-group form: each group's value to its channels
+      std::vector<int64_t> map;
+      for (int64_t c = 0; c < x[1]; ++c) map.push_back(c / (x[1] / groups));
+      v = b.op("Gather", {v, b.ints(map)});
+    }
+    return b.op("Reshape", {v, b.ints(per_channel)});
+  };
+  b.op("Add", {b.op("Mul", {back, channelwise(1)}), channelwise(2)}, {}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
 /// HannWindow, HammingWindow, BlackmanWindow: a constant of `size` values
 /// a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N = size (periodic) or size - 1.
 std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
@@ -279,6 +375,9 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"LpNormalization", {"ReduceL1 or ReduceL2, Div", lp_norm}},
       {"GlobalMaxPool", {"ReduceMax", global_max_pool}},
       {"LRN", {"Mul, Reshape, AveragePool, Add, Pow, Div", lrn}},
+      {"LpPool", {"Abs, Pow, AveragePool, Mul, Sqrt or Pow", lp_pool}},
+      {"GroupNormalization", {"Reshape, ReduceMean, Sub, Mul, Add, Sqrt, Div", group_norm}},
+      {"Upsample", {"Resize (asymmetric; floor for nearest)", upsample}},
       {"Compress", {"Gather (a constant condition)", compress}},
       {"ReverseSequence", {"Expand, GatherElements (constant sequence_lens)", reverse_sequence}},
       {"Scatter", {"ScatterElements (its later name)", scatter}},

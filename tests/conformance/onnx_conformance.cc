@@ -161,13 +161,14 @@ Outcome run_case(const fs::path& dir) {
     if (!inits.count(model.graph().input(i).name())) real_inputs.push_back(i);
 
   // Float and bool inputs that decide an output shape: Resize's roi (1) and
-  // scales (2), Compress's condition (1).
+  // scales (2), Upsample's scales (1), Compress's condition (1).
   std::set<std::string> shape_floats;
   for (const auto& node : model.graph().node()) {
     if (node.op_type() == "Resize")
       for (int k : {1, 2})
         if (node.input_size() > k) shape_floats.insert(node.input(k));
-    if (node.op_type() == "Compress" && node.input_size() > 1) shape_floats.insert(node.input(1));
+    if ((node.op_type() == "Compress" || node.op_type() == "Upsample") && node.input_size() > 1)
+      shape_floats.insert(node.input(1));
   }
 
   int case_count = 0;
