@@ -421,9 +421,10 @@ std::optional<ir::Tensor> evaluate(const ir::Node& n, const fold::Inputs& in) {
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal" || op == "Less" ||
       op == "Greater")
     return n.attrs.empty() ? fold::binary(op, in) : std::nullopt;
+  if ((op == "Max" || op == "Min") && in.size() == 2) return fold::binary(op, in);
   if (op == "Mod")  // "FMod": fold_math's name for fmod = 1
     return fold::binary(n.attr_int("fmod", 0) != 0 ? "FMod" : "Mod", in);
-  if (op == "Neg" || op == "Not" || op == "Abs")
+  if (op == "Neg" || op == "Not" || op == "Abs" || op == "Ceil" || op == "Floor" || op == "Relu")
     return n.attrs.empty() ? fold::unary(op, in) : std::nullopt;
   return std::nullopt;
 }

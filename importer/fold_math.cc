@@ -47,6 +47,8 @@ std::optional<int64_t> int_op(const std::string& op, int64_t a, int64_t b) {
   if (op == "Equal") return a == b;
   if (op == "Less") return a < b;
   if (op == "Greater") return a > b;
+  if (op == "Max") return std::max(a, b);
+  if (op == "Min") return std::min(a, b);
   if (op == "Mod" ||
       op == "FMod") {  // the kernels' ModOp: the divisor's sign, or with fmod the dividend's
     if (b == 0 || b == -1) return b == 0 ? std::nullopt : std::optional<int64_t>(0);
@@ -64,6 +66,10 @@ float float_op(const std::string& op, float a, float b) {
   if (op == "Div") return a / b;
   if (op == "Equal") return a == b;
   if (op == "Less") return a < b;
+  if (op == "Max" || op == "Min") {  // a NaN wins, as in the kernels
+    if (a != a || b != b) return a != a ? a : b;
+    return op == "Max" ? std::max(a, b) : std::min(a, b);
+  }
   if (op == "Mod" || op == "FMod") {
     float r = std::fmod(a, b);
     if (op == "Mod" && r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -113,11 +119,19 @@ Result unary(const std::string& op, const Inputs& in) {
   for (int64_t i = 0; i < x.numel(); ++i) {
     if (t == DType::kF32) {
       float v = x.data<float>()[i];
-      out->data<float>()[i] = op == "Neg" ? -v : std::fabs(v);
+      out->data<float>()[i] = op == "Neg"     ? -v
+                              : op == "Ceil"  ? std::ceil(v)
+                              : op == "Floor" ? std::floor(v)
+                              : op == "Relu"  ? (v > 0 ? v : (v != v ? v : 0.0f))
+                                              : std::fabs(v);
     } else if (t == DType::kBool) {
       out->data<uint8_t>()[i] = x.data<uint8_t>()[i] == 0;
     } else {
       int64_t v = get_int(x, i);
+      if (op == "Ceil" || op == "Floor" || op == "Relu") {  // integers: Relu clamps, the rest keep
+        if (!put_int(*out, i, op == "Relu" && v < 0 ? 0 : v)) return std::nullopt;
+        continue;
+      }
       if (v == std::numeric_limits<int64_t>::min() ||
           !put_int(*out, i, v < 0 || op == "Neg" ? -v : v))
         return std::nullopt;

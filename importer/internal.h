@@ -63,6 +63,18 @@ void check_ops_supported(const onnx::GraphProto& graph, const std::vector<std::s
 /// defined twice. Runs before libonnx sees the model: its converter crashes
 /// on dangling names.
 void check_structure(const onnx::GraphProto& graph, const std::vector<std::string>& names);
+/// The IR form of a node: inputs, outputs, attributes (a control-flow body
+/// as its serialized GraphProto, and what it reads from outside appended to
+/// the inputs). `n->name` is set by the caller.
+void fill_node(const onnx::NodeProto& np, const std::string& base_dir, ir::Node* n);
+/// The value of a Constant node.
+ir::Tensor constant_node_value(const onnx::NodeProto& n, const std::string& node_desc,
+                               const std::string& base_dir);
+/// A body graph serialized for an IR attribute, external tensors inlined.
+std::string serialized_subgraph(const onnx::GraphProto& body, const std::string& base_dir,
+                                const std::string& what);
+/// The names a node's bodies (at any depth) read but do not define.
+std::vector<std::string> outer_references(const onnx::NodeProto& n);
 /// Builds the graph: inputs with bound shapes, initializers and Constant nodes
 /// as values, nodes with their attributes. No shapes inferred yet.
 ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,

@@ -92,6 +92,55 @@ ir::Tensor bound_value(const onnx::ValueInfoProto& vi, ir::DType dtype, const ir
   return value;
 }
 
+}  // namespace
+
+// A control-flow body travels in the IR node as its serialized GraphProto
+// (control_flow.cc inlines it at import), with external tensors inlined,
+// since the model's directory is not known there.
+std::string serialized_subgraph(const onnx::GraphProto& body, const std::string& base_dir,
+                                const std::string& what) {
+  onnx::GraphProto copy = body;
+  for (auto& init : *copy.mutable_initializer())
+    if (init.data_location() == onnx::TensorProto::EXTERNAL)
+      inline_external_data(&init, base_dir, what + ": initializer '" + init.name() + "'");
+  std::string bytes;
+  copy.SerializeToString(&bytes);
+  return bytes;
+}
+
+void outer_references(const onnx::GraphProto& body, std::set<std::string>* defined,
+                      std::vector<std::string>* refs) {
+  for (const auto& in : body.input()) defined->insert(in.name());
+  for (const auto& init : body.initializer()) defined->insert(init.name());
+  for (const auto& n : body.node())
+    for (const auto& o : n.output()) defined->insert(o);
+  for (const auto& n : body.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !defined->count(in) &&
+          std::find(refs->begin(), refs->end(), in) == refs->end())
+        refs->push_back(in);
+    for (const auto& a : n.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH) outer_references(a.g(), defined, refs);
+    }
+  }
+  for (const auto& o : body.output())
+    if (!defined->count(o.name()) &&
+        std::find(refs->begin(), refs->end(), o.name()) == refs->end())
+      refs->push_back(o.name());
+}
+
+std::vector<std::string> outer_references(const onnx::NodeProto& n) {
+  std::vector<std::string> refs;
+  for (const auto& a : n.attribute()) {
+    if (a.type() != onnx::AttributeProto::GRAPH) continue;
+    std::set<std::string> defined;
+    outer_references(a.g(), &defined, &refs);
+  }
+  return refs;
+}
+
+namespace {
+
 ir::Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& node_desc,
                                 const std::string& base_dir) {
   using A = onnx::AttributeProto;
@@ -121,6 +170,7 @@ ir::Attribute convert_attribute(const onnx::AttributeProto& a, const std::string
     case A::INTS: return std::vector<int64_t>(a.ints().begin(), a.ints().end());
     case A::STRINGS: return std::vector<std::string>(a.strings().begin(), a.strings().end());
     case A::TENSOR: return tensor_from_proto(a.t(), base_dir, what);
+    case A::GRAPH: return serialized_subgraph(a.g(), base_dir, what);
     default: break;
   }
   std::string kind = A::AttributeType_IsValid(type) ? A::AttributeType_Name(type) : "unknown";
@@ -155,6 +205,27 @@ ir::Tensor constant_value(const onnx::NodeProto& n, const std::string& node_desc
 }
 
 }  // namespace
+
+void fill_node(const onnx::NodeProto& np, const std::string& base_dir, ir::Node* n) {
+  const std::string desc = n->describe();
+  n->inputs.assign(np.input().begin(), np.input().end());
+  n->outputs.assign(np.output().begin(), np.output().end());
+  for (const auto& a : np.attribute()) {
+    if (a.name().empty()) throw ModelError(desc + ": has an attribute without a name");
+    if (!a.ref_attr_name().empty())
+      throw UnsupportedOp(desc + ": attribute '" + a.name() + "' refers to a function attribute");
+    if (!n->attrs.emplace(a.name(), convert_attribute(a, desc, base_dir)).second)
+      throw ModelError(desc + ": attribute '" + a.name() + "' is given twice");
+  }
+  // What a body reads from outside becomes an input after the node's own,
+  // so that topological order runs its producers first.
+  for (const auto& ref : outer_references(np)) n->inputs.push_back(ref);
+}
+
+ir::Tensor constant_node_value(const onnx::NodeProto& n, const std::string& node_desc,
+                               const std::string& base_dir) {
+  return constant_value(n, node_desc, base_dir);
+}
 
 int64_t default_opset(const onnx::ModelProto& model) {
   int64_t opset = -1;
@@ -255,6 +326,7 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
   std::set<std::string> read, bn_stats;
   for (const auto& n : gp.node()) {
     for (const auto& in : n.input()) read.insert(in);
+    for (const auto& in : outer_references(n)) read.insert(in);
     if (n.op_type() == "BatchNormalization" && is_default_domain(n.domain()))
       for (int k = 3; k < 5 && k < n.input_size(); ++k) bn_stats.insert(n.input(k));
   }
@@ -320,15 +392,7 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
       g.set_value(np.output(0), constant_value(np, desc, base_dir), ir::Role::kConstant);
       continue;
     }
-    n.inputs.assign(np.input().begin(), np.input().end());
-    n.outputs.assign(np.output().begin(), np.output().end());
-    for (const auto& a : np.attribute()) {
-      if (a.name().empty()) throw ModelError(desc + ": has an attribute without a name");
-      if (!a.ref_attr_name().empty())
-        throw UnsupportedOp(desc + ": attribute '" + a.name() + "' refers to a function attribute");
-      if (!n.attrs.emplace(a.name(), convert_attribute(a, desc, base_dir)).second)
-        throw ModelError(desc + ": attribute '" + a.name() + "' is given twice");
-    }
+    fill_node(np, base_dir, &n);
     g.nodes.push_back(std::move(n));
   }
 

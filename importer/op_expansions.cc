@@ -386,6 +386,9 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"BlackmanWindow", {"a constant", blackman}},
       {"GRU", {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
       {"Einsum", {"Transpose, Reshape, MatMul, Mul, ReduceSum", detail::expand_einsum}},
+      {"If", {"the ops of the branch its constant condition takes", detail::expand_if}},
+      {"Loop", {"its body unrolled over a constant trip count", detail::expand_loop}},
+      {"Scan", {"its body unrolled over the scan length", detail::expand_scan}},
       {"RNN", {"unrolled: MatMul, Add, Tanh, Slice, Concat", detail::expand_rnn}},
   };
   return ops;

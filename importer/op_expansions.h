@@ -2,7 +2,9 @@
 // (their definitions in the ONNX specification are such expansions):
 // DepthToSpace, SpaceToDepth, InstanceNormalization, MeanVarianceNormalization,
 // LpNormalization, GlobalMaxPool, and GRU and RNN unrolled over their static
-// sequence length (rnn_expansions.cc), Einsum (einsum_expansion.cc). Gradients, device kernels and the
+// sequence length (rnn_expansions.cc), Einsum (einsum_expansion.cc), and
+// control flow with a constant condition or trip count: If, Loop, Scan
+// (control_flow.cc). Gradients, device kernels and the
 // partitioner then come from the ops they expand into.
 #pragma once
 
@@ -26,6 +28,9 @@ struct Expansion {
 namespace detail {
 std::vector<ir::Node> expand_gru(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 std::vector<ir::Node> expand_rnn(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_if(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 std::vector<ir::Node> expand_einsum(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 }  // namespace detail
 

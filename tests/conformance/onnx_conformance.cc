@@ -152,6 +152,10 @@ Outcome run_case(const fs::path& dir) {
   for (const auto& op : op_types(model))
     if (!ir::OpRegistry::instance().find(op) && !importer::expanded_ops().count(op))
       return {Verdict::kSkip, "op " + op + " is not supported"};
+  for (const auto* list : {&model.graph().input(), &model.graph().output()})
+    for (const auto& vi : *list)
+      if (!vi.type().has_tensor_type())
+        return {Verdict::kSkip, "a graph input or output is a sequence or optional"};
 
   // Inputs that are not initializers, in order; they pair with input_<i>.pb.
   std::set<std::string> inits;
