@@ -268,13 +268,32 @@ TEST(Importer, UnsupportedDtypeNamesTheTensor) {
   auto msg = error_of<UnsupportedOp>([] {
     import_text(R"(
 <ir_version: 8, opset_import: ["" : 17]>
-g (double[3] x) => (double[3] y)
+g (uint8[3] x) => (uint8[3] y)
 {
   y = Relu(x)
 }
 )");
   });
-  EXPECT_NE(msg.find("input 'x' has dtype double"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("input 'x' has dtype uint8"), std::string::npos) << msg;
+}
+
+// float64 runs as float32: inputs, outputs, initializers and Cast targets.
+TEST(Importer, Float64IsComputedInFloat32) {
+  ir::Graph g = import_text(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (double[3] x) => (double[3] y)
+<double[3] w = {0.5, 1.5, 2.5}>
+{
+  a = Mul(x, w)
+  b = Cast<to = 1>(a)
+  y = Cast<to = 11>(b)
+}
+)");
+  EXPECT_EQ(g.tensor("x").dtype, ir::DType::kF32);
+  EXPECT_EQ(g.tensor("y").dtype, ir::DType::kF32);
+  ASSERT_NE(g.value("w"), nullptr);
+  EXPECT_EQ(g.value("w")->dtype(), ir::DType::kF32);
+  EXPECT_EQ(g.value("w")->data<float>()[2], 2.5f);
 }
 
 TEST(Importer, UnnamedAndDuplicateNodesGetUniqueNames) {

@@ -89,13 +89,35 @@ TEST(TensorProto, HugeDimsAreRefusedBeforeAllocating) {
 
 TEST(TensorProto, UnsupportedDtypeIsNamed) {
   onnx::TensorProto d;
-  d.set_data_type(onnx::TensorProto::DOUBLE);
-  d.add_double_data(1.0);
+  d.set_data_type(onnx::TensorProto::INT8);
+  d.add_int32_data(1);
   auto msg = error_of<UnsupportedOp>([&] { tensor_from_proto(d, ".", "tensor 'd'"); });
-  EXPECT_NE(msg.find("tensor 'd' has dtype double"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor 'd' has dtype int8"), std::string::npos) << msg;
   d.set_data_type(onnx::TensorProto::UINT8);
   msg = error_of<UnsupportedOp>([&] { tensor_from_proto(d, ".", "u"); });
   EXPECT_NE(msg.find("uint8"), std::string::npos) << msg;
+}
+
+// float64 is read as float32 from double_data and raw_data, and written back as float64.
+TEST(TensorProto, Float64RoundsToFloat32AndWidensBack) {
+  onnx::TensorProto d;
+  d.set_data_type(onnx::TensorProto::DOUBLE);
+  d.add_dims(2);
+  d.add_double_data(0.1);
+  d.add_double_data(-3.0);
+  ir::Tensor t = tensor_from_proto(d, ".", "d");
+  EXPECT_EQ(t.dtype(), ir::DType::kF32);
+  EXPECT_EQ(t.data<float>()[0], 0.1f);
+  EXPECT_EQ(t.data<float>()[1], -3.0f);
+  onnx::TensorProto back;
+  importer::detail::tensor_to_proto(t, "d", &back, onnx::TensorProto::DOUBLE);
+  EXPECT_EQ(back.data_type(), onnx::TensorProto::DOUBLE);
+  ir::Tensor again = tensor_from_proto(back, ".", "back");  // raw_data this time
+  EXPECT_EQ(again.data<float>()[0], 0.1f);
+  EXPECT_EQ(again.data<float>()[1], -3.0f);
+  d.add_double_data(1.0);  // 3 values for 2 elements
+  auto msg = error_of<ModelError>([&] { tensor_from_proto(d, ".", "d"); });
+  EXPECT_NE(msg.find("double_data"), std::string::npos) << msg;
 }
 
 TEST(TensorProto, LoadsTestDataFilesWithTheirName) {
