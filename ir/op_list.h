@@ -22,7 +22,7 @@
   /* convolution and pooling */                                                           \
   X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool)                  \
   /* resampling */                                                                        \
-  X(Resize)                                                                               \
+  X(Resize) X(GridSample)                                                                 \
   /* normalisation and regularisation */                                                  \
   X(BatchNormalization) X(LayerNormalization) X(Dropout)                                  \
   /* shape and data movement */                                                           \
@@ -46,5 +46,5 @@
   X(ConvGrad) X(ConvTransposeGrad) X(MaxPoolGrad) X(AveragePoolGrad)                      \
   X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
   X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \
-  X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad)
+  X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad) X(GridSampleGrad)
 // clang-format on

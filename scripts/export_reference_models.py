@@ -248,6 +248,27 @@ class StyleTransfer(torch.nn.Module):
         return self.out(self.up2(self.up1(y)))
 
 
+class FlowWarp(torch.nn.Module):
+    """Warps its input by a flow a convolution predicts (optical-flow and
+    deformable-style): GridSample bilinear with border padding, then bicubic
+    with reflection padding and aligned corners, so gradients reach both the
+    image and the grid."""
+
+    def __init__(self, size=8):
+        super().__init__()
+        self.flow = torch.nn.Conv2d(3, 2, 3, padding=1)
+        self.head = torch.nn.Conv2d(3, 4, 3, padding=1)
+        ys, xs = torch.meshgrid(torch.linspace(-1, 1, size), torch.linspace(-1, 1, size),
+                                indexing="ij")
+        self.register_buffer("base", torch.stack([xs, ys], -1)[None])
+
+    def forward(self, x):
+        grid = self.base + 0.3 * torch.tanh(self.flow(x)).permute(0, 2, 3, 1)
+        y = F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
+        y = F.grid_sample(y, grid, mode="bicubic", padding_mode="reflection", align_corners=True)
+        return self.head(y)
+
+
 def real_models():
     seg = torchvision.models.segmentation
     return {
@@ -256,6 +277,7 @@ def real_models():
         "unet": random_inputs(UNet, (2, 3, 32, 32)),
         "gru": random_inputs(GRUModel, (5, 3, 16)),
         "style_transfer": random_inputs(StyleTransfer, (2, 3, 32, 32)),
+        "flow_warp": random_inputs(FlowWarp, (2, 3, 8, 8)),
     }
 
 

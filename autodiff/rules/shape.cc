@@ -179,6 +179,13 @@ void resize_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("ResizeGrad", in, attrs));
 }
 
+// GridSample: both gradients from one GridSampleGrad, each output only where wanted.
+void grid_sample_grad(GradBuilder& b) {
+  auto outs = b.emit("GridSampleGrad", {b.GO(0), b.I(0), b.I(1)}, 2, b.node().attrs);
+  for (size_t i = 0; i < 2; ++i)
+    if (b.wants(i)) b.set_GI(i, outs[i]);
+}
+
 }  // namespace
 
 void register_shape_rules(std::map<std::string, RuleEntry>& r) {
@@ -198,6 +205,7 @@ void register_shape_rules(std::map<std::string, RuleEntry>& r) {
   r["ReduceLogSumExp"] = {reduce_log_sum_exp_grad};
   r["Trilu"] = {trilu_grad};
   r["Resize"] = {resize_grad};
+  r["GridSample"] = {grid_sample_grad};
   r["Tile"] = {tile_grad};
   r["CumSum"] = {cum_sum_grad};
   for (const char* op : {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "ArgMax",

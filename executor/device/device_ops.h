@@ -11,6 +11,7 @@
 
 #include "executor/device/ops_conv.h"
 #include "executor/device/ops_elementwise.h"
+#include "executor/device/ops_grid_sample.h"
 #include "executor/device/ops_layout.h"
 #include "executor/device/ops_norm.h"
 #include "executor/device/ops_pool.h"
@@ -63,6 +64,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"ScatterND", &scatter_nd_op<Exec>},
       {"ArgMax", &arg_max_op<Exec>},
       {"TopK", &top_k_op<Exec>},
+      {"GridSample", &grid_sample_op<Exec>},
+      {"GridSampleGrad", &grid_sample_grad_op<Exec>},
       {"ArgMin", &arg_min_op<Exec>},
       {"CumSum", &cum_sum_op<Exec>},
       {"And", &binary_op<AndOp, Exec>},

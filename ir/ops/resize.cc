@@ -112,4 +112,47 @@ OpSchema schema_ResizeGrad() {
   return s;
 }
 
+/// Y[n, c, i, j] = X[n, c] sampled at grid[n, i, j] = (x, y) in [-1, 1]:
+/// 4-D X (N, C, H, W) and grid (N, Ho, Wo, 2), as torch's grid_sample.
+OpSchema schema_GridSample() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 2;
+  s.attrs = {{"align_corners", AttrType::kInt},
+             {"mode", AttrType::kString},
+             {"padding_mode", AttrType::kString}};
+  s.infer = [](InferContext& c) {
+    const Shape &x = c.shape(0), &grid = c.shape(1);
+    if (c.dtype(0) != DType::kF32 || c.dtype(1) != DType::kF32)
+      c.unsupported("GridSample of " + std::string(dtype_name(c.dtype(0))) + " (f32 only)");
+    if (x.size() != 4)
+      c.unsupported("input " + shape_str(x) + ": only 2-D sampling (N, C, H, W) is supported");
+    if (grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
+      c.fail("grid " + shape_str(grid) + " is not (" + std::to_string(x[0]) + ", Ho, Wo, 2)");
+    const std::string mode = c.node().attr_string("mode", "bilinear");
+    if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+      c.fail("mode '" + mode + "' (bilinear, nearest or bicubic)");
+    const std::string pad = c.node().attr_string("padding_mode", "zeros");
+    if (pad != "zeros" && pad != "border" && pad != "reflection")
+      c.fail("padding_mode '" + pad + "' (zeros, border or reflection)");
+    c.set_output(0, DType::kF32, {x[0], x[1], grid[1], grid[2]});
+  };
+  return s;
+}
+
+/// (dY, X, grid) -> (dX, dGrid); GridSample's attributes.
+OpSchema schema_GridSampleGrad() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 3;
+  s.min_outputs = 1;
+  s.max_outputs = 2;
+  s.attrs = schema_GridSample().attrs;
+  s.infer = [](InferContext& c) {
+    if (c.node().has_output(0)) c.set_output(0, DType::kF32, c.shape(1));
+    if (c.node().has_output(1)) c.set_output(1, DType::kF32, c.shape(2));
+  };
+  s.differentiable = false;
+  s.internal = true;
+  return s;
+}
+
 }  // namespace pipetrain::ir

@@ -21,7 +21,8 @@
 namespace pipetrain::test {
 
 // kHalf: (-0.5, 0.5) (asin, atanh away from their poles); kAboveOne: (1.2, 2.2) (acosh).
-enum class Gen { kUniform, kAwayFromZero, kPositive, kDistinct, kHalf, kAboveOne };
+// kGrid: GridSample coordinates, reaching past [-1, 1] into the padding.
+enum class Gen { kUniform, kAwayFromZero, kPositive, kDistinct, kHalf, kAboveOne, kGrid };
 
 struct Arg {
   ir::Tensor value;         // constant value, or the initial value of a param
@@ -44,6 +45,7 @@ inline ir::Tensor random_tensor(ir::Shape s, Gen gen, std::mt19937_64& rng) {
       case Gen::kDistinct: v = -1.0f + 2.0f * static_cast<float>(i) / static_cast<float>(n); break;
       case Gen::kHalf: v *= 0.5f; break;
       case Gen::kAboveOne: v = 1.7f + 0.5f * v; break;
+      case Gen::kGrid: v *= 1.3f; break;
     }
     p[i] = v;
   }

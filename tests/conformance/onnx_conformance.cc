@@ -59,7 +59,11 @@ const std::set<std::string> kRandomCases = {
 // values rounded to float32 (tests/importer/window_test.cc), its expanded
 // float32 ops (Range, Mul, Cos) miss them by 7e-5 as onnxruntime does, and
 // ONNX's own backend tests allow rtol 1e-3.
+// test_gridsample_bicubic's expected outputs are PyTorch's printed to 4
+// decimals (-0.1406 for -0.140625, which pipetrain and float64 PyTorch give):
+// atol 5e-5 is that rounding.
 const std::map<std::string, std::pair<double, double>> kLooserTolerance = {
+    {"test_gridsample_bicubic", {1e-4, 5e-5}},
     {"test_blackmanwindow", {1e-3, 1e-6}},
     {"test_blackmanwindow_symmetric", {1e-3, 1e-6}},
     {"test_hammingwindow", {1e-3, 1e-6}},

@@ -1,9 +1,11 @@
 // CPU kernels of ArgMax, ArgMin, TopK, CumSum, Trilu, Tile, GatherElements,
-// ScatterElements, GatherND, ScatterND, Resize and ResizeGrad: the shared implementations
+// ScatterElements, GatherND, ScatterND, Resize, ResizeGrad, GridSample and
+// GridSampleGrad: the shared implementations
 // (device/ops_scan.h, ops_layout.h, ops_scatter.h, ops_resize.h) run by the host
 // Exec, so every backend runs the same code for these.
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/shared_kernel.h"
+#include "executor/device/ops_grid_sample.h"
 #include "executor/device/ops_layout.h"
 #include "executor/device/ops_resize.h"
 #include "executor/device/ops_scan.h"
@@ -57,6 +59,13 @@ CpuKernel kernel_ScatterND() {
   return {shared_kernel<&device::scatter_nd_op<HostExec>>,
           {DType::kF32, DType::kI64, DType::kI32, DType::kBool},
           0};
+}
+
+CpuKernel kernel_GridSample() {
+  return {shared_kernel<&device::grid_sample_op<HostExec>>, {DType::kF32}, 0};
+}
+CpuKernel kernel_GridSampleGrad() {
+  return {shared_kernel<&device::grid_sample_grad_op<HostExec>>, {DType::kF32}, 0};
 }
 
 CpuKernel kernel_Hardmax() {
