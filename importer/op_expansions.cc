@@ -334,6 +334,62 @@ std::vector<ir::Node> group_norm(ir::Graph& g, const ir::Node& n, std::set<std::
   return std::move(b.nodes);
 }
 
+// MaxUnpool: zeros of the output shape with X written where MaxPool's
+// indices (flat over the whole output tensor) point: a ScatterElements over
+// the flattened tensors, whose gradient is a GatherElements of dY.
+std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  if (x.size() < 3) b.fail("input " + ir::shape_str(x) + " has no spatial axes");
+  if (b.shape(1) != x) b.fail("indices " + ir::shape_str(b.shape(1)) + " do not match X " + ir::shape_str(x));
+  // The shape the indices count in: the pooled input's, from the pool's geometry.
+  std::vector<int64_t> inferred;
+  {
+    const size_t k = x.size() - 2;
+    const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    if (kernel.size() != k) b.fail("kernel_shape has " + std::to_string(kernel.size()) + " values for " + std::to_string(k) + " spatial axes");
+    const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(k, 1));
+    const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+    if (strides.size() != k || pads.size() != 2 * k) b.fail("strides or pads do not match the spatial axes");
+    inferred = {x[0], x[1]};
+    for (size_t d = 0; d < k; ++d)
+      inferred.push_back((x[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + k]);
+  }
+  std::vector<int64_t> out = inferred;
+  if (n.has_input(2)) {
+    out = constant_input(b, n, 2, "output_shape").to_i64();
+    if (out.size() != x.size())
+      b.fail("output_shape has " + std::to_string(out.size()) + " dims for a rank-" +
+             std::to_string(x.size()) + " input");
+    for (size_t d = 0; d < out.size(); ++d)
+      if (out[d] < inferred[d] || (d < 2 && out[d] != inferred[d]))
+        b.fail("output_shape " + ir::shape_str(out) + " is smaller than the unpooled " +
+               ir::shape_str(inferred));
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  const std::string zeros = b.constant(ir::Tensor::from_f32(std::vector<float>(static_cast<size_t>(total), 0.f), {total}));
+  const std::string values = b.op("Reshape", {n.inputs[0], b.ints({ir::numel(x)})});
+  std::string where = b.op("Reshape", {n.inputs[1], b.ints({ir::numel(x)})});
+  if (out != inferred) {  // the same coordinates, counted in the larger output
+    std::string rest = where, moved;
+    for (size_t d = out.size(); d-- > 0;) {
+      const std::string dim = b.constant(ir::Tensor::from_i64({inferred[d]}, {}));
+      const std::string coord = d == 0 ? rest : b.op("Mod", {rest, dim});
+      int64_t stride = 1;
+      for (size_t e = d + 1; e < out.size(); ++e) stride *= out[e];
+      const std::string scaled =
+          b.op("Mul", {coord, b.constant(ir::Tensor::from_i64({stride}, {}))});
+      moved = moved.empty() ? scaled : b.op("Add", {moved, scaled});
+      if (d > 0) rest = b.op("Div", {rest, dim});
+    }
+    where = moved;
+  }
+  const std::string flat = b.op("ScatterElements", {zeros, where, values}, {{"axis", ir::Attribute(int64_t{0})}});
+  b.op("Reshape", {flat, b.ints(out)}, {}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
 /// HannWindow, HammingWindow, BlackmanWindow: a constant of `size` values
 /// a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N = size (periodic) or size - 1.
 std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
@@ -377,6 +433,7 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"LRN", {"Mul, Reshape, AveragePool, Add, Pow, Div", lrn}},
       {"LpPool", {"Abs, Pow, AveragePool, Mul, Sqrt or Pow", lp_pool}},
       {"GroupNormalization", {"Reshape, ReduceMean, Sub, Mul, Add, Sqrt, Div", group_norm}},
+      {"MaxUnpool", {"ScatterElements over the flattened output", max_unpool}},
       {"Upsample", {"Resize (asymmetric; floor for nearest)", upsample}},
       {"Compress", {"Gather (a constant condition)", compress}},
       {"ReverseSequence", {"Expand, GatherElements (constant sequence_lens)", reverse_sequence}},
