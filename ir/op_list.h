@@ -20,7 +20,7 @@
   /* linear algebra */                                                                    \
   X(Gemm) X(MatMul)                                                                       \
   /* convolution and pooling */                                                           \
-  X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool)                  \
+  X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(RoiAlign)      \
   /* resampling */                                                                        \
   X(Resize) X(GridSample)                                                                 \
   /* normalisation and regularisation */                                                  \
@@ -46,5 +46,6 @@
   X(ConvGrad) X(ConvTransposeGrad) X(MaxPoolGrad) X(AveragePoolGrad)                      \
   X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
   X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \
-  X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad) X(GridSampleGrad)
+  X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad) X(GridSampleGrad)                   \
+  X(RoiAlignGrad)
 // clang-format on

@@ -269,6 +269,28 @@ class FlowWarp(torch.nn.Module):
         return self.head(y)
 
 
+class RoiHead(torch.nn.Module):
+    """A detection head: a small convolutional backbone, torchvision's
+    roi_align (aligned, 2x2 sampling) over fixed boxes of both images, a
+    linear classifier per box."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                                            torch.nn.Conv2d(8, 8, 3, stride=2, padding=1))
+        self.register_buffer("boxes", torch.tensor([[0, 1.0, 2.0, 11.5, 9.0],
+                                                    [0, 4.2, 0.5, 15.0, 15.5],
+                                                    [1, -2.0, 3.0, 8.0, 12.5],
+                                                    [1, 6.0, 6.0, 9.5, 7.0]]))
+        self.classify = torch.nn.Linear(8 * 3 * 3, 5)
+
+    def forward(self, x):
+        features = self.backbone(x)
+        pooled = torchvision.ops.roi_align(features, self.boxes, (3, 3), spatial_scale=0.5,
+                                           sampling_ratio=2, aligned=True)
+        return self.classify(pooled.flatten(1))
+
+
 def real_models():
     seg = torchvision.models.segmentation
     return {
@@ -278,6 +300,7 @@ def real_models():
         "gru": random_inputs(GRUModel, (5, 3, 16)),
         "style_transfer": random_inputs(StyleTransfer, (2, 3, 32, 32)),
         "flow_warp": random_inputs(FlowWarp, (2, 3, 8, 8)),
+        "roi_head": random_inputs(RoiHead, (2, 3, 16, 16)),
     }
 
 

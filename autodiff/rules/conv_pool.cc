@@ -41,6 +41,15 @@ void global_average_pool_grad(GradBuilder& b) {
   b.set_GI(0, b.emit1("Expand", {scaled, b.ints(x)}));
 }
 
+// RoiAlign (average mode): dX from RoiAlignGrad. The rois' gradient is not
+// computed (as in torchvision: box coordinates come from data or a detector).
+void roi_align_grad(GradBuilder& b) {
+  if (b.node().attr_string("mode", "avg") != "avg") b.unsupported("RoiAlign in max mode");
+  if (b.wants(1)) b.unsupported("RoiAlign's rois (only the feature map has a gradient)");
+  if (!b.wants(0)) return;
+  b.set_GI(0, b.emit1("RoiAlignGrad", {b.GO(0), b.I(0), b.I(1), b.I(2)}, b.node().attrs));
+}
+
 }  // namespace
 
 void register_conv_pool_rules(std::map<std::string, RuleEntry>& r) {
@@ -49,6 +58,7 @@ void register_conv_pool_rules(std::map<std::string, RuleEntry>& r) {
   r["MaxPool"] = {max_pool_grad};
   r["AveragePool"] = {average_pool_grad};
   r["GlobalAveragePool"] = {global_average_pool_grad};
+  r["RoiAlign"] = {roi_align_grad};
 }
 
 }  // namespace pipetrain::autodiff

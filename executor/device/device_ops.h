@@ -17,6 +17,7 @@
 #include "executor/device/ops_pool.h"
 #include "executor/device/ops_reduce.h"
 #include "executor/device/ops_resize.h"
+#include "executor/device/ops_roi_align.h"
 #include "executor/device/ops_rnn.h"
 #include "executor/device/ops_scan.h"
 #include "executor/device/ops_scatter.h"
@@ -66,6 +67,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"TopK", &top_k_op<Exec>},
       {"GridSample", &grid_sample_op<Exec>},
       {"GridSampleGrad", &grid_sample_grad_op<Exec>},
+      {"RoiAlign", &roi_align_op<Exec>},
+      {"RoiAlignGrad", &roi_align_grad_op<Exec>},
       {"ArgMin", &arg_min_op<Exec>},
       {"CumSum", &cum_sum_op<Exec>},
       {"And", &binary_op<AndOp, Exec>},

@@ -77,4 +77,45 @@ OpSchema schema_GlobalAveragePool() {
   return s;
 }
 
+/// Y[r, c] = the (output_height, output_width) bins of roi r = (x1, y1, x2,
+/// y2) over image batch_indices[r] of X, each the average (or max) of
+/// bilinear samples.
+OpSchema schema_RoiAlign() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 3;
+  s.attrs = {{"coordinate_transformation_mode", AttrType::kString}, {"mode", AttrType::kString},
+             {"output_height", AttrType::kInt}, {"output_width", AttrType::kInt},
+             {"sampling_ratio", AttrType::kInt}, {"spatial_scale", AttrType::kFloat}};
+  s.infer = [](InferContext& c) {
+    const Shape &x = c.shape(0), &rois = c.shape(1), &b = c.shape(2);
+    if (c.dtype(0) != DType::kF32 || c.dtype(1) != DType::kF32)
+      c.unsupported("RoiAlign of " + std::string(dtype_name(c.dtype(0))) + " (f32 only)");
+    if (x.size() != 4) c.fail("input " + shape_str(x) + " is not (N, C, H, W)");
+    if (rois.size() != 2 || rois[1] != 4) c.fail("rois " + shape_str(rois) + " is not (R, 4)");
+    if (b != Shape{rois[0]} || (c.dtype(2) != DType::kI64 && c.dtype(2) != DType::kI32))
+      c.fail("batch_indices " + std::string(dtype_name(c.dtype(2))) + " " + shape_str(b) +
+             " are not " + std::to_string(rois[0]) + " integers");
+    const std::string mode = c.node().attr_string("mode", "avg");
+    if (mode != "avg" && mode != "max") c.fail("mode '" + mode + "' (avg or max)");
+    const std::string ct = c.node().attr_string("coordinate_transformation_mode", "half_pixel");
+    if (ct != "half_pixel" && ct != "output_half_pixel")
+      c.fail("coordinate_transformation_mode '" + ct + "' (half_pixel or output_half_pixel)");
+    const int64_t oh = c.node().attr_int("output_height", 1), ow = c.node().attr_int("output_width", 1);
+    if (oh < 1 || ow < 1) c.fail("output size " + std::to_string(oh) + "x" + std::to_string(ow));
+    c.set_output(0, DType::kF32, {rois[0], x[1], oh, ow});
+  };
+  return s;
+}
+
+/// (dY, X, rois, batch_indices) -> dX; RoiAlign's attributes.
+OpSchema schema_RoiAlignGrad() {
+  OpSchema s;
+  s.min_inputs = s.max_inputs = 4;
+  s.attrs = schema_RoiAlign().attrs;
+  s.infer = [](InferContext& c) { c.set_output(0, DType::kF32, c.shape(1)); };
+  s.differentiable = false;
+  s.internal = true;
+  return s;
+}
+
 }  // namespace pipetrain::ir

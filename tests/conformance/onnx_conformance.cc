@@ -64,6 +64,11 @@ const std::set<std::string> kRandomCases = {
 // atol 5e-5 is that rounding.
 const std::map<std::string, std::pair<double, double>> kLooserTolerance = {
     {"test_gridsample_bicubic", {1e-4, 5e-5}},
+    // The RoiAlign cases' expected outputs are 4-decimal roundings of a float32
+    // implementation: 8.4e-5 from torchvision's float64 roi_align, which
+    // pipetrain matches within 3.2e-7 (and the PyTorch reference's roi_head).
+    {"test_roialign_aligned_false", {1e-4, 1e-4}},
+    {"test_roialign_aligned_true", {1e-4, 1e-4}},
     {"test_blackmanwindow", {1e-3, 1e-6}},
     {"test_blackmanwindow_symmetric", {1e-3, 1e-6}},
     {"test_hammingwindow", {1e-3, 1e-6}},

@@ -1,6 +1,6 @@
 // CPU kernels of ArgMax, ArgMin, TopK, CumSum, Trilu, Tile, GatherElements,
 // ScatterElements, GatherND, ScatterND, Resize, ResizeGrad, GridSample and
-// GridSampleGrad: the shared implementations
+// GridSampleGrad, RoiAlign and RoiAlignGrad: the shared implementations
 // (device/ops_scan.h, ops_layout.h, ops_scatter.h, ops_resize.h) run by the host
 // Exec, so every backend runs the same code for these.
 #include "executor/cpu/cpu_kernels.h"
@@ -8,6 +8,7 @@
 #include "executor/device/ops_grid_sample.h"
 #include "executor/device/ops_layout.h"
 #include "executor/device/ops_resize.h"
+#include "executor/device/ops_roi_align.h"
 #include "executor/device/ops_scan.h"
 #include "executor/device/ops_scatter.h"
 
@@ -66,6 +67,13 @@ CpuKernel kernel_GridSample() {
 }
 CpuKernel kernel_GridSampleGrad() {
   return {shared_kernel<&device::grid_sample_grad_op<HostExec>>, {DType::kF32}, 0};
+}
+
+CpuKernel kernel_RoiAlign() {
+  return {shared_kernel<&device::roi_align_op<HostExec>>, {DType::kF32}, 0};
+}
+CpuKernel kernel_RoiAlignGrad() {
+  return {shared_kernel<&device::roi_align_grad_op<HostExec>>, {DType::kF32}, 0};
 }
 
 CpuKernel kernel_Hardmax() {
