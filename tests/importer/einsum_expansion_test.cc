@@ -16,16 +16,9 @@
 namespace pipetrain {
 namespace {
 
-using test::error_of;
+using test::filled;
 
-ir::Tensor filled(ir::Shape shape, uint32_t seed) {
-  ir::Tensor t(ir::DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    t.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) - 0.5f;
-  }
-  return t;
-}
+using test::error_of;
 
 std::string dims(const ir::Shape& s) {
   std::string out;

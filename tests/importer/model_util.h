@@ -45,6 +45,16 @@ inline ir::Graph import_text(const std::string& text, const importer::ImportOpti
   return import_proto(parse_model(text), options);
 }
 
+/// A float32 tensor of reproducible values in [-0.5, 0.5) (an LCG from `seed`).
+inline ir::Tensor filled(ir::Shape shape, uint32_t seed) {
+  ir::Tensor t(ir::DType::kF32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    t.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+  return t;
+}
+
 /// The message of the exception `f` throws as E, or "" if it throws nothing.
 template <typename E, typename F>
 std::string error_of(F&& f) {

@@ -12,14 +12,7 @@
 namespace pipetrain {
 namespace {
 
-ir::Tensor filled(ir::Shape shape, uint32_t seed) {
-  ir::Tensor t(ir::DType::kF32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    t.data<float>()[i] = static_cast<float>(seed >> 8) / static_cast<float>(1u << 24) - 0.5f;
-  }
-  return t;
-}
+using test::filled;
 
 ir::Tensor run1(const std::string& text, std::map<std::string, ir::Tensor> feeds) {
   ir::Graph g = test::import_text(text);
