@@ -2,7 +2,9 @@
 // definition in the ONNX specification.
 #include "importer/op_expansions.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "importer/expansion_builder.h"
 
@@ -390,6 +392,50 @@ std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::
   return std::move(b.nodes);
 }
 
+// Det of matrices up to 4 x 4 as the Leibniz sum over permutations:
+// det = sum over s of sign(s) prod_i A[i, s(i)], the products as a chain of
+// Muls (a ReduceProd's gradient would divide by zero entries).
+std::vector<ir::Node> det(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+    b.fail("input " + ir::shape_str(x) + " is not a (batch of) square matrices");
+  const int64_t m = x.back();
+  if (m < 1 || m > 4)
+    b.fail(std::to_string(m) + " x " + std::to_string(m) +
+           " matrices: Det is expanded into its Leibniz sum, for sizes 1 to 4");
+  std::vector<int64_t> perm(static_cast<size_t>(m)), index;
+  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<float> sign;
+  do {
+    int inversions = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = i + 1; j < m; ++j) inversions += perm[i] > perm[j];
+    sign.push_back(inversions % 2 ? -1.f : 1.f);
+    for (int64_t i = 0; i < m; ++i) index.push_back(i * m + perm[i]);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  const int64_t terms = static_cast<int64_t>(sign.size());
+  std::vector<int64_t> flat(x.begin(), x.end() - 2);
+  flat.push_back(m * m);
+  const int64_t last = static_cast<int64_t>(flat.size()) - 1;
+  const std::string rows = b.op("Reshape", {n.inputs[0], b.ints(flat)});
+  // (..., terms, m): entry i of each term's product
+  const std::string picked = b.op("Gather", {rows, b.constant(ir::Tensor::from_i64(index, {terms, m}))},
+                                  {{"axis", ir::Attribute(last)}});
+  std::string product;
+  for (int64_t i = 0; i < m; ++i) {
+    const std::string factor = b.op(
+        "Squeeze", {b.op("Slice", {picked, b.ints({i}), b.ints({i + 1}), b.ints({last + 1})}),
+                    b.ints({last + 1})});
+    product = i == 0 ? factor : b.op("Mul", {product, factor});
+  }
+  const std::string signed_terms =
+      b.op("Mul", {product, b.constant(ir::Tensor::from_f32(sign, {terms}))});
+  b.op("ReduceSum", {signed_terms, b.ints({last})}, {{"keepdims", ir::Attribute(int64_t{0})}},
+       n.outputs[0]);
+  return std::move(b.nodes);
+}
+
 /// HannWindow, HammingWindow, BlackmanWindow: a constant of `size` values
 /// a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N = size (periodic) or size - 1.
 std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
@@ -433,6 +479,7 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"LRN", {"Mul, Reshape, AveragePool, Add, Pow, Div", lrn}},
       {"LpPool", {"Abs, Pow, AveragePool, Mul, Sqrt or Pow", lp_pool}},
       {"GroupNormalization", {"Reshape, ReduceMean, Sub, Mul, Add, Sqrt, Div", group_norm}},
+      {"Det", {"Reshape, Gather, Slice, Mul, ReduceSum (the Leibniz sum, up to 4 x 4)", det}},
       {"MaxUnpool", {"ScatterElements over the flattened output", max_unpool}},
       {"Upsample", {"Resize (asymmetric; floor for nearest)", upsample}},
       {"Compress", {"Gather (a constant condition)", compress}},

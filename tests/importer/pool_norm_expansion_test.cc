@@ -1,6 +1,6 @@
-// LpPool and GroupNormalization, expanded at import, against naive loops in
-// double (ONNX 1.12's node tests have neither; PyTorch exports neither as
-// these ops).
+// LpPool, GroupNormalization and Det (3 x 3 and 4 x 4), expanded at import,
+// against naive loops in double (ONNX 1.12's node tests have none of these
+// forms; PyTorch exports none of them as these ops).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -78,6 +78,45 @@ g (float[2, 6, 2, 2] x, float[6] s, float[6] b) => (float[2, 6, 2, 2] y)
             << "n " << i << " group " << gr << " k " << k;
       }
     }
+}
+
+/// The determinant by Gaussian elimination with partial pivoting, in double.
+double lu_det(std::vector<double> a, int64_t m) {
+  double det = 1;
+  for (int64_t k = 0; k < m; ++k) {
+    int64_t p = k;
+    for (int64_t i = k + 1; i < m; ++i)
+      if (std::abs(a[i * m + k]) > std::abs(a[p * m + k])) p = i;
+    if (p != k) {
+      for (int64_t j = 0; j < m; ++j) std::swap(a[k * m + j], a[p * m + j]);
+      det = -det;
+    }
+    det *= a[k * m + k];
+    for (int64_t i = k + 1; i < m; ++i) {
+      const double f = a[i * m + k] / a[k * m + k];
+      for (int64_t j = k; j < m; ++j) a[i * m + j] -= f * a[k * m + j];
+    }
+  }
+  return det;
+}
+
+TEST(PoolNormExpansion, DetMatchesEliminationForEachMatrix) {
+  for (int64_t m : {3, 4}) {
+    const ir::Tensor x = filled({2, m, m}, static_cast<uint32_t>(m));
+    const std::string dims = "2, " + std::to_string(m) + ", " + std::to_string(m);
+    const ir::Tensor y = run1(R"(
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[)" + dims + R"(] x) => (float[2] y)
+{
+  y = Det(x)
+}
+)",
+                              {{"x", x}});
+    for (int64_t b = 0; b < 2; ++b) {
+      std::vector<double> a(x.data<float>() + b * m * m, x.data<float>() + (b + 1) * m * m);
+      EXPECT_NEAR(y.data<float>()[b], lu_det(a, m), 1e-6) << m << "x" << m << " matrix " << b;
+    }
+  }
 }
 
 }  // namespace
