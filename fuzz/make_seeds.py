@@ -129,7 +129,10 @@ def main(out):
     # The importer: small models of ONNX's node tests.
     for t in ["test_relu", "test_add_bcast", "test_conv_with_strides_padding",
               "test_reshape_extended_dims", "test_lstm_defaults", "test_gemm_default_no_bias",
-              "test_slice", "test_softmax_axis_1", "test_maxpool_2d_pads"]:
+              "test_slice", "test_softmax_axis_1", "test_maxpool_2d_pads",
+              # bodies (If, Loop, Scan) and the expansions' attribute handling
+              "test_if", "test_loop11", "test_scan9_sum", "test_gru_defaults",
+              "test_einsum_batch_matmul", "test_resize_upsample_scales_linear"]:
         src = os.path.join(ONNX_TESTS, t, "model.onnx")
         if os.path.exists(src):
             os.makedirs(os.path.join(out, "importer_fuzzer"), exist_ok=True)

@@ -165,6 +165,9 @@ std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std:
     b.fail("its body has " + std::to_string(body.input_size()) + " inputs and " +
            std::to_string(body.output_size()) + " outputs");
   const size_t carried = static_cast<size_t>(body.input_size() - 2);
+  if (n.inputs.size() < 2 + carried)
+    b.fail("has " + std::to_string(n.inputs.size()) + " inputs for " + std::to_string(carried) +
+           " loop-carried values");
   const size_t scans = static_cast<size_t>(body.output_size()) - 1 - carried;
   int64_t trips = -1;
   if (n.has_input(0)) {
@@ -240,6 +243,9 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
   }
   if (length == 0 && k_out > 0) b.fail("scans an empty sequence, so its outputs have no static shape");
   check_unrolled_size(b, length, body);
+  if (static_cast<int64_t>(n.inputs.size()) < states + m)
+    b.fail("has " + std::to_string(n.inputs.size()) + " inputs for " + std::to_string(states) +
+           " states and " + std::to_string(m) + " scan inputs");
   std::vector<std::string> state(n.inputs.begin(), n.inputs.begin() + states);
   std::vector<std::vector<std::string>> outs_by_k(static_cast<size_t>(k_out));
   for (int64_t t = 0; t < length; ++t) {
@@ -255,10 +261,11 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
     for (int64_t k = 0; k < k_out; ++k) outs_by_k[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(states + k)]);
   }
   for (int64_t i = 0; i < states; ++i)
-    if (!n.outputs[static_cast<size_t>(i)].empty()) b.op("Identity", {state[static_cast<size_t>(i)]}, {}, n.outputs[static_cast<size_t>(i)]);
+    if (n.has_output(static_cast<size_t>(i)))
+      b.op("Identity", {state[static_cast<size_t>(i)]}, {}, n.outputs[static_cast<size_t>(i)]);
   for (int64_t k = 0; k < k_out; ++k) {
+    if (!n.has_output(static_cast<size_t>(states + k))) continue;
     const std::string& out = n.outputs[static_cast<size_t>(states + k)];
-    if (out.empty()) continue;
     auto parts = outs_by_k[static_cast<size_t>(k)];
     if (out_dirs[static_cast<size_t>(k)]) std::reverse(parts.begin(), parts.end());
     int64_t axis = out_axes[static_cast<size_t>(k)];
