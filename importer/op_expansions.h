@@ -4,7 +4,7 @@
 // LpNormalization, GlobalMaxPool, and GRU and RNN unrolled over their static
 // sequence length (rnn_expansions.cc), Einsum (einsum_expansion.cc), and
 // control flow with a constant condition or trip count: If, Loop, Scan
-// (control_flow.cc). Gradients, device kernels and the
+// (control_flow.cc), DFT, STFT and MelWeightMatrix (spectral_expansions.cc). Gradients, device kernels and the
 // partitioner then come from the ops they expand into.
 #pragma once
 
@@ -31,6 +31,10 @@ std::vector<ir::Node> expand_rnn(ir::Graph& g, const ir::Node& n, std::set<std::
 std::vector<ir::Node> expand_if(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_dft(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_mel_weight_matrix(ir::Graph& g, const ir::Node& n,
+                                               std::set<std::string>& taken);
 std::vector<ir::Node> expand_einsum(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 }  // namespace detail
 
