@@ -56,16 +56,19 @@ std::vector<std::string> inline_body(ExpansionBuilder& b, const onnx::GraphProto
   const auto names = node_names(body);
   check_ops_supported(body, names);
   std::map<std::string, std::string> rename;
-  for (size_t i = 0; i < bound.size(); ++i) rename[body.input(static_cast<int>(i)).name()] = bound[i];
+  for (size_t i = 0; i < bound.size(); ++i)
+    rename[body.input(static_cast<int>(i)).name()] = bound[i];
   for (const auto& init : body.initializer())
-    rename[init.name()] = b.constant(tensor_from_proto(init, "", "body initializer '" + init.name() + "'"));
+    rename[init.name()] =
+        b.constant(tensor_from_proto(init, "", "body initializer '" + init.name() + "'"));
   for (int i = 0; i < body.node_size(); ++i) {
     const onnx::NodeProto& np = body.node(i);
     ir::Node n;
     n.name = b.fresh(prefix + names[static_cast<size_t>(i)]);
     n.op_type = np.op_type();
     if (np.op_type() == "Constant") {
-      if (np.output_size() != 1) b.fail("a Constant in its body has " + std::to_string(np.output_size()) + " outputs");
+      if (np.output_size() != 1)
+        b.fail("a Constant in its body has " + std::to_string(np.output_size()) + " outputs");
       rename[np.output(0)] = b.constant(constant_node_value(np, n.describe(), ""));
       continue;
     }
@@ -100,11 +103,14 @@ std::vector<std::string> inline_body(ExpansionBuilder& b, const onnx::GraphProto
 const ir::Tensor* scalar_constant(const ExpansionBuilder& b, const ir::Node& n, size_t i,
                                   const std::string& what) {
   const ir::Tensor* v = b.graph().value(n.inputs[i]);
-  if (v && v->numel() != 1) b.fail(what + " has " + std::to_string(v->numel()) + " elements, not 1");
+  if (v && v->numel() != 1)
+    b.fail(what + " has " + std::to_string(v->numel()) + " elements, not 1");
   return v;
 }
 
-std::string iteration_name(int64_t t) { return "iter" + std::to_string(t) + "/"; }
+std::string iteration_name(int64_t t) {
+  return "iter" + std::to_string(t) + "/";
+}
 
 void check_unrolled_size(const ExpansionBuilder& b, int64_t trips, const onnx::GraphProto& body) {
   if (trips * std::max(1, body.node_size()) > kMaxUnrolledNodes)
@@ -180,15 +186,19 @@ std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std:
   if (n.has_input(1)) {
     const ir::Tensor* c = scalar_constant(b, n, 1, "the condition");
     if (!c) refuse(n, "the condition '" + n.inputs[1] + "' is not a constant (static graphs only)");
-    if (c->to_i64().at(0) == 0) trips = 0;
+    if (c->to_i64().at(0) == 0)
+      trips = 0;
     else if (!condition_passes_through(body))
-      refuse(n, "its body computes the loop condition: only counted loops (a constant trip count, "
-                "the condition passed through) unroll at import");
+      refuse(n,
+             "its body computes the loop condition: only counted loops (a constant trip count, "
+             "the condition passed through) unroll at import");
   }
   if (trips < 0) refuse(n, "has no trip count: a while loop cannot be unrolled at import");
-  if (trips == 0 && scans > 0) b.fail("runs no iteration, so its scan outputs have no static shape");
+  if (trips == 0 && scans > 0)
+    b.fail("runs no iteration, so its scan outputs have no static shape");
   check_unrolled_size(b, trips, body);
-  std::vector<std::string> state(n.inputs.begin() + 2, n.inputs.begin() + 2 + static_cast<int64_t>(carried));
+  std::vector<std::string> state(n.inputs.begin() + 2,
+                                 n.inputs.begin() + 2 + static_cast<int64_t>(carried));
   std::vector<std::vector<std::string>> scan_parts(scans);
   ir::Tensor yes(ir::DType::kBool, {});
   yes.data<uint8_t>()[0] = 1;
@@ -201,7 +211,8 @@ std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std:
     for (size_t k = 0; k < scans; ++k) scan_parts[k].push_back(outs[1 + carried + k]);
   }
   for (size_t i = 0; i < carried; ++i)
-    if (i < n.outputs.size() && !n.outputs[i].empty()) b.op("Identity", {state[i]}, {}, n.outputs[i]);
+    if (i < n.outputs.size() && !n.outputs[i].empty())
+      b.op("Identity", {state[i]}, {}, n.outputs[i]);
   for (size_t k = 0; k < scans; ++k)
     if (carried + k < n.outputs.size() && !n.outputs[carried + k].empty())
       stack(b, scan_parts[k], 0, n.outputs[carried + k]);
@@ -215,14 +226,17 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
   const onnx::GraphProto body = body_of(b, n, "body");
   const int64_t m = n.attr_int("num_scan_inputs", 0);
   const int64_t states = body.input_size() - m;
-  if (m < 1 || states < 0) b.fail("num_scan_inputs " + std::to_string(m) + " for a body of " + std::to_string(body.input_size()) + " inputs");
+  if (m < 1 || states < 0)
+    b.fail("num_scan_inputs " + std::to_string(m) + " for a body of " +
+           std::to_string(body.input_size()) + " inputs");
   const int64_t k_out = body.output_size() - states;
   if (k_out < 0) b.fail("its body has fewer outputs than states");
   auto per_input = [&](const char* key, int64_t count) {
     std::vector<int64_t> v = n.attr_ints(key);
     if (v.empty()) v.assign(static_cast<size_t>(count), 0);
     if (static_cast<int64_t>(v.size()) != count)
-      b.fail(std::string(key) + " has " + std::to_string(v.size()) + " values for " + std::to_string(count));
+      b.fail(std::string(key) + " has " + std::to_string(v.size()) + " values for " +
+             std::to_string(count));
     return v;
   };
   std::vector<int64_t> in_axes = per_input("scan_input_axes", m);
@@ -234,14 +248,17 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
     const ir::Shape& s = b.shape(static_cast<size_t>(states + j));
     const int64_t rank = static_cast<int64_t>(s.size());
     int64_t& a = in_axes[static_cast<size_t>(j)];
-    if (a < -rank || a >= rank) b.fail("scan axis " + std::to_string(a) + " of a rank-" + std::to_string(rank) + " input");
+    if (a < -rank || a >= rank)
+      b.fail("scan axis " + std::to_string(a) + " of a rank-" + std::to_string(rank) + " input");
     if (a < 0) a += rank;
     const int64_t len = s[static_cast<size_t>(a)];
     if (length >= 0 && len != length)
-      b.fail("its scan inputs have lengths " + std::to_string(length) + " and " + std::to_string(len));
+      b.fail("its scan inputs have lengths " + std::to_string(length) + " and " +
+             std::to_string(len));
     length = len;
   }
-  if (length == 0 && k_out > 0) b.fail("scans an empty sequence, so its outputs have no static shape");
+  if (length == 0 && k_out > 0)
+    b.fail("scans an empty sequence, so its outputs have no static shape");
   check_unrolled_size(b, length, body);
   if (static_cast<int64_t>(n.inputs.size()) < states + m)
     b.fail("has " + std::to_string(n.inputs.size()) + " inputs for " + std::to_string(states) +
@@ -254,11 +271,14 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
       const int64_t at = in_dirs[static_cast<size_t>(j)] ? length - 1 - t : t;
       const int64_t a = in_axes[static_cast<size_t>(j)];
       const std::string x = n.inputs[static_cast<size_t>(states + j)];
-      bound.push_back(b.op("Squeeze", {b.op("Slice", {x, b.ints({at}), b.ints({at + 1}), b.ints({a})}), b.ints({a})}));
+      bound.push_back(
+          b.op("Squeeze",
+               {b.op("Slice", {x, b.ints({at}), b.ints({at + 1}), b.ints({a})}), b.ints({a})}));
     }
     const auto outs = inline_body(b, body, bound, iteration_name(t));
     std::copy(outs.begin(), outs.begin() + states, state.begin());
-    for (int64_t k = 0; k < k_out; ++k) outs_by_k[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(states + k)]);
+    for (int64_t k = 0; k < k_out; ++k)
+      outs_by_k[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(states + k)]);
   }
   for (int64_t i = 0; i < states; ++i)
     if (n.has_output(static_cast<size_t>(i)))
@@ -271,7 +291,8 @@ std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std:
     int64_t axis = out_axes[static_cast<size_t>(k)];
     if (axis < 0) {  // counted over the stacked rank: the body output's rank + 1
       const onnx::ValueInfoProto& vi = body.output(static_cast<int>(states + k));
-      if (!vi.type().tensor_type().has_shape()) b.fail("a negative scan_output_axes needs the body output's rank");
+      if (!vi.type().tensor_type().has_shape())
+        b.fail("a negative scan_output_axes needs the body output's rank");
       axis += vi.type().tensor_type().shape().dim_size() + 1;
     }
     stack(b, parts, axis, out);

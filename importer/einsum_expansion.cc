@@ -31,7 +31,8 @@ class Einsum {
   void expand() {
     std::vector<Term> terms;
     for (size_t i = 0; i < inputs_.size(); ++i)
-      terms.push_back(reduce_unneeded(diagonal({n_.inputs[i], inputs_[i], b_.shape(i)}), terms.size()));
+      terms.push_back(
+          reduce_unneeded(diagonal({n_.inputs[i], inputs_[i], b_.shape(i)}), terms.size()));
     Term t = terms[0];
     for (size_t i = 1; i < terms.size(); ++i) {
       std::string keep = needed_after(i);  // by the output or a later operand
@@ -41,7 +42,8 @@ class Einsum {
     std::vector<int64_t> perm;
     for (char c : output_) perm.push_back(static_cast<int64_t>(t.subs.find(c)));
     bool identity = true;
-    for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int64_t>(k);
+    for (size_t k = 0; k < perm.size(); ++k)
+      identity = identity && perm[k] == static_cast<int64_t>(k);
     if (identity)
       b_.op("Identity", {t.name}, {}, n_.outputs[0]);
     else
@@ -54,7 +56,8 @@ class Einsum {
   /// implicit output is the ellipsis then the subscripts seen once, sorted.
   void parse() {
     std::string eq;
-    for (char c : n_.attr_string("equation", "")) if (c != ' ') eq += c;
+    for (char c : n_.attr_string("equation", ""))
+      if (c != ' ') eq += c;
     const size_t arrow = eq.find("->");
     const std::string lhs = eq.substr(0, arrow);
     std::vector<std::string> raw;
@@ -69,8 +72,8 @@ class Einsum {
               std::to_string(n_.inputs.size()) + " inputs");
     int64_t ellipsis = 0;  // the widest ellipsis
     for (size_t i = 0; i < raw.size(); ++i) {
-      const int64_t letters = static_cast<int64_t>(std::count_if(
-          raw[i].begin(), raw[i].end(), [](char c) { return std::isalpha(c) != 0; }));
+      const int64_t letters = static_cast<int64_t>(
+          std::count_if(raw[i].begin(), raw[i].end(), [](char c) { return std::isalpha(c) != 0; }));
       if (raw[i].find("...") != std::string::npos)
         ellipsis = std::max(ellipsis, static_cast<int64_t>(b_.shape(i).size()) - letters);
     }
@@ -78,11 +81,12 @@ class Einsum {
     auto resolve = [&](const std::string& s, int64_t rank) {
       std::string out;
       const size_t dots = s.find("...");
-      const int64_t letters =
-          static_cast<int64_t>(std::count_if(s.begin(), s.end(), [](char c) { return std::isalpha(c) != 0; }));
+      const int64_t letters = static_cast<int64_t>(
+          std::count_if(s.begin(), s.end(), [](char c) { return std::isalpha(c) != 0; }));
       for (size_t k = 0; k < s.size(); ++k) {
         if (k == dots) {
-          for (int64_t e = ellipsis - (rank - letters); e < ellipsis; ++e) out += static_cast<char>('0' + e);
+          for (int64_t e = ellipsis - (rank - letters); e < ellipsis; ++e)
+            out += static_cast<char>('0' + e);
           k += 2;
         } else if (std::isalpha(s[k])) {
           out += s[k];
@@ -111,10 +115,13 @@ class Einsum {
       }
     }
     if (arrow != std::string::npos) {
-      output_ = resolve(eq.substr(arrow + 2), ellipsis + static_cast<int64_t>(std::count_if(
-          eq.begin() + static_cast<int64_t>(arrow), eq.end(), [](char c) { return std::isalpha(c) != 0; })));
+      output_ = resolve(eq.substr(arrow + 2),
+                        ellipsis + static_cast<int64_t>(std::count_if(
+                                       eq.begin() + static_cast<int64_t>(arrow), eq.end(),
+                                       [](char c) { return std::isalpha(c) != 0; })));
       for (char c : output_)
-        if (!size_.count(c)) b_.fail("output subscript '" + std::string(1, c) + "' is in no operand");
+        if (!size_.count(c))
+          b_.fail("output subscript '" + std::string(1, c) + "' is in no operand");
     } else {
       for (int64_t e = 0; e < ellipsis; ++e) output_ += static_cast<char>('0' + e);
       std::map<char, int> seen;
@@ -143,8 +150,9 @@ class Einsum {
         ir::Shape mask_shape(t.shape.size(), 1);
         mask_shape[i] = mask_shape[j] = d;
         const std::string mask = b_.constant(ir::Tensor::from_f32(eye, mask_shape));
-        t.name = b_.op("ReduceSum", {b_.op("Mul", {t.name, mask}), b_.ints({static_cast<int64_t>(j)})},
-                       {{"keepdims", Attribute(int64_t{0})}});
+        t.name =
+            b_.op("ReduceSum", {b_.op("Mul", {t.name, mask}), b_.ints({static_cast<int64_t>(j)})},
+                  {{"keepdims", Attribute(int64_t{0})}});
         t.subs.erase(j, 1);
         t.shape.erase(t.shape.begin() + static_cast<int64_t>(j));
         --j;
@@ -186,7 +194,8 @@ class Einsum {
       out.shape.push_back(t.shape[static_cast<size_t>(perm.back())]);
     }
     bool identity = true;
-    for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int64_t>(k);
+    for (size_t k = 0; k < perm.size(); ++k)
+      identity = identity && perm[k] == static_cast<int64_t>(k);
     if (!identity) out.name = b_.op("Transpose", {t.name}, {{"perm", Attribute(perm)}});
     return out;
   }
@@ -203,8 +212,10 @@ class Einsum {
     for (char c : a.subs) {
       const bool in_b = b.subs.find(c) != std::string::npos;
       const bool kept = keep.find(c) != std::string::npos;
-      if (in_b) (kept ? batch : sum) += c;
-      else left += c;
+      if (in_b)
+        (kept ? batch : sum) += c;
+      else
+        left += c;
     }
     for (char c : b.subs)
       if (a.subs.find(c) == std::string::npos) right += c;
@@ -265,7 +276,8 @@ std::vector<ir::Node> expand_einsum(ir::Graph& g, const ir::Node& n, std::set<st
   if (n.inputs.empty()) b.fail("no operands");
   for (size_t i = 0; i < n.inputs.size(); ++i)
     if (b.graph().tensor(n.inputs[i]).dtype != ir::DType::kF32)
-      b.fail("operand " + std::to_string(i) + " is not float32 (Einsum is expanded into float ops)");
+      b.fail("operand " + std::to_string(i) +
+             " is not float32 (Einsum is expanded into float ops)");
   Einsum(b, n).expand();
   return std::move(b.nodes);
 }

@@ -152,7 +152,7 @@ void save_trained_weights(const std::string& original, const ir::Graph& trained,
     const ir::TensorDesc* d =
         trained.has_tensor(init.name()) ? &trained.tensor(init.name()) : nullptr;
     bool trainable = d && (d->role == ir::Role::kParam || d->role == ir::Role::kBuffer);
-    const std::string name = init.name();  // tensor_to_proto clears the proto first
+    const std::string name = init.name();         // tensor_to_proto clears the proto first
     const int32_t file_dtype = init.data_type();  // float64 goes back as float64
     if (trainable && v) {
       detail::tensor_to_proto(*v, name, &init, file_dtype);

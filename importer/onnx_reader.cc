@@ -124,8 +124,7 @@ void outer_references(const onnx::GraphProto& body, std::set<std::string>* defin
     }
   }
   for (const auto& o : body.output())
-    if (!defined->count(o.name()) &&
-        std::find(refs->begin(), refs->end(), o.name()) == refs->end())
+    if (!defined->count(o.name()) && std::find(refs->begin(), refs->end(), o.name()) == refs->end())
       refs->push_back(o.name());
 }
 

@@ -145,14 +145,16 @@ std::vector<ir::Node> lrn(ir::Graph& g, const ir::Node& n, std::set<std::string>
   for (size_t d = 2; d < x.size(); ++d) rest *= x[d];
   const std::string sq = b.op("Mul", {n.inputs[0], n.inputs[0]});
   const std::string planes = b.op("Reshape", {sq, b.ints({x[0], 1, x[1], rest})});
-  const std::string avg = b.op(
-      "AveragePool", {planes},
-      {{"kernel_shape", ir::Attribute(std::vector<int64_t>{size, 1})},
-       {"pads", ir::Attribute(std::vector<int64_t>{(size - 1) / 2, 0, size / 2, 0})},
-       {"count_include_pad", ir::Attribute(int64_t{1})}});
-  const std::string avg_x = b.op("Reshape", {avg, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
-  const std::string base = b.op("Add", {b.op("Mul", {avg_x, b.scalar(n.attr_float("alpha", 1e-4f))}),
-                                        b.scalar(n.attr_float("bias", 1.0f))});
+  const std::string avg =
+      b.op("AveragePool", {planes},
+           {{"kernel_shape", ir::Attribute(std::vector<int64_t>{size, 1})},
+            {"pads", ir::Attribute(std::vector<int64_t>{(size - 1) / 2, 0, size / 2, 0})},
+            {"count_include_pad", ir::Attribute(int64_t{1})}});
+  const std::string avg_x =
+      b.op("Reshape", {avg, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  const std::string base =
+      b.op("Add", {b.op("Mul", {avg_x, b.scalar(n.attr_float("alpha", 1e-4f))}),
+                   b.scalar(n.attr_float("bias", 1.0f))});
   b.op("Div", {n.inputs[0], b.op("Pow", {base, b.scalar(n.attr_float("beta", 0.75f))})}, {},
        n.outputs[0]);
   return std::move(b.nodes);
@@ -227,7 +229,8 @@ std::vector<ir::Node> reverse_sequence(ir::Graph& g, const ir::Node& n, std::set
       idx[static_cast<size_t>(at)] = s < len ? len - 1 - s : s;
     }
   const std::string small = b.constant(ir::Tensor::from_i64(idx, idx_shape));
-  const std::string full = b.op("Expand", {small, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  const std::string full =
+      b.op("Expand", {small, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
   b.op("GatherElements", {n.inputs[0], full}, {{"axis", ir::Attribute(time)}}, n.outputs[0]);
   return std::move(b.nodes);
 }
@@ -235,8 +238,7 @@ std::vector<ir::Node> reverse_sequence(ir::Graph& g, const ir::Node& n, std::set
 // Scatter (opsets 9-10) is ScatterElements under its old name.
 std::vector<ir::Node> scatter(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
   Builder b(g, n, t);
-  b.op("ScatterElements", n.inputs, {{"axis", ir::Attribute(n.attr_int("axis", 0))}},
-       n.outputs[0]);
+  b.op("ScatterElements", n.inputs, {{"axis", ir::Attribute(n.attr_int("axis", 0))}}, n.outputs[0]);
   return std::move(b.nodes);
 }
 
@@ -281,11 +283,11 @@ std::vector<ir::Node> lp_pool(ir::Graph& g, const ir::Node& n, std::set<std::str
   attrs["count_include_pad"] = ir::Attribute(int64_t{1});
   const std::string x = n.inputs[0];
   const std::string powered =
-      p == 1 ? b.op("Abs", {x})
-             : p == 2 ? b.op("Mul", {x, x})
-                      : b.op("Pow", {b.op("Abs", {x}), b.scalar(static_cast<float>(p))});
-  const std::string sum = b.op("Mul", {b.op("AveragePool", {powered}, attrs),
-                                       b.scalar(static_cast<float>(window))});
+      p == 1   ? b.op("Abs", {x})
+      : p == 2 ? b.op("Mul", {x, x})
+               : b.op("Pow", {b.op("Abs", {x}), b.scalar(static_cast<float>(p))});
+  const std::string sum =
+      b.op("Mul", {b.op("AveragePool", {powered}, attrs), b.scalar(static_cast<float>(window))});
   if (p == 1)
     b.op("Identity", {sum}, {}, n.outputs[0]);
   else if (p == 2)
@@ -320,7 +322,8 @@ std::vector<ir::Node> group_norm(ir::Graph& g, const ir::Node& n, std::set<std::
       b.op("ReduceMean", {b.op("Mul", {d, d})}, {{"axes", axes}, {"keepdims", keep}});
   const std::string normed = b.op(
       "Div", {d, b.op("Sqrt", {b.op("Add", {var, b.scalar(n.attr_float("epsilon", 1e-5f))})})});
-  const std::string back = b.op("Reshape", {normed, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
+  const std::string back =
+      b.op("Reshape", {normed, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
   ir::Shape per_channel(x.size() - 1, 1);
   per_channel[0] = x[1];
   auto channelwise = [&](size_t i) {
@@ -343,16 +346,20 @@ std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::
   Builder b(g, n, t);
   const ir::Shape& x = b.shape(0);
   if (x.size() < 3) b.fail("input " + ir::shape_str(x) + " has no spatial axes");
-  if (b.shape(1) != x) b.fail("indices " + ir::shape_str(b.shape(1)) + " do not match X " + ir::shape_str(x));
+  if (b.shape(1) != x)
+    b.fail("indices " + ir::shape_str(b.shape(1)) + " do not match X " + ir::shape_str(x));
   // The shape the indices count in: the pooled input's, from the pool's geometry.
   std::vector<int64_t> inferred;
   {
     const size_t k = x.size() - 2;
     const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
-    if (kernel.size() != k) b.fail("kernel_shape has " + std::to_string(kernel.size()) + " values for " + std::to_string(k) + " spatial axes");
+    if (kernel.size() != k)
+      b.fail("kernel_shape has " + std::to_string(kernel.size()) + " values for " +
+             std::to_string(k) + " spatial axes");
     const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(k, 1));
     const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
-    if (strides.size() != k || pads.size() != 2 * k) b.fail("strides or pads do not match the spatial axes");
+    if (strides.size() != k || pads.size() != 2 * k)
+      b.fail("strides or pads do not match the spatial axes");
     inferred = {x[0], x[1]};
     for (size_t d = 0; d < k; ++d)
       inferred.push_back((x[d + 2] - 1) * strides[d] + kernel[d] - pads[d] - pads[d + k]);
@@ -370,7 +377,8 @@ std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::
   }
   int64_t total = 1;
   for (int64_t d : out) total *= d;
-  const std::string zeros = b.constant(ir::Tensor::from_f32(std::vector<float>(static_cast<size_t>(total), 0.f), {total}));
+  const std::string zeros = b.constant(
+      ir::Tensor::from_f32(std::vector<float>(static_cast<size_t>(total), 0.f), {total}));
   const std::string values = b.op("Reshape", {n.inputs[0], b.ints({ir::numel(x)})});
   std::string where = b.op("Reshape", {n.inputs[1], b.ints({ir::numel(x)})});
   if (out != inferred) {  // the same coordinates, counted in the larger output
@@ -387,7 +395,8 @@ std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::
     }
     where = moved;
   }
-  const std::string flat = b.op("ScatterElements", {zeros, where, values}, {{"axis", ir::Attribute(int64_t{0})}});
+  const std::string flat =
+      b.op("ScatterElements", {zeros, where, values}, {{"axis", ir::Attribute(int64_t{0})}});
   b.op("Reshape", {flat, b.ints(out)}, {}, n.outputs[0]);
   return std::move(b.nodes);
 }
@@ -420,13 +429,14 @@ std::vector<ir::Node> det(ir::Graph& g, const ir::Node& n, std::set<std::string>
   const int64_t last = static_cast<int64_t>(flat.size()) - 1;
   const std::string rows = b.op("Reshape", {n.inputs[0], b.ints(flat)});
   // (..., terms, m): entry i of each term's product
-  const std::string picked = b.op("Gather", {rows, b.constant(ir::Tensor::from_i64(index, {terms, m}))},
-                                  {{"axis", ir::Attribute(last)}});
+  const std::string picked =
+      b.op("Gather", {rows, b.constant(ir::Tensor::from_i64(index, {terms, m}))},
+           {{"axis", ir::Attribute(last)}});
   std::string product;
   for (int64_t i = 0; i < m; ++i) {
-    const std::string factor = b.op(
-        "Squeeze", {b.op("Slice", {picked, b.ints({i}), b.ints({i + 1}), b.ints({last + 1})}),
-                    b.ints({last + 1})});
+    const std::string factor =
+        b.op("Squeeze", {b.op("Slice", {picked, b.ints({i}), b.ints({i + 1}), b.ints({last + 1})}),
+                         b.ints({last + 1})});
     product = i == 0 ? factor : b.op("Mul", {product, factor});
   }
   const std::string signed_terms =
@@ -445,8 +455,7 @@ std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::stri
   if (size.size() != 1 || size[0] < 0) b.fail("size must be one non-negative integer");
   const int64_t dtype = n.attr_int("output_datatype", 1);
   if (dtype != 1) b.fail("output_datatype " + std::to_string(dtype) + " (only float, 1)");
-  const double period =
-      static_cast<double>(n.attr_int("periodic", 1) != 0 ? size[0] : size[0] - 1);
+  const double period = static_cast<double>(n.attr_int("periodic", 1) != 0 ? size[0] : size[0] - 1);
   constexpr double kPi = 3.14159265358979323846;
   std::vector<float> w(static_cast<size_t>(size[0]));
   for (int64_t k = 0; k < size[0]; ++k) {
@@ -491,7 +500,8 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"HannWindow", {"a constant", hann}},
       {"HammingWindow", {"a constant", hamming}},
       {"BlackmanWindow", {"a constant", blackman}},
-      {"GRU", {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
+      {"GRU",
+       {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
       {"Einsum", {"Transpose, Reshape, MatMul, Mul, ReduceSum", detail::expand_einsum}},
       {"If", {"the ops of the branch its constant condition takes", detail::expand_if}},
       {"Loop", {"its body unrolled over a constant trip count", detail::expand_loop}},

@@ -4,8 +4,8 @@
 // LpNormalization, GlobalMaxPool, and GRU and RNN unrolled over their static
 // sequence length (rnn_expansions.cc), Einsum (einsum_expansion.cc), and
 // control flow with a constant condition or trip count: If, Loop, Scan
-// (control_flow.cc), DFT, STFT and MelWeightMatrix (spectral_expansions.cc). Gradients, device kernels and the
-// partitioner then come from the ops they expand into.
+// (control_flow.cc), DFT, STFT and MelWeightMatrix (spectral_expansions.cc). Gradients, device
+// kernels and the partitioner then come from the ops they expand into.
 #pragma once
 
 #include <map>

@@ -31,8 +31,7 @@ struct Activation {
     if (name == "Relu" || name == "Tanh" || name == "Sigmoid" || name == "Softsign" ||
         name == "Softplus")
       return b.op(name, {x});
-    if (name == "LeakyRelu" || name == "ThresholdedRelu" || name == "Elu" ||
-        name == "HardSigmoid")
+    if (name == "LeakyRelu" || name == "ThresholdedRelu" || name == "Elu" || name == "HardSigmoid")
       return b.op(name, {x}, attrs);
     if (name == "ScaledTanh")  // alpha tanh(beta x)
       return b.op("Mul", {b.op("Tanh", {b.op("Mul", {x, b.scalar(has_beta ? beta : 1.f)})}),
@@ -105,10 +104,9 @@ class Recurrence {
     return b_.slice(p, {t}, {t + 1}, {0}, {batch_, hidden_});
   }
   std::string initial_h(int64_t d) {
-    if (n_.has_input(5))
-      return b_.slice(n_.inputs[5], {d}, {d + 1}, {0}, {batch_, hidden_});
-    return b_.constant(ir::Tensor::from_f32(std::vector<float>(batch_ * hidden_, 0.f),
-                                            {batch_, hidden_}));
+    if (n_.has_input(5)) return b_.slice(n_.inputs[5], {d}, {d + 1}, {0}, {batch_, hidden_});
+    return b_.constant(
+        ir::Tensor::from_f32(std::vector<float>(batch_ * hidden_, 0.f), {batch_, hidden_}));
   }
   /// Activation `i` of direction d (each direction has `per_dir` of them),
   /// after the clip.
@@ -195,8 +193,8 @@ class Recurrence {
               std::to_string(batch_));
     for (int64_t l : len)
       if (l < 0 || l > seq_)
-        b_.fail("sequence length " + std::to_string(l) + " is outside [0, " +
-                std::to_string(seq_) + "]");
+        b_.fail("sequence length " + std::to_string(l) + " is outside [0, " + std::to_string(seq_) +
+                "]");
     if (std::all_of(len.begin(), len.end(), [&](int64_t l) { return l == seq_; })) return;
     for (int64_t t = 0; t < seq_; ++t) {
       ir::Tensor m(ir::DType::kBool, {batch_, 1});
@@ -232,7 +230,8 @@ std::vector<ir::Node> expand_gru(ir::Graph& g, const ir::Node& n, std::set<std::
     for (int64_t k = 0; k < 3; ++k) {
       rt[d][k] = rec.r_t(d, k);
       const bool r_bias_inside = lbr && k == 2;
-      xp[d][k] = rec.project(d, k, {rec.bias(d, k, true), r_bias_inside ? "" : rec.bias(d, k, false)});
+      xp[d][k] =
+          rec.project(d, k, {rec.bias(d, k, true), r_bias_inside ? "" : rec.bias(d, k, false)});
     }
     if (lbr) rbh[d] = rec.bias(d, 2, false);
   }

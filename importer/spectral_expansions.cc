@@ -73,7 +73,8 @@ void dft(ExpansionBuilder& b, std::string x, ir::Shape shape, int64_t axis, int6
   for (int64_t t = 0; t < length; ++t)
     for (int64_t k = 0; k < out_len; ++k) {
       // (t k) mod N keeps the angle small, so cos and sin stay exact to rounding.
-      const double angle = 2 * kPi * static_cast<double>((t * k) % length) / static_cast<double>(length);
+      const double angle =
+          2 * kPi * static_cast<double>((t * k) % length) / static_cast<double>(length);
       c[static_cast<size_t>(t * out_len + k)] = static_cast<float>(std::cos(angle) * scale);
       s[static_cast<size_t>(t * out_len + k)] = static_cast<float>(std::sin(angle) * scale);
     }
@@ -89,10 +90,10 @@ void dft(ExpansionBuilder& b, std::string x, ir::Shape shape, int64_t axis, int6
     y_re = inverse ? b.op("Sub", {y_re, im_s}) : b.op("Add", {y_re, im_s});
     y_im = b.op("Add", {y_im, im_c});
   }
-  const std::string stacked =
-      b.op("Concat", {b.op("Unsqueeze", {y_re, b.ints({rank - 1})}),
-                      b.op("Unsqueeze", {y_im, b.ints({rank - 1})})},
-           {{"axis", Attribute(rank - 1)}}, moved ? "" : out);
+  const std::string stacked = b.op("Concat",
+                                   {b.op("Unsqueeze", {y_re, b.ints({rank - 1})}),
+                                    b.op("Unsqueeze", {y_im, b.ints({rank - 1})})},
+                                   {{"axis", Attribute(rank - 1)}}, moved ? "" : out);
   if (moved) {
     std::vector<int64_t> back(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d) back[static_cast<size_t>(perm[static_cast<size_t>(d)])] = d;
@@ -108,8 +109,12 @@ std::vector<ir::Node> expand_dft(ir::Graph& g, const ir::Node& n, std::set<std::
   if (n.inputs.size() > 2 && !n.inputs[2].empty())
     b.fail("axis as an input (opset 20) is not supported; use the axis attribute");
   const int64_t axis = n.attr_int("axis", 1);
-  int64_t length = shape.size() > 1 ? shape[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis)] : 0;
-  if (n.has_input(1)) length = static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
+  int64_t length =
+      shape.size() > 1
+          ? shape[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis)]
+          : 0;
+  if (n.has_input(1))
+    length = static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
   const bool onesided = n.attr_int("onesided", 0) != 0, inverse = n.attr_int("inverse", 0) != 0;
   if (onesided && inverse) b.fail("onesided and inverse together are not defined");
   if (onesided && shape.back() == 2) b.fail("a one-sided DFT needs a real input");
@@ -126,20 +131,25 @@ std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std:
   int64_t frame = -1;
   if (n.has_input(2)) frame = b.shape(2).size() == 1 ? b.shape(2)[0] : -1;
   if (n.has_input(3)) {
-    const int64_t given = static_cast<int64_t>(scalar_value(constant_operand(b, n, 3, "frame_length")));
+    const int64_t given =
+        static_cast<int64_t>(scalar_value(constant_operand(b, n, 3, "frame_length")));
     if (frame >= 0 && given != frame)
-      b.fail("frame_length " + std::to_string(given) + " differs from the window's " + std::to_string(frame));
+      b.fail("frame_length " + std::to_string(given) + " differs from the window's " +
+             std::to_string(frame));
     frame = given;
   }
   if (frame < 1) b.fail("neither a window nor a frame_length gives the frame length");
   if (step < 1) b.fail("frame_step " + std::to_string(step) + " is not positive");
-  if (frame > signal[1]) b.fail("frames of " + std::to_string(frame) + " do not fit a signal of " + std::to_string(signal[1]));
+  if (frame > signal[1])
+    b.fail("frames of " + std::to_string(frame) + " do not fit a signal of " +
+           std::to_string(signal[1]));
   const int64_t frames = (signal[1] - frame) / step + 1;
   std::vector<int64_t> idx;
   for (int64_t f = 0; f < frames; ++f)
     for (int64_t l = 0; l < frame; ++l) idx.push_back(f * step + l);
-  std::string x = b.op("Gather", {n.inputs[0], b.constant(ir::Tensor::from_i64(idx, {frames, frame}))},
-                       {{"axis", Attribute(int64_t{1})}});
+  std::string x =
+      b.op("Gather", {n.inputs[0], b.constant(ir::Tensor::from_i64(idx, {frames, frame}))},
+           {{"axis", Attribute(int64_t{1})}});
   if (n.has_input(2))
     x = b.op("Mul", {x, b.op("Reshape", {n.inputs[2], b.ints({1, 1, frame, 1})})});
   const bool onesided = n.attr_int("onesided", 1) != 0;
@@ -152,8 +162,10 @@ std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std:
 std::vector<ir::Node> expand_mel_weight_matrix(ir::Graph& g, const ir::Node& n,
                                                std::set<std::string>& taken) {
   ExpansionBuilder b(g, n, taken);
-  const int64_t bins = static_cast<int64_t>(scalar_value(constant_operand(b, n, 0, "num_mel_bins")));
-  const int64_t dft_length = static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
+  const int64_t bins =
+      static_cast<int64_t>(scalar_value(constant_operand(b, n, 0, "num_mel_bins")));
+  const int64_t dft_length =
+      static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
   const int64_t rate = static_cast<int64_t>(scalar_value(constant_operand(b, n, 2, "sample_rate")));
   const double lower = scalar_value(constant_operand(b, n, 3, "lower_edge_hertz"));
   const double upper = scalar_value(constant_operand(b, n, 4, "upper_edge_hertz"));
@@ -166,11 +178,13 @@ std::vector<ir::Node> expand_mel_weight_matrix(ir::Graph& g, const ir::Node& n,
   std::vector<int64_t> point(static_cast<size_t>(bins + 2));
   for (int64_t i = 0; i < bins + 2; ++i) {
     const double hz = 700 * (std::pow(10, (static_cast<double>(i) * step + low) / 2595) - 1);
-    point[static_cast<size_t>(i)] = static_cast<int64_t>(std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
+    point[static_cast<size_t>(i)] = static_cast<int64_t>(
+        std::floor(static_cast<double>(dft_length + 1) * hz / static_cast<double>(rate)));
   }
   std::vector<float> w(static_cast<size_t>(spectrum * bins), 0.f);
   auto at = [&](int64_t j, int64_t i) -> float& {
-    if (j < 0 || j >= spectrum) b.fail("a mel band reaches bin " + std::to_string(j) + " of " + std::to_string(spectrum));
+    if (j < 0 || j >= spectrum)
+      b.fail("a mel band reaches bin " + std::to_string(j) + " of " + std::to_string(spectrum));
     return w[static_cast<size_t>(j * bins + i)];
   };
   for (int64_t i = 0; i < bins; ++i) {

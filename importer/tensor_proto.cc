@@ -177,7 +177,8 @@ ir::Tensor f64_tensor_from_proto(const onnx::TensorProto& proto, const std::stri
     if (n) std::memcpy(wide.data(), proto.double_data().data(), nbytes);
   }
   ir::Tensor t(ir::DType::kF32, shape);
-  for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(wide[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < n; ++i)
+    t.data<float>()[i] = static_cast<float>(wide[static_cast<size_t>(i)]);
   return t;
 }
 
@@ -273,8 +274,8 @@ void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorP
     for (int64_t d : t.shape()) proto->add_dims(d);
     std::vector<double> wide(static_cast<size_t>(t.numel()));
     for (int64_t i = 0; i < t.numel(); ++i) wide[static_cast<size_t>(i)] = t.data<float>()[i];
-    proto->set_raw_data(std::string(reinterpret_cast<const char*>(wide.data()),
-                                    wide.size() * sizeof(double)));
+    proto->set_raw_data(
+        std::string(reinterpret_cast<const char*>(wide.data()), wide.size() * sizeof(double)));
     return;
   }
   proto->set_data_type(static_cast<int32_t>(t.dtype()));

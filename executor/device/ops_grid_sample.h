@@ -222,14 +222,21 @@ struct GridSampleGridGrad {
 };
 
 inline GridGeometry grid_geometry(const ir::Node& n, const ir::Shape& x, const ir::Shape& grid) {
-  GridGeometry g{x[0], x[1], x[2], x[3], grid[1], grid[2], GridMode::kBilinear,
-                 GridPadding::kZeros, n.attr_int("align_corners", 0) != 0};
+  GridGeometry g{x[0],
+                 x[1],
+                 x[2],
+                 x[3],
+                 grid[1],
+                 grid[2],
+                 GridMode::kBilinear,
+                 GridPadding::kZeros,
+                 n.attr_int("align_corners", 0) != 0};
   const std::string mode = n.attr_string("mode", "bilinear");
-  g.mode = mode == "nearest" ? GridMode::kNearest
+  g.mode = mode == "nearest"   ? GridMode::kNearest
            : mode == "bicubic" ? GridMode::kBicubic
                                : GridMode::kBilinear;
   const std::string pad = n.attr_string("padding_mode", "zeros");
-  g.padding = pad == "border" ? GridPadding::kBorder
+  g.padding = pad == "border"       ? GridPadding::kBorder
               : pad == "reflection" ? GridPadding::kReflection
                                     : GridPadding::kZeros;
   return g;

@@ -33,8 +33,10 @@ PIPETRAIN_HD int64_t roi_bin_taps(const RoiGeometry& g, const float* box, int64_
     rh = rh > 1 ? rh : 1;
   }
   const float bin_h = rh / static_cast<float>(g.oh), bin_w = rw / static_cast<float>(g.ow);
-  const int64_t grid_h = g.sampling > 0 ? g.sampling : static_cast<int64_t>(std::ceil(rh / static_cast<float>(g.oh)));
-  const int64_t grid_w = g.sampling > 0 ? g.sampling : static_cast<int64_t>(std::ceil(rw / static_cast<float>(g.ow)));
+  const int64_t grid_h =
+      g.sampling > 0 ? g.sampling : static_cast<int64_t>(std::ceil(rh / static_cast<float>(g.oh)));
+  const int64_t grid_w =
+      g.sampling > 0 ? g.sampling : static_cast<int64_t>(std::ceil(rw / static_cast<float>(g.ow)));
   for (int64_t iy = 0; iy < grid_h; ++iy) {
     float y = y1 + static_cast<float>(ph) * bin_h +
               (static_cast<float>(iy) + 0.5f) * bin_h / static_cast<float>(grid_h);
@@ -133,9 +135,15 @@ struct RoiAlignInputGrad {
 };
 
 inline RoiGeometry roi_geometry(const ir::Node& n, const ir::Shape& x, int64_t rois) {
-  RoiGeometry g{x[0], x[1], x[2], x[3], rois,
-                n.attr_int("output_height", 1), n.attr_int("output_width", 1),
-                n.attr_int("sampling_ratio", 0), n.attr_float("spatial_scale", 1.0f),
+  RoiGeometry g{x[0],
+                x[1],
+                x[2],
+                x[3],
+                rois,
+                n.attr_int("output_height", 1),
+                n.attr_int("output_width", 1),
+                n.attr_int("sampling_ratio", 0),
+                n.attr_float("spatial_scale", 1.0f),
                 n.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel",
                 n.attr_string("mode", "avg") == "max"};
   return g;
@@ -157,7 +165,8 @@ void roi_align_op(Exec& ex, DeviceOpArgs& a) {
   if (y.numel() == 0) return;
   const RoiGeometry g = roi_geometry(a.n(), x.shape, rois.shape[0]);
   const int64_t* batch = ex.upload(roi_batch_indices(a, 2, g.n));
-  ex.for_each(y.numel(), RoiAlignForward{x.data<float>(), rois.data<float>(), batch, y.data<float>(), g});
+  ex.for_each(y.numel(),
+              RoiAlignForward{x.data<float>(), rois.data<float>(), batch, y.data<float>(), g});
 }
 
 /// (dY, X, rois, batch_indices) -> dX.
@@ -167,8 +176,8 @@ void roi_align_grad_op(Exec& ex, DeviceOpArgs& a) {
   if (dx.numel() == 0) return;
   const RoiGeometry g = roi_geometry(a.n(), x.shape, rois.shape[0]);
   const int64_t* batch = ex.upload(roi_batch_indices(a, 3, g.n));
-  ex.for_each(g.n * g.c, RoiAlignInputGrad{dy.data<float>(), rois.data<float>(), batch,
-                                           dx.data<float>(), g});
+  ex.for_each(g.n * g.c,
+              RoiAlignInputGrad{dy.data<float>(), rois.data<float>(), batch, dx.data<float>(), g});
 }
 
 }  // namespace pipetrain::exec::device

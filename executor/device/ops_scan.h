@@ -142,7 +142,7 @@ void top_k_op(Exec& ex, DeviceOpArgs& a) {
     using T = std::decay_t<decltype(tag)>;
     if constexpr (!std::is_same_v<T, uint8_t>)
       ex.for_each(v.outer * v.inner, TopKColumn<T>{x.data<T>(), values.data<T>(),
-                                                    indices.data<int64_t>(), v, k, largest});
+                                                   indices.data<int64_t>(), v, k, largest});
   });
 }
 

@@ -83,9 +83,12 @@ OpSchema schema_GlobalAveragePool() {
 OpSchema schema_RoiAlign() {
   OpSchema s;
   s.min_inputs = s.max_inputs = 3;
-  s.attrs = {{"coordinate_transformation_mode", AttrType::kString}, {"mode", AttrType::kString},
-             {"output_height", AttrType::kInt}, {"output_width", AttrType::kInt},
-             {"sampling_ratio", AttrType::kInt}, {"spatial_scale", AttrType::kFloat}};
+  s.attrs = {{"coordinate_transformation_mode", AttrType::kString},
+             {"mode", AttrType::kString},
+             {"output_height", AttrType::kInt},
+             {"output_width", AttrType::kInt},
+             {"sampling_ratio", AttrType::kInt},
+             {"spatial_scale", AttrType::kFloat}};
   s.infer = [](InferContext& c) {
     const Shape &x = c.shape(0), &rois = c.shape(1), &b = c.shape(2);
     if (c.dtype(0) != DType::kF32 || c.dtype(1) != DType::kF32)
@@ -100,7 +103,8 @@ OpSchema schema_RoiAlign() {
     const std::string ct = c.node().attr_string("coordinate_transformation_mode", "half_pixel");
     if (ct != "half_pixel" && ct != "output_half_pixel")
       c.fail("coordinate_transformation_mode '" + ct + "' (half_pixel or output_half_pixel)");
-    const int64_t oh = c.node().attr_int("output_height", 1), ow = c.node().attr_int("output_width", 1);
+    const int64_t oh = c.node().attr_int("output_height", 1),
+                  ow = c.node().attr_int("output_width", 1);
     if (oh < 1 || ow < 1) c.fail("output size " + std::to_string(oh) + "x" + std::to_string(ow));
     c.set_output(0, DType::kF32, {rois[0], x[1], oh, ow});
   };

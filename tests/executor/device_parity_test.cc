@@ -214,8 +214,9 @@ forward_cases() {
            for (Tensor v : run_op("TopK", {in(t), constant(i64({3}, {1}))},
                                   {{"largest", Attribute(largest)}}, 2, false, 0, {}, on))
              out.push_back(v);
-         for (Tensor v : run_op("TopK", {in(i32({4, 1, 4, 2, 9, 0}, {3, 2})), constant(i64({2}, {1}))},
-                                {{"axis", Attribute(int64_t{0})}}, 2, false, 0, {}, on))
+         for (Tensor v :
+              run_op("TopK", {in(i32({4, 1, 4, 2, 9, 0}, {3, 2})), constant(i64({2}, {1}))},
+                     {{"axis", Attribute(int64_t{0})}}, 2, false, 0, {}, on))
            out.push_back(v);
          return out;
        }},
@@ -249,7 +250,8 @@ forward_cases() {
          out.push_back(run_op("ScatterND",
                               {in(i32({1, 2, 3, 4, 5, 6}, {3, 2})), in(i64({2, 0, 2}, {3, 1})),
                                in(i32({7, -1, 9, 8, 3, 2}, {3, 2}))},
-                              {{"reduction", Attribute(std::string("mul"))}}, 1, false, 0, {}, on)[0]);
+                              {{"reduction", Attribute(std::string("mul"))}}, 1, false, 0, {},
+                              on)[0]);
          return out;
        }},
       {"GreaterOrEqual LessOrEqual i64 CastLike Hardmax EyeLike OneHot",

@@ -39,8 +39,8 @@ g (float[2] x) => (float[2] y)
 }
 )";
     const auto out = run(text, {{"x", ir::Tensor::from_f32({1, 2}, {2})}});
-    EXPECT_EQ(values(out.at("y")), std::string(cond) == "1" ? (std::vector<float>{3, 8})
-                                                            : (std::vector<float>{4, 6}))
+    EXPECT_EQ(values(out.at("y")),
+              std::string(cond) == "1" ? (std::vector<float>{3, 8}) : (std::vector<float>{4, 6}))
         << cond;
   }
 }

@@ -72,8 +72,8 @@ g (float[2, 6, 2, 2] x, float[6] s, float[6] b) => (float[2, 6, 2, 2] y)
       var /= per;
       for (int64_t k = 0; k < per; ++k) {
         const int64_t ch = gr * (c / groups) + k / hw;
-        const double want =
-            (v[k] - mean) / std::sqrt(var + 1e-3) * scale.data<float>()[ch] + bias.data<float>()[ch];
+        const double want = (v[k] - mean) / std::sqrt(var + 1e-3) * scale.data<float>()[ch] +
+                            bias.data<float>()[ch];
         EXPECT_NEAR(y.data<float>()[(i * c + gr * (c / groups)) * hw + k], want, 2e-6)
             << "n " << i << " group " << gr << " k " << k;
       }

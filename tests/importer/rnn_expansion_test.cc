@@ -47,7 +47,8 @@ std::map<std::string, ir::Tensor> run(const ir::Graph& g, std::map<std::string, 
 
 /// The index-th run of `hidden` values: one (direction, batch entry) state.
 std::vector<float> hidden_of(const ir::Tensor& t, int64_t index, int64_t hidden) {
-  return std::vector<float>(t.data<float>() + index * hidden, t.data<float>() + (index + 1) * hidden);
+  return std::vector<float>(t.data<float>() + index * hidden,
+                            t.data<float>() + (index + 1) * hidden);
 }
 
 // Batch entry 0 runs 2 of 3 steps, entry 1 all 3: each must equal a run of
@@ -64,7 +65,8 @@ TEST(RnnExpansion, ConstantSequenceLengthsMaskEachBatchEntry) {
   // Entry 0 alone over its first 2 steps (batch 1: X[:2, 0], H0[:, 0]).
   ir::Tensor x0(ir::DType::kF32, {2, 1, 4}), h00(ir::DType::kF32, {2, 1, hidden});
   for (int64_t t = 0; t < 2; ++t)
-    for (int64_t i = 0; i < 4; ++i) x0.data<float>()[t * 4 + i] = x.data<float>()[t * batch * 4 + i];
+    for (int64_t i = 0; i < 4; ++i)
+      x0.data<float>()[t * 4 + i] = x.data<float>()[t * batch * 4 + i];
   for (int64_t d = 0; d < 2; ++d)
     for (int64_t k = 0; k < hidden; ++k)
       h00.data<float>()[d * hidden + k] = h0.data<float>()[d * batch * hidden + k];
@@ -75,7 +77,8 @@ TEST(RnnExpansion, ConstantSequenceLengthsMaskEachBatchEntry) {
   for (int64_t d = 0; d < 2; ++d) {
     // Y_h (dir, batch, hidden): entry 0 as alone, entry 1 as the unmasked run.
     EXPECT_EQ(hidden_of(y_h, d * batch, hidden), hidden_of(alone.at("Y_h"), d, hidden)) << d;
-    EXPECT_EQ(hidden_of(y_h, d * batch + 1, hidden), hidden_of(full.at("Y_h"), d * batch + 1, hidden))
+    EXPECT_EQ(hidden_of(y_h, d * batch + 1, hidden),
+              hidden_of(full.at("Y_h"), d * batch + 1, hidden))
         << d;
     // Y (seq, dir, batch, hidden): entry 0 as alone for t < 2, zero at t = 2.
     for (int64_t t = 0; t < seq; ++t) {

@@ -14,10 +14,13 @@ namespace {
 std::vector<float> window(const std::string& op, int64_t size, int64_t periodic) {
   ir::Graph g = test::import_text(R"(
 <ir_version: 8, opset_import: ["" : 17]>
-g () => (float[)" + std::to_string(size) + R"(] y)
-<int64 n = {)" + std::to_string(size) + R"(}>
+g () => (float[)" + std::to_string(size) +
+                                  R"(] y)
+<int64 n = {)" + std::to_string(size) +
+                                  R"(}>
 {
-  y = )" + op + " <periodic = " + std::to_string(periodic) + R"(> (n)
+  y = )" + op + " <periodic = " + std::to_string(periodic) +
+                                  R"(> (n)
 }
 )");
   const ir::Tensor* v = g.value("y");
