@@ -3,11 +3,14 @@
 // output coordinate o of axis d maps back to x(o) by the coordinate
 // transformation, and the value is a weighted sum over the taps of x(o)'s
 // neighbours (1 for nearest, 2 for linear, 4 for cubic; indices clamped to
-// the axis, as the reference's edge padding). An N-D resize is the product
+// the axis, as the reference's edge padding). With antialias, linear and
+// cubic filters are stretched by 1 / scale when downscaling (2 ceil(1 / s)
+// and 4 ceil(1 / s) taps, weights normalised to sum 1). An N-D resize is the product
 // of its axes' 1-D maps, so the forward op sums over tap combinations and
 // the gradient applies each axis's transpose in turn.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -77,13 +80,20 @@ inline ResizePlan resize_plan(const KernelContext& h, const ir::Shape& in, const
   const std::string nearest = n.attr_string("nearest_mode", "round_prefer_floor");
   const double a = n.attr_float("cubic_coeff_a", -0.75f);
   const bool exclude = n.attr_int("exclude_outside", 0) != 0;
+  const bool antialias = n.attr_int("antialias", 0) != 0 && mode != "nearest";
   ResizePlan plan;
   plan.extrapolation = n.attr_float("extrapolation_value", 0.0f);
   for (size_t d = 0; d < rank; ++d) {
     ResizeAxis ax;
     ax.in = in[d];
     ax.out = out[d];
-    ax.taps = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+    // The filter is stretched by 1 / filter_scale (antialias: min(scale, 1)). Taps
+    // run from `reach` below the neighbour floor(x) (the reference's start).
+    const double filter_scale = antialias ? std::min(scale[d], 1.0) : 1.0;
+    const int64_t reach =
+        mode == "nearest" ? 0
+                          : static_cast<int64_t>(std::floor((mode == "linear" ? -1.0 : -2.0) / filter_scale)) + 1;
+    ax.taps = mode == "nearest" ? 1 : 2 - 2 * reach;
     ax.index.assign(static_cast<size_t>(ax.out * ax.taps), 0);
     ax.weight.assign(static_cast<size_t>(ax.out * ax.taps), 0.0);
     ax.outside.assign(static_cast<size_t>(ax.out), 0);
@@ -132,6 +142,24 @@ inline ResizePlan resize_plan(const KernelContext& h, const ir::Shape& in, const
           up = r > 0.5;
         first += up ? 1 : 0;
         w = {1.0};
+      } else if (antialias) {  // the reference's _linear/_cubic_coeffs_antialias
+        double sum = 0.0;
+        for (int64_t t = 0; t < ax.taps; ++t) {
+          const double u = std::abs((static_cast<double>(reach + t) - r) * filter_scale);
+          double v;
+          if (mode == "linear")
+            v = std::max(0.0, 1.0 - u);
+          else if (u <= 1.0)
+            v = ((a + 2.0) * u - (a + 3.0)) * u * u + 1.0;
+          else if (u < 2.0)
+            v = ((a * u - 5.0 * a) * u + 8.0 * a) * u - 4.0 * a;
+          else
+            v = 0.0;
+          w.push_back(v);
+          sum += v;
+        }
+        for (double& v : w) v /= sum;
+        first += reach;
       } else if (mode == "linear") {
         w = {1.0 - r, r};
       } else {

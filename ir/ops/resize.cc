@@ -47,7 +47,6 @@ Shape resize_output(InferContext& c) {
   check_choice(c, "nearest_mode", "round_prefer_floor",
                {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
   check_choice(c, "keep_aspect_ratio_policy", "stretch", {"stretch", "not_larger", "not_smaller"});
-  if (c.node().attr_int("antialias", 0) != 0) c.unsupported("antialias = 1");
   std::vector<int64_t> axes = c.node().attr_ints("axes");
   if (axes.empty())
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);

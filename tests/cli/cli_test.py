@@ -79,6 +79,33 @@ class CliTest(unittest.TestCase):
         want = np.maximum(x @ numpy_helper.to_array(w).T + numpy_helper.to_array(b), 0)
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
 
+    def test_resize_antialias_matches_pytorch(self):
+        """Resize with antialias = 1 (opset 18) against torch.nn.functional.interpolate's
+        antialias, in float64: the same filters where the taps leaving the image are
+        dropped (exclude_outside = 1), PIL's cubic a = -0.5."""
+        import torch
+        x = np.random.default_rng(2).standard_normal((1, 2, 17, 13)).astype(np.float32)
+        np.save(self.path("img.npy"), x)
+        for mode, torch_mode, a in [("linear", "bilinear", -0.75), ("cubic", "bicubic", -0.5)]:
+            for size in [(5, 6), (8, 4), (17, 20)]:  # down by 3.4 and 2.2, by 2.1 and 3.3, up
+                sizes = helper.make_tensor("sizes", TensorProto.INT64, [4], [1, 2, *size])
+                node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode,
+                                        antialias=1, exclude_outside=1, cubic_coeff_a=a)
+                graph = helper.make_graph(
+                    [node], "aa", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, *size])],
+                    [sizes])
+                m = self.path(f"aa_{mode}_{size[0]}.onnx")
+                onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), m)
+                out = self.path(f"out_{mode}_{size[0]}")
+                r = run("run", m, "--input", f"x={self.path('img.npy')}", "--output-dir", out)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                want = torch.nn.functional.interpolate(
+                    torch.from_numpy(x).double(), size=size, mode=torch_mode, antialias=True,
+                    align_corners=False).numpy()
+                np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want, rtol=1e-5,
+                                           atol=1e-5, err_msg=f"{mode} to {size}")
+
     def test_inspect_lists_layers_params_and_flops(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
         r = run("inspect", m, "--batch", 8, "--layer-depth", 1)
