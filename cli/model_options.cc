@@ -44,6 +44,7 @@ importer::ImportOptions ModelOptions::import_options() const {
   importer::ImportOptions o;
   if (batch > 0) o.batch = batch;
   o.layer_depth = layer_depth;
+  o.half_as_float32 = half_as_float32;
   for (const auto& spec : input_shapes) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)

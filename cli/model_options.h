@@ -16,6 +16,8 @@ struct ModelOptions {
   int64_t batch = 0;                      // 0: not given
   std::vector<std::string> input_shapes;  // NAME=d0,d1,...
   int layer_depth = 0;
+  /// float16 / bfloat16 models as float32 (set by train: float32 master weights).
+  bool half_as_float32 = false;
 
   /// model_required = false: the command has another use without a model (inspect --ops).
   void add_to(CLI::App& cmd, bool model_required = true);

@@ -56,7 +56,11 @@ std::map<std::string, ir::Tensor> named_arrays(const std::string& path) {
 }
 
 void run(const RunArgs& a) {
-  ir::Graph g = importer::import_model(a.model.path, a.model.import_options());
+  // float16 / bfloat16 models run in float32 (not every CPU kernel has the
+  // half types), as train runs them; inputs in the half type are widened.
+  importer::ImportOptions options = a.model.import_options();
+  options.half_as_float32 = true;
+  ir::Graph g = importer::import_model(a.model.path, options);
   std::map<std::string, ir::Tensor> feeds;
   for (const auto& spec : a.inputs) {
     size_t eq = spec.find('=');
@@ -76,6 +80,13 @@ void run(const RunArgs& a) {
       feeds[name] = t;
     }
   }
+  for (auto& [name, t] : feeds)  // half-precision arrays for the widened model
+    if ((t.dtype() == ir::DType::kF16 || t.dtype() == ir::DType::kBF16) && g.has_tensor(name) &&
+        g.tensor(name).dtype == ir::DType::kF32) {
+      ir::Tensor wide(ir::DType::kF32, t.shape());
+      for (int64_t i = 0; i < t.numel(); ++i) wide.data<float>()[i] = static_cast<float>(t.at(i));
+      t = std::move(wide);
+    }
   std::mt19937_64 rng(a.seed);
   for (const auto& in : g.inputs)
     if (!feeds.count(in) && a.random_inputs)

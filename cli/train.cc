@@ -30,6 +30,9 @@ bool wants_checkpoints(const TrainArgs& a) {
 }
 
 void train(TrainArgs& a) {
+  // A float16 or bfloat16 model trains with float32 master weights and is
+  // written back in its own dtype (importer/float_widening.cc).
+  a.model.half_as_float32 = true;
   a.model.resolve_batch();
   if (!a.pipelined() && wants_checkpoints(a)) {
     // One worker that asks for checkpoints runs as a one-stage pipeline: the

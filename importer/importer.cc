@@ -53,6 +53,7 @@ void check_with_libonnx(onnx::ModelProto& model, const std::string& base_dir) {
 ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
                        const ImportOptions& options) {
   if (!model.has_graph()) throw ModelError("the model has no graph");
+  if (options.half_as_float32) detail::widen_half_floats(&model, base_dir);
   const auto names = detail::node_names(model.graph());
   detail::check_ops_supported(model.graph(), names);
   int64_t opset = detail::default_opset(model);

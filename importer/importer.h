@@ -26,6 +26,10 @@ struct ImportOptions {
   std::map<std::string, ir::Tensor> input_values;
   /// Fold static shape subgraphs (Shape, Gather, Concat, Unsqueeze, ... on constants).
   bool fold_constants = true;
+  /// Import float16 and bfloat16 models as float32 (training's float32 master
+  /// weights; save_trained_weights rounds back to the file's dtype). float64
+  /// is always imported as float32.
+  bool half_as_float32 = false;
 };
 
 /// Reads a model file (with external data files next to it). Throws

@@ -39,8 +39,8 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
 /// location is missing, absolute, or leads outside `base_dir`.
 std::string external_file(const onnx::TensorProto& proto, const std::string& base_dir,
                           const std::string& what);
-/// Encodes a tensor as raw_data; with `onnx_type` DOUBLE, an f32 tensor is
-/// widened back to the file's float64.
+/// Encodes a tensor as raw_data; with `onnx_type` DOUBLE, FLOAT16 or
+/// BFLOAT16, an f32 tensor goes back to that dtype of the file.
 void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorProto* proto,
                      int32_t onnx_type = 0);
 /// Replaces a tensor's external data by the same bytes as raw_data (dtype kept).
@@ -48,6 +48,12 @@ void inline_external_data(onnx::TensorProto* proto, const std::string& base_dir,
                           const std::string& what);
 /// Reads a whole file; ModelError "<path>: cannot read file" when it cannot.
 std::string read_file(const std::string& path);
+
+// --- float_widening.cc ---------------------------------------------------
+
+/// Every float16 / bfloat16 tensor, type and dtype attribute of the model
+/// (bodies included) made float32, before import (ImportOptions::half_as_float32).
+void widen_half_floats(onnx::ModelProto* model, const std::string& base_dir);
 
 // --- onnx_reader.cc ------------------------------------------------------
 

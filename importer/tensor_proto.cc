@@ -269,6 +269,16 @@ void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorP
                      int32_t onnx_type) {
   proto->Clear();
   proto->set_name(name);
+  if ((onnx_type == onnx::TensorProto::FLOAT16 || onnx_type == onnx::TensorProto::BFLOAT16) &&
+      t.dtype() == ir::DType::kF32) {  // float32 master weights back to the file's half
+    const bool bf16 = onnx_type == onnx::TensorProto::BFLOAT16;
+    ir::Tensor half(bf16 ? ir::DType::kBF16 : ir::DType::kF16, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      half.data<uint16_t>()[i] = bf16 ? ir::f32_to_bf16(t.data<float>()[i])
+                                      : ir::f32_to_f16(t.data<float>()[i]);
+    tensor_to_proto(half, name, proto);
+    return;
+  }
   if (onnx_type == onnx::TensorProto::DOUBLE && t.dtype() == ir::DType::kF32) {
     proto->set_data_type(onnx::TensorProto::DOUBLE);
     for (int64_t d : t.shape()) proto->add_dims(d);

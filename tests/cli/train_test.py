@@ -78,7 +78,7 @@ class TrainTest(unittest.TestCase):
                     self.path("run"), "-o", out, *extra))
         return out
 
-    def assert_same_forward_as_onnxruntime(self, model, x):
+    def assert_same_forward_as_onnxruntime(self, model, x, rtol=1e-4, atol=1e-5):
         import onnxruntime as ort
         np.save(self.path("x.npy"), x)
         self.ok(run("run", model, "--batch", x.shape[0], "--input", "input=" + self.path("x.npy"),
@@ -86,7 +86,7 @@ class TrainTest(unittest.TestCase):
         ours = np.load(self.path("out/logits.npy"))
         theirs = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
             None, {"input": x})[0]
-        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
 
     def test_trained_mlp_runs_in_onnxruntime_and_only_weights_change(self):
         model = self.zoo("mlp")
@@ -104,24 +104,40 @@ class TrainTest(unittest.TestCase):
         x = np.random.default_rng(0).random((5, 64), dtype=np.float32)
         self.assert_same_forward_as_onnxruntime(trained, x)
 
-    def test_float64_model_trains_in_float32_and_is_written_back_as_float64(self):
+    def retyped_mlp(self, np_dtype, onnx_dtype):
+        """The zoo's MLP with its weights, input and output in another float dtype."""
         model = onnx.load(self.zoo("mlp"))
         for init in model.graph.initializer:
-            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np_dtype),
                                                   init.name))
         for vi in [*model.graph.input, *model.graph.output]:
-            vi.type.tensor_type.elem_type = TensorProto.DOUBLE
-        wide = self.path("mlp64.onnx")
-        onnx.save(model, wide)
-        trained = self.train(wide, "--data", "digits", "--batch", 32, "--epochs", 1,
+            vi.type.tensor_type.elem_type = onnx_dtype
+        path = self.path(f"mlp_{np.dtype(np_dtype).name}.onnx")
+        onnx.save(model, path)
+        return path
+
+    def assert_trained_in_file_dtype(self, model, onnx_dtype):
+        trained = self.train(model, "--data", "digits", "--batch", 32, "--epochs", 1,
                              "--optimizer", "sgd", "--lr", "0.05")
-        before, after = onnx.load(wide), onnx.load(trained)
+        before, after = onnx.load(model), onnx.load(trained)
         for a, b in zip(before.graph.initializer, after.graph.initializer):
-            self.assertEqual(b.data_type, TensorProto.DOUBLE, b.name)
+            self.assertEqual(b.data_type, onnx_dtype, b.name)
             self.assertFalse(np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b)),
                              b.name + " never moved")
+        return trained
+
+    def test_float64_model_trains_in_float32_and_is_written_back_as_float64(self):
+        trained = self.assert_trained_in_file_dtype(
+            self.retyped_mlp(np.float64, TensorProto.DOUBLE), TensorProto.DOUBLE)
         x = np.random.default_rng(0).random((5, 64))
         self.assert_same_forward_as_onnxruntime(trained, x)
+
+    def test_float16_model_trains_with_float32_master_weights(self):
+        trained = self.assert_trained_in_file_dtype(
+            self.retyped_mlp(np.float16, TensorProto.FLOAT16), TensorProto.FLOAT16)
+        # `run` computes in float32, onnxruntime in the file's float16.
+        x = np.random.default_rng(0).random((5, 64)).astype(np.float16)
+        self.assert_same_forward_as_onnxruntime(trained, x, rtol=2e-2, atol=2e-2)
 
     def test_batchnorm_running_statistics_are_trained_and_written(self):
         model = self.path("bn.onnx")
