@@ -446,6 +446,78 @@ std::vector<ir::Node> det(ir::Graph& g, const ir::Node& n, std::set<std::string>
   return std::move(b.nodes);
 }
 
+// Col2Im (opset 18, torch's fold): the columns (N, C * prod(block), L) summed
+// into the image at their blocks' pixels. A ScatterElements with add over the
+// flattened image plus one trash slot for taps that land in the padding,
+// with a constant target per column entry; its gradient is a GatherElements.
+std::vector<ir::Node> col2im(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
+  Builder b(g, n, t);
+  const ir::Shape& x = b.shape(0);
+  const std::vector<int64_t> image = constant_input(b, n, 1, "image_shape").to_i64();
+  const std::vector<int64_t> block = constant_input(b, n, 2, "block_shape").to_i64();
+  const size_t k = image.size();
+  if (k == 0 || block.size() != k) b.fail("image_shape and block_shape differ in length");
+  const std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(k, 1));
+  const std::vector<int64_t> stride = n.attr_ints("strides", std::vector<int64_t>(k, 1));
+  const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+  if (dil.size() != k || stride.size() != k || pads.size() != 2 * k)
+    b.fail("dilations, strides or pads do not match " + std::to_string(k) + " spatial axes");
+  int64_t block_size = 1, pixels = 1;
+  std::vector<int64_t> blocks(k);  // block positions per axis
+  int64_t positions = 1;
+  for (size_t d = 0; d < k; ++d) {
+    block_size *= block[d];
+    pixels *= image[d];
+    const int64_t span = dil[d] * (block[d] - 1) + 1;
+    blocks[d] = (image[d] + pads[d] + pads[d + k] - span) / stride[d] + 1;
+    if (blocks[d] < 1) b.fail("the blocks do not fit the padded image on axis " + std::to_string(d));
+    positions *= blocks[d];
+  }
+  if (x.size() != 3 || x[1] % block_size != 0 || x[2] != positions)
+    b.fail("input " + ir::shape_str(x) + " is not (N, C x " + std::to_string(block_size) + ", " +
+           std::to_string(positions) + ")");
+  const int64_t channels = x[1] / block_size;
+  // target[(kk, l)]: the pixel that block offset kk of block position l lands on.
+  std::vector<int64_t> target(static_cast<size_t>(block_size * positions));
+  for (int64_t kk = 0; kk < block_size; ++kk)
+    for (int64_t l = 0; l < positions; ++l) {
+      int64_t rest_k = kk, rest_l = l, pixel = 0;
+      bool inside = true;
+      for (size_t d = k; d-- > 0;) {
+        const int64_t off = rest_k % block[d], pos = rest_l % blocks[d];
+        rest_k /= block[d];
+        rest_l /= blocks[d];
+        const int64_t at = pos * stride[d] - pads[d] + off * dil[d];
+        inside = inside && at >= 0 && at < image[d];
+        int64_t scale = 1;
+        for (size_t e = d + 1; e < k; ++e) scale *= image[e];
+        pixel += at * scale;
+      }
+      target[static_cast<size_t>(kk * positions + l)] = inside ? pixel : pixels;  // the trash slot
+    }
+  std::vector<int64_t> index;
+  for (int64_t c = 0; c < channels; ++c) index.insert(index.end(), target.begin(), target.end());
+  const int64_t per_image = channels * block_size * positions;
+  const std::string cols = b.op("Reshape", {n.inputs[0], b.ints({x[0], per_image})});
+  std::vector<int64_t> shifted(static_cast<size_t>(per_image));
+  for (int64_t c = 0; c < channels; ++c)
+    for (size_t i = 0; i < target.size(); ++i)
+      shifted[static_cast<size_t>(c) * target.size() + i] =
+          index[static_cast<size_t>(c) * target.size() + i] + c * (pixels + 1);
+  const std::string where = b.op("Expand", {b.constant(ir::Tensor::from_i64(shifted, {1, per_image})),
+                                            b.ints({x[0], per_image})});
+  const std::string zeros = b.op("ConstantOfShape", {b.ints({x[0], channels * (pixels + 1)})});
+  const std::string summed = b.op("ScatterElements", {zeros, where, cols},
+                                  {{"axis", ir::Attribute(int64_t{1})},
+                                   {"reduction", ir::Attribute(std::string("add"))}});
+  const std::string planes = b.op("Reshape", {summed, b.ints({x[0], channels, pixels + 1})});
+  const std::string image_only = b.op("Slice", {planes, b.ints({0}), b.ints({pixels}), b.ints({2})});
+  std::vector<int64_t> out = {x[0], channels};
+  out.insert(out.end(), image.begin(), image.end());
+  b.op("Reshape", {image_only, b.ints(out)}, {}, n.outputs[0]);
+  return std::move(b.nodes);
+}
+
 /// HannWindow, HammingWindow, BlackmanWindow: a constant of `size` values
 /// a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N), N = size (periodic) or size - 1.
 std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
@@ -491,6 +563,7 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"DFT", {"MatMuls by constant cosine and sine matrices", detail::expand_dft}},
       {"STFT", {"Gather of the frames, Mul by the window, the DFT's MatMuls", detail::expand_stft}},
       {"MelWeightMatrix", {"a constant", detail::expand_mel_weight_matrix}},
+      {"Col2Im", {"ScatterElements (add) of the columns into the image", col2im}},
       {"Det", {"Reshape, Gather, Slice, Mul, ReduceSum (the Leibniz sum, up to 4 x 4)", det}},
       {"MaxUnpool", {"ScatterElements over the flattened output", max_unpool}},
       {"Upsample", {"Resize (asymmetric; floor for nearest)", upsample}},

@@ -106,6 +106,29 @@ class CliTest(unittest.TestCase):
                 np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want, rtol=1e-5,
                                            atol=1e-5, err_msg=f"{mode} to {size}")
 
+    def test_col2im_matches_torch_fold(self):
+        """Col2Im (opset 18) against torch.nn.functional.fold, with padding,
+        stride and dilation, so blocks overlap and some taps land in the padding."""
+        import torch
+        cols = np.random.default_rng(3).standard_normal((2, 3 * 2 * 3, 20)).astype(np.float32)
+        np.save(self.path("cols.npy"), cols)
+        image = helper.make_tensor("image", TensorProto.INT64, [2], [5, 7])
+        block = helper.make_tensor("block", TensorProto.INT64, [2], [2, 3])
+        node = helper.make_node("Col2Im", ["cols", "image", "block"], ["y"], dilations=[2, 1],
+                                pads=[1, 1, 1, 1], strides=[1, 2])
+        graph = helper.make_graph(
+            [node], "fold", [helper.make_tensor_value_info("cols", TensorProto.FLOAT, cols.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 5, 7])], [image, block])
+        m = self.path("fold.onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), m)
+        r = run("run", m, "--input", f"cols={self.path('cols.npy')}", "--output-dir",
+                self.path("fold_out"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = torch.nn.functional.fold(torch.from_numpy(cols).double(), (5, 7), (2, 3),
+                                        dilation=(2, 1), padding=(1, 1), stride=(1, 2)).numpy()
+        np.testing.assert_allclose(np.load(self.path("fold_out/y.npy")), want, rtol=1e-5,
+                                   atol=1e-5)
+
     def test_inspect_lists_layers_params_and_flops(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
         r = run("inspect", m, "--batch", 8, "--layer-depth", 1)
