@@ -38,9 +38,10 @@ void train(TrainArgs& a) {
     // One worker that asks for checkpoints runs as a one-stage pipeline: the
     // same steps (tests/cli/pipeline_train_test.py checks the weights bitwise).
     if (a.backend != "cpu")
-      throw PlanError("checkpoints (--checkpoint, --checkpoint-every, --resume, --max-restarts) "
-                      "run one worker as a one-stage pipeline, on --backend cpu only (got '" +
-                      a.backend + "')");
+      throw PlanError(
+          "checkpoints (--checkpoint, --checkpoint-every, --resume, --max-restarts) "
+          "run one worker as a one-stage pipeline, on --backend cpu only (got '" +
+          a.backend + "')");
     a.stages = 1;
     fmt::print("checkpoints asked for: one worker runs as a one-stage pipeline\n");
   }

@@ -38,16 +38,7 @@ class Einsum {
       std::string keep = needed_after(i);  // by the output or a later operand
       t = contract(t, terms[i], keep);
     }
-    t = reduce_to(t, output_);
-    std::vector<int64_t> perm;
-    for (char c : output_) perm.push_back(static_cast<int64_t>(t.subs.find(c)));
-    bool identity = true;
-    for (size_t k = 0; k < perm.size(); ++k)
-      identity = identity && perm[k] == static_cast<int64_t>(k);
-    if (identity)
-      b_.op("Identity", {t.name}, {}, n_.outputs[0]);
-    else
-      b_.op("Transpose", {t.name}, {{"perm", Attribute(perm)}}, n_.outputs[0]);
+    permuted(reduce_to(t, output_), output_, n_.outputs[0]);
   }
 
  private:
@@ -186,7 +177,9 @@ class Einsum {
     return reduce_to(std::move(t), keep);
   }
 
-  Term permuted(const Term& t, const std::string& order) {
+  /// t with its axes in `order`: a Transpose, none when already in order
+  /// (with `out`, the result is written there, by an Identity if need be).
+  Term permuted(const Term& t, const std::string& order, const std::string& out_name = "") {
     std::vector<int64_t> perm;
     Term out{t.name, order, {}};
     for (char c : order) {
@@ -196,7 +189,10 @@ class Einsum {
     bool identity = true;
     for (size_t k = 0; k < perm.size(); ++k)
       identity = identity && perm[k] == static_cast<int64_t>(k);
-    if (!identity) out.name = b_.op("Transpose", {t.name}, {{"perm", Attribute(perm)}});
+    if (!identity)
+      out.name = b_.op("Transpose", {t.name}, {{"perm", Attribute(perm)}}, out_name);
+    else if (!out_name.empty())
+      out.name = b_.op("Identity", {t.name}, {}, out_name);
     return out;
   }
 

@@ -59,6 +59,16 @@ class ExpansionBuilder {
       throw ModelError(n_.describe() + ": input " + std::to_string(i) + " is missing");
     return g_.tensor(n_.inputs[i]).shape;
   }
+  /// The value of input i, which must be a constant: it decides the output
+  /// shape, and pipetrain's shapes are static.
+  const ir::Tensor& constant_input(size_t i, const char* what) const {
+    shape(i);  // present
+    const ir::Tensor* v = g_.value(n_.inputs[i]);
+    if (!v)
+      fail(std::string(what) + " '" + n_.inputs[i] +
+           "' is not a constant: it decides the output shape (static shapes only)");
+    return *v;
+  }
   const ir::Graph& graph() const { return g_; }
   [[noreturn]] void fail(const std::string& msg) const {
     throw ModelError(n_.describe() + ": " + msg);

@@ -41,7 +41,8 @@ void widen_graph(onnx::GraphProto* g, const std::string& base_dir) {
   for (auto& n : *g->mutable_node()) {
     for (auto& a : *n.mutable_attribute()) {
       if (a.type() == onnx::AttributeProto::TENSOR)
-        widen_tensor(a.mutable_t(), base_dir, "node '" + n.name() + "' attribute '" + a.name() + "'");
+        widen_tensor(a.mutable_t(), base_dir,
+                     "node '" + n.name() + "' attribute '" + a.name() + "'");
       else if (a.type() == onnx::AttributeProto::GRAPH)
         widen_graph(a.mutable_g(), base_dir);
       else if (a.type() == onnx::AttributeProto::INT && is_half(static_cast<int32_t>(a.i())) &&

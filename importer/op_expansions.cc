@@ -67,6 +67,16 @@ std::vector<ir::Node> space_to_depth(ir::Graph& g, const ir::Node& n, std::set<s
   return std::move(b.nodes);
 }
 
+/// (x - mean) / sqrt(var + epsilon), the mean and (biased) variance over `axes`, kept.
+std::string standardize(Builder& b, const std::string& x, std::vector<int64_t> axes, float eps) {
+  const ir::Attribute over(std::move(axes)), keep(int64_t{1});
+  const std::string mean = b.op("ReduceMean", {x}, {{"axes", over}, {"keepdims", keep}});
+  const std::string d = b.op("Sub", {x, mean});
+  const std::string var =
+      b.op("ReduceMean", {b.op("Mul", {d, d})}, {{"axes", over}, {"keepdims", keep}});
+  return b.op("Div", {d, b.op("Sqrt", {b.op("Add", {var, b.scalar(eps)})})});
+}
+
 // y = scale (x - mean) / sqrt(var + epsilon) + B, statistics per (n, c) over the spatial axes.
 std::vector<ir::Node> instance_norm(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
   Builder b(g, n, t);
@@ -76,18 +86,13 @@ std::vector<ir::Node> instance_norm(ir::Graph& g, const ir::Node& n, std::set<st
     if (b.shape(i) != ir::Shape{x[1]})
       b.fail("input " + std::to_string(i) + " " + ir::shape_str(b.shape(i)) + " is not (" +
              std::to_string(x[1]) + ")");
-  const ir::Attribute axes(spatial_axes(x.size())), keep(int64_t{1});
   ir::Shape per_channel(x.size() - 1, 1);
   per_channel[0] = x[1];
-  const std::string mean = b.op("ReduceMean", {n.inputs[0]}, {{"axes", axes}, {"keepdims", keep}});
-  const std::string d = b.op("Sub", {n.inputs[0], mean});
-  const std::string var =
-      b.op("ReduceMean", {b.op("Mul", {d, d})}, {{"axes", axes}, {"keepdims", keep}});
-  const std::string inv =
-      b.op("Sqrt", {b.op("Add", {var, b.scalar(n.attr_float("epsilon", 1e-5f))})});
+  const std::string normed =
+      standardize(b, n.inputs[0], spatial_axes(x.size()), n.attr_float("epsilon", 1e-5f));
   const std::string scale = b.op("Reshape", {n.inputs[1], b.ints(per_channel)});
   const std::string bias = b.op("Reshape", {n.inputs[2], b.ints(per_channel)});
-  b.op("Add", {b.op("Mul", {b.op("Div", {d, inv}), scale}), bias}, {}, n.outputs[0]);
+  b.op("Add", {b.op("Mul", {normed, scale}), bias}, {}, n.outputs[0]);
   return std::move(b.nodes);
 }
 
@@ -160,22 +165,12 @@ std::vector<ir::Node> lrn(ir::Graph& g, const ir::Node& n, std::set<std::string>
   return std::move(b.nodes);
 }
 
-/// The value of input i, which must be a constant: pipetrain's shapes are static.
-const ir::Tensor& constant_input(Builder& b, const ir::Node& n, size_t i, const char* what) {
-  b.shape(i);  // present
-  const ir::Tensor* v = b.graph().value(n.inputs[i]);
-  if (!v)
-    b.fail(std::string(what) + " '" + n.inputs[i] +
-           "' is not a constant: it decides the output shape (static shapes only)");
-  return *v;
-}
-
 // The slices along `axis` (or of the flattened input) where condition holds:
 // a Gather of the constant positions.
 std::vector<ir::Node> compress(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
   Builder b(g, n, t);
   const ir::Shape& x = b.shape(0);
-  const ir::Tensor& cond = constant_input(b, n, 1, "condition");
+  const ir::Tensor& cond = b.constant_input(1, "condition");
   std::string input = n.inputs[0];
   int64_t axis = 0, dim = ir::numel(x);
   if (n.has_attr("axis")) {
@@ -210,7 +205,7 @@ std::vector<ir::Node> reverse_sequence(ir::Graph& g, const ir::Node& n, std::set
   if (!((time == 0 && batch == 1) || (time == 1 && batch == 0)))
     b.fail("time_axis " + std::to_string(time) + " and batch_axis " + std::to_string(batch) +
            " (one is 0, the other 1)");
-  const std::vector<int64_t> lens = constant_input(b, n, 1, "sequence_lens").to_i64();
+  const std::vector<int64_t> lens = b.constant_input(1, "sequence_lens").to_i64();
   const int64_t steps = x[static_cast<size_t>(time)], batches = x[static_cast<size_t>(batch)];
   if (static_cast<int64_t>(lens.size()) != batches)
     b.fail("sequence_lens has " + std::to_string(lens.size()) + " values for a batch of " +
@@ -313,15 +308,9 @@ std::vector<ir::Node> group_norm(ir::Graph& g, const ir::Node& n, std::set<std::
              std::to_string(x[1]) + ")");
   int64_t rest = 1;
   for (size_t d = 2; d < x.size(); ++d) rest *= x[d];
-  const ir::Attribute axes(std::vector<int64_t>{2}), keep(int64_t{1});
   const std::string grouped =
       b.op("Reshape", {n.inputs[0], b.ints({x[0], groups, x[1] / groups * rest})});
-  const std::string mean = b.op("ReduceMean", {grouped}, {{"axes", axes}, {"keepdims", keep}});
-  const std::string d = b.op("Sub", {grouped, mean});
-  const std::string var =
-      b.op("ReduceMean", {b.op("Mul", {d, d})}, {{"axes", axes}, {"keepdims", keep}});
-  const std::string normed = b.op(
-      "Div", {d, b.op("Sqrt", {b.op("Add", {var, b.scalar(n.attr_float("epsilon", 1e-5f))})})});
+  const std::string normed = standardize(b, grouped, {2}, n.attr_float("epsilon", 1e-5f));
   const std::string back =
       b.op("Reshape", {normed, b.ints(std::vector<int64_t>(x.begin(), x.end()))});
   ir::Shape per_channel(x.size() - 1, 1);
@@ -366,7 +355,7 @@ std::vector<ir::Node> max_unpool(ir::Graph& g, const ir::Node& n, std::set<std::
   }
   std::vector<int64_t> out = inferred;
   if (n.has_input(2)) {
-    out = constant_input(b, n, 2, "output_shape").to_i64();
+    out = b.constant_input(2, "output_shape").to_i64();
     if (out.size() != x.size())
       b.fail("output_shape has " + std::to_string(out.size()) + " dims for a rank-" +
              std::to_string(x.size()) + " input");
@@ -453,8 +442,8 @@ std::vector<ir::Node> det(ir::Graph& g, const ir::Node& n, std::set<std::string>
 std::vector<ir::Node> col2im(ir::Graph& g, const ir::Node& n, std::set<std::string>& t) {
   Builder b(g, n, t);
   const ir::Shape& x = b.shape(0);
-  const std::vector<int64_t> image = constant_input(b, n, 1, "image_shape").to_i64();
-  const std::vector<int64_t> block = constant_input(b, n, 2, "block_shape").to_i64();
+  const std::vector<int64_t> image = b.constant_input(1, "image_shape").to_i64();
+  const std::vector<int64_t> block = b.constant_input(2, "block_shape").to_i64();
   const size_t k = image.size();
   if (k == 0 || block.size() != k) b.fail("image_shape and block_shape differ in length");
   const std::vector<int64_t> dil = n.attr_ints("dilations", std::vector<int64_t>(k, 1));
@@ -470,7 +459,8 @@ std::vector<ir::Node> col2im(ir::Graph& g, const ir::Node& n, std::set<std::stri
     pixels *= image[d];
     const int64_t span = dil[d] * (block[d] - 1) + 1;
     blocks[d] = (image[d] + pads[d] + pads[d + k] - span) / stride[d] + 1;
-    if (blocks[d] < 1) b.fail("the blocks do not fit the padded image on axis " + std::to_string(d));
+    if (blocks[d] < 1)
+      b.fail("the blocks do not fit the padded image on axis " + std::to_string(d));
     positions *= blocks[d];
   }
   if (x.size() != 3 || x[1] % block_size != 0 || x[2] != positions)
@@ -504,14 +494,16 @@ std::vector<ir::Node> col2im(ir::Graph& g, const ir::Node& n, std::set<std::stri
     for (size_t i = 0; i < target.size(); ++i)
       shifted[static_cast<size_t>(c) * target.size() + i] =
           index[static_cast<size_t>(c) * target.size() + i] + c * (pixels + 1);
-  const std::string where = b.op("Expand", {b.constant(ir::Tensor::from_i64(shifted, {1, per_image})),
-                                            b.ints({x[0], per_image})});
+  const std::string where =
+      b.op("Expand",
+           {b.constant(ir::Tensor::from_i64(shifted, {1, per_image})), b.ints({x[0], per_image})});
   const std::string zeros = b.op("ConstantOfShape", {b.ints({x[0], channels * (pixels + 1)})});
-  const std::string summed = b.op("ScatterElements", {zeros, where, cols},
-                                  {{"axis", ir::Attribute(int64_t{1})},
-                                   {"reduction", ir::Attribute(std::string("add"))}});
+  const std::string summed =
+      b.op("ScatterElements", {zeros, where, cols},
+           {{"axis", ir::Attribute(int64_t{1})}, {"reduction", ir::Attribute(std::string("add"))}});
   const std::string planes = b.op("Reshape", {summed, b.ints({x[0], channels, pixels + 1})});
-  const std::string image_only = b.op("Slice", {planes, b.ints({0}), b.ints({pixels}), b.ints({2})});
+  const std::string image_only =
+      b.op("Slice", {planes, b.ints({0}), b.ints({pixels}), b.ints({2})});
   std::vector<int64_t> out = {x[0], channels};
   out.insert(out.end(), image.begin(), image.end());
   b.op("Reshape", {image_only, b.ints(out)}, {}, n.outputs[0]);
@@ -523,7 +515,7 @@ std::vector<ir::Node> col2im(ir::Graph& g, const ir::Node& n, std::set<std::stri
 std::vector<ir::Node> window(ir::Graph& g, const ir::Node& n, std::set<std::string>& t, double a0,
                              double a1, double a2) {
   Builder b(g, n, t);
-  const std::vector<int64_t> size = constant_input(b, n, 0, "size").to_i64();
+  const std::vector<int64_t> size = b.constant_input(0, "size").to_i64();
   if (size.size() != 1 || size[0] < 0) b.fail("size must be one non-negative integer");
   const int64_t dtype = n.attr_int("output_datatype", 1);
   if (dtype != 1) b.fail("output_datatype " + std::to_string(dtype) + " (only float, 1)");

@@ -15,21 +15,6 @@ namespace {
 using ir::Attribute;
 constexpr double kPi = 3.14159265358979323846;
 
-const ir::Tensor& constant_operand(ExpansionBuilder& b, const ir::Node& n, size_t i,
-                                   const char* what) {
-  b.shape(i);
-  const ir::Tensor* v = b.graph().value(n.inputs[i]);
-  if (!v)
-    b.fail(std::string(what) + " '" + n.inputs[i] +
-           "' is not a constant: it decides the output shape (static shapes only)");
-  return *v;
-}
-
-double scalar_value(const ir::Tensor& t) {
-  return t.dtype() == ir::DType::kF32 ? static_cast<double>(t.data<float>()[0])
-                                      : static_cast<double>(t.to_i64().at(0));
-}
-
 /// The DFT along `axis` of x (shape `shape`, its last axis 1 = real or 2 =
 /// complex), over `length` points (zero-padded or cut), one-sided or full,
 /// forward or inverse; written to `out`. Output: the same shape with `axis`
@@ -113,8 +98,7 @@ std::vector<ir::Node> expand_dft(ir::Graph& g, const ir::Node& n, std::set<std::
       shape.size() > 1
           ? shape[static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(shape.size()) : axis)]
           : 0;
-  if (n.has_input(1))
-    length = static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
+  if (n.has_input(1)) length = static_cast<int64_t>(b.constant_input(1, "dft_length").at(0));
   const bool onesided = n.attr_int("onesided", 0) != 0, inverse = n.attr_int("inverse", 0) != 0;
   if (onesided && inverse) b.fail("onesided and inverse together are not defined");
   if (onesided && shape.back() == 2) b.fail("a one-sided DFT needs a real input");
@@ -127,12 +111,11 @@ std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std:
   const ir::Shape signal = b.shape(0);
   if (signal.size() != 3 || (signal[2] != 1 && signal[2] != 2))
     b.fail("signal " + ir::shape_str(signal) + " is not (batch, length, 1 or 2)");
-  const int64_t step = static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "frame_step")));
+  const int64_t step = static_cast<int64_t>(b.constant_input(1, "frame_step").at(0));
   int64_t frame = -1;
   if (n.has_input(2)) frame = b.shape(2).size() == 1 ? b.shape(2)[0] : -1;
   if (n.has_input(3)) {
-    const int64_t given =
-        static_cast<int64_t>(scalar_value(constant_operand(b, n, 3, "frame_length")));
+    const int64_t given = static_cast<int64_t>(b.constant_input(3, "frame_length").at(0));
     if (frame >= 0 && given != frame)
       b.fail("frame_length " + std::to_string(given) + " differs from the window's " +
              std::to_string(frame));
@@ -162,13 +145,11 @@ std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std:
 std::vector<ir::Node> expand_mel_weight_matrix(ir::Graph& g, const ir::Node& n,
                                                std::set<std::string>& taken) {
   ExpansionBuilder b(g, n, taken);
-  const int64_t bins =
-      static_cast<int64_t>(scalar_value(constant_operand(b, n, 0, "num_mel_bins")));
-  const int64_t dft_length =
-      static_cast<int64_t>(scalar_value(constant_operand(b, n, 1, "dft_length")));
-  const int64_t rate = static_cast<int64_t>(scalar_value(constant_operand(b, n, 2, "sample_rate")));
-  const double lower = scalar_value(constant_operand(b, n, 3, "lower_edge_hertz"));
-  const double upper = scalar_value(constant_operand(b, n, 4, "upper_edge_hertz"));
+  const int64_t bins = static_cast<int64_t>(b.constant_input(0, "num_mel_bins").at(0));
+  const int64_t dft_length = static_cast<int64_t>(b.constant_input(1, "dft_length").at(0));
+  const int64_t rate = static_cast<int64_t>(b.constant_input(2, "sample_rate").at(0));
+  const double lower = b.constant_input(3, "lower_edge_hertz").at(0);
+  const double upper = b.constant_input(4, "upper_edge_hertz").at(0);
   if (n.attr_int("output_datatype", 1) != 1) b.fail("output_datatype other than float");
   if (bins < 1 || dft_length < 1 || rate < 1)
     b.fail("num_mel_bins, dft_length and sample_rate must be positive");

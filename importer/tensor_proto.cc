@@ -274,8 +274,8 @@ void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorP
     const bool bf16 = onnx_type == onnx::TensorProto::BFLOAT16;
     ir::Tensor half(bf16 ? ir::DType::kBF16 : ir::DType::kF16, t.shape());
     for (int64_t i = 0; i < t.numel(); ++i)
-      half.data<uint16_t>()[i] = bf16 ? ir::f32_to_bf16(t.data<float>()[i])
-                                      : ir::f32_to_f16(t.data<float>()[i]);
+      half.data<uint16_t>()[i] =
+          bf16 ? ir::f32_to_bf16(t.data<float>()[i]) : ir::f32_to_f16(t.data<float>()[i]);
     tensor_to_proto(half, name, proto);
     return;
   }

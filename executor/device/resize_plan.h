@@ -91,8 +91,9 @@ inline ResizePlan resize_plan(const KernelContext& h, const ir::Shape& in, const
     // run from `reach` below the neighbour floor(x) (the reference's start).
     const double filter_scale = antialias ? std::min(scale[d], 1.0) : 1.0;
     const int64_t reach =
-        mode == "nearest" ? 0
-                          : static_cast<int64_t>(std::floor((mode == "linear" ? -1.0 : -2.0) / filter_scale)) + 1;
+        mode == "nearest"
+            ? 0
+            : static_cast<int64_t>(std::floor((mode == "linear" ? -1.0 : -2.0) / filter_scale)) + 1;
     ax.taps = mode == "nearest" ? 1 : 2 - 2 * reach;
     ax.index.assign(static_cast<size_t>(ax.out * ax.taps), 0);
     ax.weight.assign(static_cast<size_t>(ax.out * ax.taps), 0.0);
