@@ -78,6 +78,8 @@ void generate(GenerateArgs& a) {
   exec::set_cpu_threads(a.threads);
   auto backend = exec::make_cpu_backend();
   exec::ForwardRunner runner(g, *backend);
+  exec::RunOptions opts;
+  opts.values_version = exec::fresh_values_version();  // the weights stay put while generating
   std::mt19937_64 rng(a.seed);
   // Printed as the decoded continuation grows: a subword's text can depend on
   // its neighbours (SentencePiece's word-initial spaces), so decode them all.
@@ -90,7 +92,7 @@ void generate(GenerateArgs& a) {
     std::vector<int64_t> ids(static_cast<size_t>(window), 0);
     std::copy(text.begin() + start, text.end(), ids.begin());
     ir::Tensor logits =
-        runner.run({{g.inputs[0], ir::Tensor::from_i64(ids, in.shape)}}).at(g.outputs[0]);
+        runner.run({{g.inputs[0], ir::Tensor::from_i64(ids, in.shape)}}, opts).at(g.outputs[0]);
     const float* last = logits.data<float>() + (len - 1) * vocab;  // (1, T, V) at T = len - 1
     // Only ids the tokenizer can decode are candidates.
     const int64_t next = pick(last, tokenizer->vocab_size(), a.top_k, a.temperature, rng);

@@ -98,6 +98,7 @@ void run(const RunArgs& a) {
   exec::RunOptions opts;
   opts.training = a.training;
   opts.seed = a.seed;
+  opts.values_version = exec::fresh_values_version();  // the weights stay put over the repeats
   std::map<std::string, ir::Tensor> outs;
   std::vector<double> ms, node_seconds;
   if (a.profile) opts.node_seconds = &node_seconds;

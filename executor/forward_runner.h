@@ -20,6 +20,7 @@ struct RunOptions {
   uint64_t seed = 0;      // base seed for random ops; each node mixes in its index
   /// Whoever changes graph values in place (an optimizer step, a finite-difference
   /// probe) bumps this, so kernels drop what they derived from the old values.
+  /// 0 (the default) promises nothing: kernels cache nothing derived from values.
   uint64_t values_version = 0;
   /// When set, receives each node's wall time in seconds, indexed like graph.nodes.
   std::vector<double>* node_seconds = nullptr;

@@ -79,6 +79,7 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
         RunOptions o;
         o.training = true;
         o.node_seconds = &node_seconds;
+        o.values_version = fresh_values_version();  // as in training: the step moved the weights
         auto start = std::chrono::steady_clock::now();
         runner.run(feeds, o);
         walls.push_back(

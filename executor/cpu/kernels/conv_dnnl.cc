@@ -107,7 +107,9 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
 memory reordered_weights(ConvPrimitive& p, const ConvArgs& a, memory user_w) {
   auto& eng = du::engine();
   auto& s = du::stream();
-  if (a.w_is_value) {
+  // Version 0 promises nothing: another model's weights may since sit at this address.
+  const bool cacheable = a.w_is_value && a.values_version != 0;
+  if (cacheable) {
     std::lock_guard<std::mutex> lock(p.weights_mu);
     auto it = p.weights.find(a.w_data);
     if (it != p.weights.end() && it->second.version == a.values_version) return it->second.w;
@@ -115,7 +117,7 @@ memory reordered_weights(ConvPrimitive& p, const ConvArgs& a, memory user_w) {
   memory w(p.w, eng);
   p.w_in->execute(s, user_w, w);
   s.wait();
-  if (a.w_is_value) {
+  if (cacheable) {
     std::lock_guard<std::mutex> lock(p.weights_mu);
     if (p.weights.size() >= kMaxCachedWeights && !p.weights.count(a.w_data)) p.weights.clear();
     p.weights[a.w_data] = CachedWeights{a.values_version, w};
