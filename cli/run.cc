@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <random>
 
@@ -80,13 +81,36 @@ void run(const RunArgs& a) {
       feeds[name] = t;
     }
   }
-  for (auto& [name, t] : feeds)  // half-precision arrays for the widened model
-    if ((t.dtype() == ir::DType::kF16 || t.dtype() == ir::DType::kBF16) && g.has_tensor(name) &&
-        g.tensor(name).dtype == ir::DType::kF32) {
+  for (auto& [name, t] : feeds) {
+    if (!g.has_tensor(name)) continue;
+    const ir::DType want = g.tensor(name).dtype;
+    const bool half_to_float =
+        (t.dtype() == ir::DType::kF16 || t.dtype() == ir::DType::kBF16) && want == ir::DType::kF32;
+    // .npy reads narrow integers (uint8 images, int16 ids) as i64; the model
+    // computes them in i32 or i64 (importer/narrow_ints.cc).
+    const bool int_to_int = (t.dtype() == ir::DType::kI64 || t.dtype() == ir::DType::kI32) &&
+                            (want == ir::DType::kI64 || want == ir::DType::kI32) &&
+                            t.dtype() != want;
+    if (half_to_float) {
       ir::Tensor wide(ir::DType::kF32, t.shape());
       for (int64_t i = 0; i < t.numel(); ++i) wide.data<float>()[i] = static_cast<float>(t.at(i));
       t = std::move(wide);
+    } else if (int_to_int) {
+      ir::Tensor cast(want, t.shape());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const int64_t v =
+            t.dtype() == ir::DType::kI64 ? t.data<int64_t>()[i] : t.data<int32_t>()[i];
+        if (want == ir::DType::kI32 && (v < INT32_MIN || v > INT32_MAX))
+          throw ModelError("input '" + name + "': element " + std::to_string(i) + " (" +
+                           std::to_string(v) + ") does not fit the model's i32");
+        if (want == ir::DType::kI32)
+          cast.data<int32_t>()[i] = static_cast<int32_t>(v);
+        else
+          cast.data<int64_t>()[i] = v;
+      }
+      t = std::move(cast);
     }
+  }
   std::mt19937_64 rng(a.seed);
   for (const auto& in : g.inputs)
     if (!feeds.count(in) && a.random_inputs)

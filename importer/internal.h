@@ -5,12 +5,14 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "importer/importer.h"
+#include "importer/op_expansions.h"
 #include "ir/graph.h"
 
 namespace pipetrain::importer::detail {
@@ -29,6 +31,10 @@ std::string onnx_dtype_name(int32_t onnx_type);
 ir::DType checked_dtype(int32_t onnx_type, const std::string& what);
 /// The IR dtype of an ONNX element type as checked_dtype maps it, or kUndefined.
 ir::DType imported_dtype(int32_t onnx_type);
+/// Bytes per element of a narrow integer type the IR widens (int8, int16,
+/// uint8-uint64: computed in i32, or i64 for uint32 and uint64); 0 otherwise.
+int narrow_int_bytes(int32_t onnx_type);
+bool is_unsigned_int(int32_t onnx_type);
 /// Validates dims (non-negative, total size <= kMaxTensorBytes); ModelError naming `what`.
 ir::Shape checked_shape(const std::vector<int64_t>& dims, ir::DType dtype, const std::string& what);
 /// Decodes a TensorProto (raw_data, typed fields or external data relative
@@ -48,6 +54,20 @@ void inline_external_data(onnx::TensorProto* proto, const std::string& base_dir,
                           const std::string& what);
 /// Reads a whole file; ModelError "<path>: cannot read file" when it cannot.
 std::string read_file(const std::string& path);
+
+// --- narrow_ints.cc ------------------------------------------------------
+
+/// Attribute prefix (+ input index) with which the reader records the file's
+/// element type of a narrow integer input of the ops narrow_int_expansions
+/// expands: the IR's i32 no longer tells uint8 from int8.
+inline constexpr const char* kFileDtypeAttr = "pipetrain.file_dtype_";
+/// Cast, EyeLike, ... to a narrow integer type: to its wide IR type, and for
+/// Cast a wrap into the narrow range after it.
+std::optional<std::vector<ir::Node>> rewrite_narrow_dtype_attr(ir::Graph& g, const ir::Node& n,
+                                                               std::set<std::string>& taken);
+/// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+/// ConvInteger, QLinearMatMul, QLinearConv and BitShift.
+const std::map<std::string, Expansion>& narrow_int_expansions();
 
 // --- float_widening.cc ---------------------------------------------------
 

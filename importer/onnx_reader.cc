@@ -308,6 +308,20 @@ void check_structure(const onnx::GraphProto& graph, const std::vector<std::strin
       throw ModelError("graph output '" + o.name() + "' is not produced by any node");
 }
 
+// The file's element type of every tensor the graph declares or holds.
+std::map<std::string, int32_t> file_types(const onnx::GraphProto& gp) {
+  std::map<std::string, int32_t> types;
+  for (const auto* list : {&gp.input(), &gp.output(), &gp.value_info()})
+    for (const auto& vi : *list)
+      if (vi.type().has_tensor_type()) types[vi.name()] = vi.type().tensor_type().elem_type();
+  for (const auto& init : gp.initializer()) types[init.name()] = init.data_type();
+  for (const auto& n : gp.node())
+    if (n.op_type() == "Constant" && n.output_size() == 1)
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) types[n.output(0)] = a.t().data_type();
+  return types;
+}
+
 ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
                            const std::string& base_dir, const ImportOptions& options) {
   if (!model.has_graph()) throw ModelError("the model has no graph");
@@ -373,6 +387,7 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
     if (!input_names.count(name))
       throw ModelError("a value is given for '" + name + "', which is not a graph input");
 
+  const std::map<std::string, int32_t> types = file_types(gp);
   std::set<std::string> produced;
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& np = gp.node(i);
@@ -392,6 +407,10 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
       continue;
     }
     fill_node(np, base_dir, &n);
+    if (narrow_int_expansions().count(n.op_type))  // they need to tell uint8 from int8
+      for (size_t k = 0; k < n.inputs.size(); ++k)
+        if (auto t = types.find(n.inputs[k]); t != types.end() && narrow_int_bytes(t->second))
+          n.attrs[kFileDtypeAttr + std::to_string(k)] = ir::Attribute(int64_t{t->second});
     g.nodes.push_back(std::move(n));
   }
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "importer/expansion_builder.h"
+#include "importer/internal.h"
 
 namespace pipetrain::importer {
 
@@ -539,10 +540,9 @@ std::vector<ir::Node> blackman(ir::Graph& g, const ir::Node& n, std::set<std::st
   return window(g, n, t, 0.42, 0.5, 0.08);
 }
 
-}  // namespace
-
-const std::map<std::string, Expansion>& expanded_ops() {
-  static const std::map<std::string, Expansion> ops = {
+// The expansions of this file and its siblings but narrow_ints.cc.
+std::map<std::string, Expansion> own_expansions() {
+  return {
       {"DepthToSpace", {"Reshape, Transpose, Reshape", depth_to_space}},
       {"SpaceToDepth", {"Reshape, Transpose, Reshape", space_to_depth}},
       {"InstanceNormalization", {"ReduceMean, Sub, Mul, Add, Sqrt, Div, Reshape", instance_norm}},
@@ -573,6 +573,16 @@ const std::map<std::string, Expansion>& expanded_ops() {
       {"Scan", {"its body unrolled over the scan length", detail::expand_scan}},
       {"RNN", {"unrolled: MatMul, Add, Tanh, Slice, Concat", detail::expand_rnn}},
   };
+}
+
+}  // namespace
+
+const std::map<std::string, Expansion>& expanded_ops() {
+  static const std::map<std::string, Expansion> ops = [] {
+    std::map<std::string, Expansion> all = own_expansions();
+    for (const auto& [name, e] : detail::narrow_int_expansions()) all.emplace(name, e);
+    return all;
+  }();
   return ops;
 }
 

@@ -26,8 +26,27 @@ std::string onnx_dtype_name(int32_t onnx_type) {
   return name;
 }
 
+int narrow_int_bytes(int32_t onnx_type) {
+  switch (onnx_type) {
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8: return 1;
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16: return 2;
+    case onnx::TensorProto::UINT32: return 4;
+    case onnx::TensorProto::UINT64: return 8;
+    default: return 0;
+  }
+}
+
+bool is_unsigned_int(int32_t onnx_type) {
+  return onnx_type == onnx::TensorProto::UINT8 || onnx_type == onnx::TensorProto::UINT16 ||
+         onnx_type == onnx::TensorProto::UINT32 || onnx_type == onnx::TensorProto::UINT64;
+}
+
 ir::DType imported_dtype(int32_t onnx_type) {
   if (onnx_type == onnx::TensorProto::DOUBLE) return ir::DType::kF32;
+  if (const int bytes = narrow_int_bytes(onnx_type))
+    return bytes < 4 ? ir::DType::kI32 : ir::DType::kI64;
   return ir::dtype_from_onnx(onnx_type);
 }
 
@@ -35,8 +54,9 @@ ir::DType checked_dtype(int32_t onnx_type, const std::string& what) {
   ir::DType t = imported_dtype(onnx_type);
   if (t == ir::DType::kUndefined)
     throw UnsupportedOp(what + " has dtype " + onnx_dtype_name(onnx_type) +
-                        ", which pipetrain does not support (f32, f16, bf16, i64, i32, bool; "
-                        "f64 is computed in f32)");
+                        ", which pipetrain does not support (f32, f16, bf16, f64, i64, i32, "
+                        "i16, i8, u64, u32, u16, u8, bool; f64 is computed in f32, i8-i16 and "
+                        "u8-u16 in i32, u32-u64 in i64)");
   return t;
 }
 
@@ -182,6 +202,54 @@ ir::Tensor f64_tensor_from_proto(const onnx::TensorProto& proto, const std::stri
   return t;
 }
 
+/// A narrow integer tensor (int8, int16, uint8-uint64) read into i32 or i64 as
+/// imported_dtype maps it: raw_data or external data in the file's width, or
+/// int32_data (8 and 16 bits) or uint64_data (uint32, uint64).
+ir::Tensor narrow_tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
+                                    const std::string& what, const ir::Shape& shape) {
+  const int32_t type = proto.data_type();
+  const size_t width = static_cast<size_t>(narrow_int_bytes(type));
+  const bool is_signed = !is_unsigned_int(type);
+  const int64_t n = ir::numel(shape);
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  auto from_bytes = [&](const char* bytes) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t u = 0;
+      std::memcpy(&u, bytes + static_cast<size_t>(i) * width, width);  // little-endian
+      if (is_signed && width < 8 && (u >> (8 * width - 1)) & 1) u |= ~uint64_t{0} << (8 * width);
+      v[static_cast<size_t>(i)] = static_cast<int64_t>(u);
+    }
+  };
+  const size_t nbytes = static_cast<size_t>(n) * width;
+  if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
+    std::string bytes(nbytes, '\0');
+    read_external(resolve_external(proto, base_dir, what, nbytes), what, nbytes, bytes.data());
+    from_bytes(bytes.data());
+  } else if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != nbytes)
+      throw ModelError(what + " has " + std::to_string(proto.raw_data().size()) +
+                       " bytes of raw_data, but its shape " + ir::shape_str(shape) + " needs " +
+                       std::to_string(nbytes));
+    from_bytes(proto.raw_data().data());
+  } else if (width >= 4) {
+    check_count(proto.uint64_data(), n, "uint64_data", what);
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = static_cast<int64_t>(proto.uint64_data(static_cast<int>(i)));
+  } else {
+    check_count(proto.int32_data(), n, "int32_data", what);
+    for (int64_t i = 0; i < n; ++i)
+      v[static_cast<size_t>(i)] = proto.int32_data(static_cast<int>(i));
+  }
+  ir::Tensor t(imported_dtype(type), shape);
+  for (int64_t i = 0; i < n; ++i) {
+    if (t.dtype() == ir::DType::kI32)
+      t.data<int32_t>()[i] = static_cast<int32_t>(v[static_cast<size_t>(i)]);
+    else
+      t.data<int64_t>()[i] = v[static_cast<size_t>(i)];
+  }
+  return t;
+}
+
 }  // namespace
 
 ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir,
@@ -193,6 +261,11 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
     // Sized as float64 for the limit: that is what the file holds.
     checked_shape(dims, ir::DType::kI64, what);
     return f64_tensor_from_proto(proto, base_dir, what, ir::Shape(dims.begin(), dims.end()));
+  }
+  if (narrow_int_bytes(proto.data_type())) {
+    std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+    checked_shape(dims, dtype, what);  // sized as the wider IR tensor it becomes
+    return narrow_tensor_from_proto(proto, base_dir, what, ir::Shape(dims.begin(), dims.end()));
   }
   std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
   ir::Shape shape = checked_shape(dims, dtype, what);
@@ -254,8 +327,10 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
 void inline_external_data(onnx::TensorProto* proto, const std::string& base_dir,
                           const std::string& what) {
   const ir::DType dtype = checked_dtype(proto->data_type(), what);
-  const size_t elem =
-      proto->data_type() == onnx::TensorProto::DOUBLE ? sizeof(double) : ir::dtype_size(dtype);
+  const size_t elem = proto->data_type() == onnx::TensorProto::DOUBLE ? sizeof(double)
+                      : narrow_int_bytes(proto->data_type())
+                          ? static_cast<size_t>(narrow_int_bytes(proto->data_type()))
+                          : ir::dtype_size(dtype);
   std::vector<int64_t> dims(proto->dims().begin(), proto->dims().end());
   const size_t nbytes = static_cast<size_t>(ir::numel(checked_shape(dims, dtype, what))) * elem;
   std::string bytes(nbytes, '\0');
@@ -286,6 +361,20 @@ void tensor_to_proto(const ir::Tensor& t, const std::string& name, onnx::TensorP
     for (int64_t i = 0; i < t.numel(); ++i) wide[static_cast<size_t>(i)] = t.data<float>()[i];
     proto->set_raw_data(
         std::string(reinterpret_cast<const char*>(wide.data()), wide.size() * sizeof(double)));
+    return;
+  }
+  if (const int width = narrow_int_bytes(onnx_type);
+      width && (t.dtype() == ir::DType::kI32 || t.dtype() == ir::DType::kI64)) {
+    proto->set_data_type(onnx_type);  // back to the file's width (two's complement, truncated)
+    for (int64_t d : t.shape()) proto->add_dims(d);
+    std::string bytes(static_cast<size_t>(t.numel()) * static_cast<size_t>(width), '\0');
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const uint64_t u = static_cast<uint64_t>(t.dtype() == ir::DType::kI64 ? t.data<int64_t>()[i]
+                                                                            : t.data<int32_t>()[i]);
+      std::memcpy(bytes.data() + static_cast<size_t>(i) * static_cast<size_t>(width), &u,
+                  static_cast<size_t>(width));
+    }
+    proto->set_raw_data(std::move(bytes));
     return;
   }
   proto->set_data_type(static_cast<int32_t>(t.dtype()));

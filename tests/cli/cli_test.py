@@ -129,6 +129,49 @@ class CliTest(unittest.TestCase):
         np.testing.assert_allclose(np.load(self.path("fold_out/y.npy")), want, rtol=1e-5,
                                    atol=1e-5)
 
+    def test_quantized_model_matches_onnxruntime(self):
+        """A uint8 image through DequantizeLinear, a float MatMul, QuantizeLinear to
+        int8, QLinearMatMul and MatMulInteger, against onnxruntime: narrow integers
+        compute in i32 (importer/narrow_ints.cc) and come out as the same values."""
+        import onnxruntime as ort
+        rng = np.random.default_rng(4)
+        x = rng.integers(0, 256, (3, 8), dtype=np.uint8)
+        np.save(self.path("xq.npy"), x)
+        inits = [numpy_helper.from_array(np.float32(0.02), "xs"),
+                 numpy_helper.from_array(np.uint8(128), "xz"),
+                 numpy_helper.from_array(rng.standard_normal((8, 6)).astype(np.float32), "W"),
+                 numpy_helper.from_array(np.float32(0.05), "hs"),
+                 numpy_helper.from_array(np.int8(-3), "hz"),
+                 numpy_helper.from_array(rng.integers(-128, 128, (6, 5), dtype=np.int8), "Wq"),
+                 numpy_helper.from_array(np.float32(0.01), "ws"),
+                 numpy_helper.from_array(np.int8(2), "wz"),
+                 numpy_helper.from_array(np.float32(0.1), "ys"),
+                 numpy_helper.from_array(np.int8(-10), "yz")]
+        nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+                 helper.make_node("MatMul", ["xf", "W"], ["h"]),
+                 helper.make_node("QuantizeLinear", ["h", "hs", "hz"], ["hq"]),
+                 helper.make_node("QLinearMatMul", ["hq", "hs", "hz", "Wq", "ws", "wz", "ys", "yz"],
+                                  ["y"]),
+                 helper.make_node("MatMulInteger", ["hq", "Wq", "hz", "wz"], ["acc"])]
+        graph = helper.make_graph(
+            nodes, "q", [helper.make_tensor_value_info("x", TensorProto.UINT8, [3, 8])],
+            [helper.make_tensor_value_info("hq", TensorProto.INT8, [3, 6]),
+             helper.make_tensor_value_info("y", TensorProto.INT8, [3, 5]),
+             helper.make_tensor_value_info("acc", TensorProto.INT32, [3, 5])], inits)
+        m = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                 self.path("q.onnx"))
+        r = run("run", m, "--input", f"x={self.path('xq.npy')}", "--output-dir", self.path("qo"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        for name, w in zip(["hq", "y", "acc"], want):
+            got = np.load(self.path(f"qo/{name}.npy"))
+            self.assertTrue(np.issubdtype(got.dtype, np.integer), name)
+            # onnxruntime rounds h / hs in float32 too; a value within float32 rounding
+            # of a .5 may go either way, so allow one step, on at most one element.
+            diff = np.abs(got.astype(np.int64) - w.astype(np.int64))
+            self.assertLessEqual(diff.max(), 1 if name != "acc" else 0, name)
+            self.assertLessEqual(int((diff > 0).sum()), 1, name)
+
     def test_inspect_lists_layers_params_and_flops(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
         r = run("inspect", m, "--batch", 8, "--layer-depth", 1)
