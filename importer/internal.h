@@ -69,6 +69,12 @@ std::optional<std::vector<ir::Node>> rewrite_narrow_dtype_attr(ir::Graph& g, con
 /// ConvInteger, QLinearMatMul, QLinearConv and BitShift.
 const std::map<std::string, Expansion>& narrow_int_expansions();
 
+// --- optimizer_ops.cc ----------------------------------------------------
+
+/// The optimizer ops of ai.onnx.preview.training: Adagrad, Momentum, Adam.
+inline constexpr const char* kPreviewTrainingDomain = "ai.onnx.preview.training";
+const std::map<std::string, Expansion>& optimizer_expansions();
+
 // --- float_widening.cc ---------------------------------------------------
 
 /// Every float16 / bfloat16 tensor, type and dtype attribute of the model

@@ -540,7 +540,7 @@ std::vector<ir::Node> blackman(ir::Graph& g, const ir::Node& n, std::set<std::st
   return window(g, n, t, 0.42, 0.5, 0.08);
 }
 
-// The expansions of this file and its siblings but narrow_ints.cc.
+// The expansions of this file and its siblings but narrow_ints.cc and optimizer_ops.cc.
 std::map<std::string, Expansion> own_expansions() {
   return {
       {"DepthToSpace", {"Reshape, Transpose, Reshape", depth_to_space}},
@@ -581,6 +581,7 @@ const std::map<std::string, Expansion>& expanded_ops() {
   static const std::map<std::string, Expansion> ops = [] {
     std::map<std::string, Expansion> all = own_expansions();
     for (const auto& [name, e] : detail::narrow_int_expansions()) all.emplace(name, e);
+    for (const auto& [name, e] : detail::optimizer_expansions()) all.emplace(name, e);
     return all;
   }();
   return ops;
