@@ -65,6 +65,9 @@ inline constexpr const char* kFileDtypeAttr = "pipetrain.file_dtype_";
 /// Cast a wrap into the narrow range after it.
 std::optional<std::vector<ir::Node>> rewrite_narrow_dtype_attr(ir::Graph& g, const ir::Node& n,
                                                                std::set<std::string>& taken);
+/// MaxPool on int8 / uint8 (computed in i32): in float32, which holds them exactly.
+std::optional<std::vector<ir::Node>> rewrite_integer_max_pool(ir::Graph& g, const ir::Node& n,
+                                                              std::set<std::string>& taken);
 /// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
 /// ConvInteger, QLinearMatMul, QLinearConv and BitShift.
 const std::map<std::string, Expansion>& narrow_int_expansions();

@@ -212,6 +212,22 @@ std::vector<ir::Node> bit_shift(ir::Graph& g, const ir::Node& n, std::set<std::s
 
 }  // namespace
 
+std::optional<std::vector<ir::Node>> rewrite_integer_max_pool(ir::Graph& g, const ir::Node& n,
+                                                              std::set<std::string>& taken) {
+  if (n.op_type != "MaxPool" || n.inputs.empty() || !g.has_tensor(n.inputs[0]) ||
+      g.tensor(n.inputs[0]).dtype != DType::kI32)
+    return std::nullopt;
+  // ONNX's integer MaxPool is int8 or uint8 (opset 12): exact in float32.
+  Builder b(g, n, taken);
+  ir::Node pool = n;
+  pool.inputs[0] = to_float(b, n.inputs[0]);
+  pool.outputs[0] = b.fresh("pooled");
+  b.nodes.push_back(pool);
+  b.op("Cast", {pool.outputs[0]}, {{"to", Attribute(int64_t{onnx::TensorProto::INT32})}},
+       n.outputs[0]);
+  return std::move(b.nodes);
+}
+
 std::optional<std::vector<ir::Node>> rewrite_narrow_dtype_attr(ir::Graph& g, const ir::Node& n,
                                                                std::set<std::string>& taken) {
   for (const char* key : {"to", "dtype", "output_datatype"}) {

@@ -568,6 +568,8 @@ std::map<std::string, Expansion> own_expansions() {
       {"GRU",
        {"unrolled: MatMul, Add, Sigmoid, Tanh, Mul, Sub, Slice, Concat", detail::expand_gru}},
       {"Einsum", {"Transpose, Reshape, MatMul, Mul, ReduceSum", detail::expand_einsum}},
+      {"TfIdfVectorizer",
+       {"Gather of the n-gram windows, Equal, ReduceMin, ReduceSum, MatMul", detail::expand_tfidf}},
       {"If", {"the ops of the branch its constant condition takes", detail::expand_if}},
       {"Loop", {"its body unrolled over a constant trip count", detail::expand_loop}},
       {"Scan", {"its body unrolled over the scan length", detail::expand_scan}},

@@ -4,7 +4,8 @@
 // LpNormalization, GlobalMaxPool, and GRU and RNN unrolled over their static
 // sequence length (rnn_expansions.cc), Einsum (einsum_expansion.cc), and
 // control flow with a constant condition or trip count: If, Loop, Scan
-// (control_flow.cc), DFT, STFT and MelWeightMatrix (spectral_expansions.cc). Gradients, device
+// (control_flow.cc), DFT, STFT and MelWeightMatrix (spectral_expansions.cc),
+// TfIdfVectorizer on integer tokens (tfidf_expansion.cc). Gradients, device
 // kernels and the partitioner then come from the ops they expand into.
 #pragma once
 
@@ -36,6 +37,7 @@ std::vector<ir::Node> expand_stft(ir::Graph& g, const ir::Node& n, std::set<std:
 std::vector<ir::Node> expand_mel_weight_matrix(ir::Graph& g, const ir::Node& n,
                                                std::set<std::string>& taken);
 std::vector<ir::Node> expand_einsum(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
+std::vector<ir::Node> expand_tfidf(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken);
 }  // namespace detail
 
 /// The expanded ops by name.

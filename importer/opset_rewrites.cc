@@ -111,6 +111,7 @@ std::optional<std::vector<ir::Node>> rewrite_for_opset(ir::Graph& g, const ir::N
   if (auto it = expanded_ops().find(n.op_type); it != expanded_ops().end())
     return it->second.expand(g, n, taken);
   if (auto widened = rewrite_narrow_dtype_attr(g, n, taken)) return widened;
+  if (auto pooled = rewrite_integer_max_pool(g, n, taken)) return pooled;
   if (g.opset < 13 &&
       (n.op_type == "Softmax" || n.op_type == "LogSoftmax" || n.op_type == "Hardmax")) {
     // Rewritten nodes carry axis=-1 on a 2-D input, which maps to itself.
