@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <set>
 
 #include "importer/expansion_builder.h"
 #include "importer/internal.h"
@@ -219,10 +220,105 @@ std::vector<ir::Node> expand_loop(ir::Graph& g, const ir::Node& n, std::set<std:
   return std::move(b.nodes);
 }
 
+namespace {
+
+/// How many outer-scope names `body` reads (the reader appends them to the
+/// node's inputs).
+int64_t outer_read_count(const onnx::GraphProto& body) {
+  std::set<std::string> defined, outer;
+  for (const auto& in : body.input()) defined.insert(in.name());
+  for (const auto& init : body.initializer()) defined.insert(init.name());
+  for (const auto& np : body.node())
+    for (const auto& o : np.output()) defined.insert(o);
+  for (const auto& np : body.node())
+    for (const auto& in : np.input())
+      if (!in.empty() && !defined.count(in)) outer.insert(in);
+  return static_cast<int64_t>(outer.size());
+}
+
+/// Scan before opset 9: an optional sequence_lens, then states (B, ...) and
+/// scan inputs (B, T, ...) batched on axis 0, directions per scan input, scan
+/// outputs (B, T, ...). libonnx's 8-to-9 adapter only renames `directions` and
+/// drops an empty sequence_lens, leaving the data batched. Each batch entry is
+/// the later Scan unrolled over T on its own slice; sequence_lens must be
+/// absent or a constant T for every entry.
+std::vector<ir::Node> expand_batched_scan(ExpansionBuilder& b, const ir::Node& n) {
+  const onnx::GraphProto body = body_of(b, n, "body");
+  const int64_t m = n.attr_int("num_scan_inputs", 0);
+  const int64_t states = body.input_size() - m, k_out = body.output_size() - states;
+  const int64_t own = static_cast<int64_t>(n.inputs.size()) - outer_read_count(body);
+  if (m < 1 || states < 0 || k_out < 0 || (own != states + m && own != 1 + states + m))
+    b.fail("num_scan_inputs " + std::to_string(m) + " for a body of " +
+           std::to_string(body.input_size()) + " inputs and " + std::to_string(own) +
+           " node inputs");
+  const size_t first_state = own == states + m ? 0 : 1;  // after sequence_lens
+  std::vector<int64_t> dirs =
+      n.attr_ints(n.has_attr("directions") ? "directions" : "scan_input_directions");
+  if (dirs.empty()) dirs.assign(static_cast<size_t>(m), 0);
+  if (static_cast<int64_t>(dirs.size()) != m) b.fail("directions does not have one per scan input");
+  const ir::Shape& first = b.shape(first_state + static_cast<size_t>(states));
+  if (first.size() < 2) b.fail("scan input " + ir::shape_str(first) + " is not (batch, time, ...)");
+  const int64_t batch = first[0], length = first[1];
+  for (int64_t j = 0; j < m; ++j) {
+    const ir::Shape& s = b.shape(first_state + static_cast<size_t>(states + j));
+    if (s.size() < 2 || s[0] != batch || s[1] != length)
+      b.fail("scan inputs " + ir::shape_str(first) + " and " + ir::shape_str(s) +
+             " differ in batch or length");
+  }
+  if (first_state == 1 && n.has_input(0)) {
+    const std::vector<int64_t> lens = b.constant_input(0, "sequence_lens").to_i64();
+    for (int64_t len : lens)
+      if (len != length)
+        refuse(n, "sequence_lens " + std::to_string(len) + " shorter than the scan length " +
+                      std::to_string(length) + " (only full-length batched scans unroll)");
+  }
+  if (length == 0 && k_out > 0)
+    b.fail("scans an empty sequence, so its outputs have no static shape");
+  check_unrolled_size(b, batch * length, body);
+  auto entry = [&](const std::string& x, int64_t i) {  // x[i], without the batch axis
+    return b.op("Squeeze",
+                {b.op("Slice", {x, b.ints({i}), b.ints({i + 1}), b.ints({0})}), b.ints({0})});
+  };
+  std::vector<std::vector<std::string>> final_states(static_cast<size_t>(states)),
+      outs_by_k(static_cast<size_t>(k_out));
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<std::string> state;
+    for (int64_t s = 0; s < states; ++s)
+      state.push_back(entry(n.inputs[first_state + static_cast<size_t>(s)], i));
+    std::vector<std::string> seqs;
+    for (int64_t j = 0; j < m; ++j)
+      seqs.push_back(entry(n.inputs[first_state + static_cast<size_t>(states + j)], i));
+    std::vector<std::vector<std::string>> steps(static_cast<size_t>(k_out));
+    for (int64_t t = 0; t < length; ++t) {
+      std::vector<std::string> bound = state;
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t at = dirs[static_cast<size_t>(j)] ? length - 1 - t : t;
+        bound.push_back(entry(seqs[static_cast<size_t>(j)], at));
+      }
+      const auto outs = inline_body(b, body, bound, iteration_name(i * length + t));
+      std::copy(outs.begin(), outs.begin() + states, state.begin());
+      for (int64_t k = 0; k < k_out; ++k)
+        steps[static_cast<size_t>(k)].push_back(outs[static_cast<size_t>(states + k)]);
+    }
+    for (int64_t s = 0; s < states; ++s)
+      final_states[static_cast<size_t>(s)].push_back(state[static_cast<size_t>(s)]);
+    for (int64_t k = 0; k < k_out; ++k)
+      outs_by_k[static_cast<size_t>(k)].push_back(stack(b, steps[static_cast<size_t>(k)], 0, ""));
+  }
+  for (int64_t s = 0; s < states; ++s)
+    if (n.has_output(static_cast<size_t>(s)))
+      stack(b, final_states[static_cast<size_t>(s)], 0, n.outputs[static_cast<size_t>(s)]);
+  for (int64_t k = 0; k < k_out; ++k)
+    if (n.has_output(static_cast<size_t>(states + k)))
+      stack(b, outs_by_k[static_cast<size_t>(k)], 0, n.outputs[static_cast<size_t>(states + k)]);
+  return std::move(b.nodes);
+}
+
+}  // namespace
+
 std::vector<ir::Node> expand_scan(ir::Graph& g, const ir::Node& n, std::set<std::string>& taken) {
   ExpansionBuilder b(g, n, taken);
-  if (g.source_opset < 9)  // libonnx's converter leaves its batched form as it is
-    refuse(n, "Scan before opset 9 (batched, with sequence_lens) is not supported");
+  if (g.source_opset < 9) return expand_batched_scan(b, n);  // libonnx's converter keeps it
   const onnx::GraphProto body = body_of(b, n, "body");
   const int64_t m = n.attr_int("num_scan_inputs", 0);
   const int64_t states = body.input_size() - m;

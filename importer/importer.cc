@@ -71,7 +71,17 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
     // Our own reading of the original model validates every tensor and
     // attribute first: libonnx's converter is not hardened against malformed input.
     detail::graph_from_model(model, opset, base_dir, options);
+    const onnx::GraphProto declared = model.graph();
     model = detail::convert_opset(model, opset, kMinOpset);
+    // libonnx's Scan 8-to-9 adapter strips the batch axis off the types of the
+    // values it touches, graph inputs and outputs included: the file's types stand.
+    auto restore = [](auto* converted, const auto& original) {
+      for (auto& vi : *converted)
+        for (const auto& o : original)
+          if (o.name() == vi.name()) *vi.mutable_type() = o.type();
+    };
+    restore(model.mutable_graph()->mutable_input(), declared.input());
+    restore(model.mutable_graph()->mutable_output(), declared.output());
     opset = kMinOpset;
     detail::check_ops_supported(model.graph(), detail::node_names(model.graph()));
   }

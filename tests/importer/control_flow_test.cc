@@ -3,6 +3,8 @@
 // reads, a loop nested in a branch, and the refusals of dynamic forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
 #include "tests/importer/model_util.h"
@@ -84,6 +86,39 @@ g (float[2] init, float[3, 2] x) => (float[2] total, float[3, 2] partial)
                         {"x", ir::Tensor::from_f32({1, 2, 3, 4, 5, 6}, {3, 2})}});
   EXPECT_EQ(values(out.at("total")), (std::vector<float>{9, 12}));
   EXPECT_EQ(values(out.at("partial")), (std::vector<float>{5, 6, 8, 10, 9, 12}));
+}
+
+// Scan in its opset-8 form: batched on axis 0, `directions`, no sequence_lens
+// (the empty first input). Each batch entry runs its own scan; the body reads
+// k from outside. Entry 0 sums its rows in reverse, entry 1 likewise.
+TEST(ControlFlow, BatchedOpset8ScanRunsEachEntryOnItsOwn) {
+  onnx::ModelProto m = test::parse_model(R"(
+<ir_version: 4, opset_import: ["" : 8]>
+g (float[2, 2] init, float[2, 3, 2] x) => (float[2, 2] total, float[2, 3, 2] partial)
+<float k = {10}>
+{
+  total, partial = Scan (init, x) <num_scan_inputs = 1, directions = [1],
+    body = b (float[2] acc, float[2] row) => (float[2] acc_out, float[2] seen) {
+      acc_out = Add(acc, row)
+      seen = Mul(acc_out, k)
+    }>
+}
+)");
+  // The text syntax cannot open an input list with an empty name: sequence_lens left out.
+  auto* inputs = m.mutable_graph()->mutable_node(0)->mutable_input();
+  inputs->Add("");
+  std::rotate(inputs->rbegin(), inputs->rbegin() + 1, inputs->rend());
+  ir::Graph g = test::import_proto(m);
+  for (const auto& n : g.nodes) EXPECT_NE(n.op_type, "Scan") << n.name;
+  auto backend = exec::make_cpu_backend();
+  const auto out =
+      exec::ForwardRunner(g, *backend)
+          .run(
+              {{"init", ir::Tensor::from_f32({0, 0, 100, 200}, {2, 2})},
+               {"x", ir::Tensor::from_f32({1, 2, 3, 4, 5, 6, -1, -2, -3, -4, -5, -6}, {2, 3, 2})}});
+  EXPECT_EQ(values(out.at("total")), (std::vector<float>{9, 12, 91, 188}));
+  EXPECT_EQ(values(out.at("partial")),
+            (std::vector<float>{50, 60, 80, 100, 90, 120, 950, 1940, 920, 1900, 910, 1880}));
 }
 
 // A counted loop inside the taken branch, both reading x from the top level.
