@@ -76,7 +76,9 @@ const std::map<std::string, Expansion>& narrow_int_expansions();
 
 /// The optimizer ops of ai.onnx.preview.training: Adagrad, Momentum, Adam.
 inline constexpr const char* kPreviewTrainingDomain = "ai.onnx.preview.training";
+/// ... and Gradient (gradient_op.cc).
 const std::map<std::string, Expansion>& optimizer_expansions();
+std::vector<ir::Node> expand_gradient(ir::Graph& g, const ir::Node& n, std::set<std::string>& t);
 
 // --- float_widening.cc ---------------------------------------------------
 

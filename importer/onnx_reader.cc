@@ -418,6 +418,9 @@ ir::Graph graph_from_model(const onnx::ModelProto& model, int64_t opset,
       continue;
     }
     fill_node(np, base_dir, &n);
+    // Gradient reads its y by name: as an input it is ordered after y's producers.
+    if (n.op_type == std::string(kPreviewTrainingDomain) + ".Gradient" && n.has_attr("y"))
+      n.inputs.push_back(n.attr_string("y", ""));
     if (narrow_int_expansions().count(n.op_type))  // they need to tell uint8 from int8
       for (size_t k = 0; k < n.inputs.size(); ++k)
         if (auto t = types.find(n.inputs[k]); t != types.end() && narrow_int_bytes(t->second))

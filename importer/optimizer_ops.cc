@@ -1,8 +1,8 @@
 // The optimizer ops of ONNX's ai.onnx.preview.training domain (Adagrad,
-// Momentum, Adam), expanded at import into their specification's formulas;
-// their IR op name keeps the domain ("ai.onnx.preview.training.Adam").
-// Each updates n tensors at once: inputs R (learning rate), T (update count),
-// then the n X, the n G and the n of each state; outputs the new X and states.
+// Momentum, Adam; Gradient is in gradient_op.cc), expanded at import into their specification's
+// formulas; their IR op name keeps the domain ("ai.onnx.preview.training.Adam"). Each updates n
+// tensors at once: inputs R (learning rate), T (update count), then the n X, the n G and the n of
+// each state; outputs the new X and states.
 #include "importer/expansion_builder.h"
 #include "importer/internal.h"
 
@@ -124,6 +124,8 @@ const std::map<std::string, Expansion>& optimizer_expansions() {
       {std::string(kPreviewTrainingDomain) + ".Momentum", {"Mul, Add, Where, Sub", momentum}},
       {std::string(kPreviewTrainingDomain) + ".Adam",
        {"Mul, Add, Pow, Sqrt, Div, Where, Sub", adam}},
+      {std::string(kPreviewTrainingDomain) + ".Gradient",
+       {"the backward nodes pipetrain's autodiff writes for it", expand_gradient}},
   };
   return ops;
 }
