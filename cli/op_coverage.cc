@@ -1,6 +1,7 @@
 // `pipetrain inspect --ops`: the operator coverage table, generated from the
 // one op list (ir/op_list.h), the schemas, the gradient rules and the kernel
 // tables, so it cannot drift from what the build runs.
+#include <algorithm>
 #include <fmt/core.h>
 #include <onnx/defs/schema.h>
 
@@ -74,8 +75,10 @@ void print_op_coverage() {
     fmt::print("  {:<24} {:>5}  {:<26} {:<22} {}\n", r.op, r.since, r.grad, r.dev, r.types);
   fmt::print("{} more expanded at import into the ops above (gradients and kernels are theirs):\n",
              importer::expanded_ops().size());
+  size_t width = 24;  // the preview training domain's ops carry their domain
+  for (const auto& [op, e] : importer::expanded_ops()) width = std::max(width, op.size());
   for (const auto& [op, e] : importer::expanded_ops())
-    fmt::print("  {:<24} {:>5}  into {}\n", op, since_opset(op), e.into);
+    fmt::print("  {:<{}} {:>5}  into {}\n", op, width, since_opset(op), e.into);
 }
 
 }  // namespace pipetrain::cli
