@@ -68,7 +68,8 @@ partitioner::Topology local_topology(int workers) {
 // Interleaved 1F1B's plan: `stages` workers x `chunks` virtual stages,
 // straight and balanced by measured time.
 partitioner::Plan virtual_stage_plan(const partitioner::Profile& profile, int stages, int chunks) {
-  partitioner::Plan plan = partitioner::time_balanced_plan(profile, local_topology(stages * chunks));
+  partitioner::Plan plan =
+      partitioner::time_balanced_plan(profile, local_topology(stages * chunks));
   if (static_cast<int>(plan.stages.size()) != stages * chunks)
     throw PlanError("--stages " + std::to_string(stages) + " x --chunks " + std::to_string(chunks) +
                     " virtual stages but the model has only " +
@@ -464,11 +465,14 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
 
   // The prediction's profile: the graph the workers run (one microbatch),
   // with the optimizer update, stated per minibatch; the plan above came
-  // from the whole minibatch, which flatters small microbatches.
+  // from the whole minibatch, which flatters small microbatches. The other
+  // workers on this host run beside it meanwhile, as they will in training
+  // (their contention made the demo's stages 20-50% slower than a quiet profile).
   partitioner::Profile run_profile;
   if (root) {
+    const int beside = (comm ? exec::mpi_local_size() : plan.workers_used()) - 1;
     run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 1, 3,
-                                                 &a.trainer.optimizer);
+                                                 &a.trainer.optimizer, beside);
     exec::scale_profile(run_profile, m);
   }
 
@@ -640,10 +644,16 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                   : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
+  // Asynchronous 1F1B drains at every round boundary here, so the rate to
+  // compare is the simulated round's, fill and drain included (the
+  // simulator's own figure is the steady state between them).
+  double predicted = sim.samples_per_s;
+  if (kind == ScheduleKind::kPipeDream && sim.makespan_s > 0)
+    predicted = static_cast<double>(so.microbatches) * sim_profile.batch / sim.makespan_s;
   fmt::print(
       "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "
       "and schedule (measured / predicted = {:.2f})\n",
-      measured, sim.samples_per_s, sim.samples_per_s > 0 ? measured / sim.samples_per_s : 0);
+      measured, predicted, predicted > 0 ? measured / predicted : 0);
   if (!shown.ops.empty()) {
     sim.schedule = "simulated " + a.schedule;
     auto real = as_sim_result(shown, "measured " + a.schedule, workers);

@@ -1,8 +1,11 @@
 #include "executor/measured_profile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
@@ -63,13 +66,58 @@ double time_accumulate(const ir::Graph& g, const std::vector<std::string>& param
   return t[t.size() / 2];
 }
 
+// Training steps run over and over on `count` threads, each on its own copy
+// of the graph, until destroyed: the other workers of a pipeline that share
+// the cores, so that a profile taken meanwhile pays the contention they cause
+// (memory bandwidth, caches, the cores themselves when there are more workers
+// than cores). Construction returns once each has finished one step.
+class Neighbours {
+ public:
+  Neighbours(const ir::Graph& g, const std::map<std::string, ir::Tensor>& feeds, int count)
+      : graphs_(static_cast<size_t>(count), g) {
+    // Values cloned here, before anything runs: BatchNorm's buffers change in place.
+    for (auto& own : graphs_)
+      for (const auto& [name, v] : g.values()) own.set_value(name, v.clone(), g.tensor(name).role);
+    std::atomic<int> started{0};
+    for (auto& own : graphs_)
+      threads_.emplace_back([this, &own, &feeds, &started] {
+        bool first = true;
+        try {
+          auto backend = make_cpu_backend();
+          ForwardRunner runner(own, *backend, /*plan_memory=*/true);
+          for (; !stop_.load(); first = false) {
+            RunOptions o;
+            o.training = true;
+            o.values_version = fresh_values_version();
+            runner.run(feeds, o);
+            if (first) started.fetch_add(1);
+          }
+        } catch (...) {  // the measured run meets the same error and reports it
+          if (first) started.fetch_add(1);
+        }
+      });
+    while (started.load() < count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~Neighbours() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::vector<ir::Graph> graphs_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
                                               const std::map<std::string, ir::Tensor>& feeds,
                                               int warmup, int runs,
-                                              const OptimizerConfig* optimizer) {
+                                              const OptimizerConfig* optimizer, int neighbours) {
   auto backend = make_cpu_backend();
+  std::optional<Neighbours> busy;
+  if (neighbours > 0) busy.emplace(tg.graph, feeds, neighbours);
   // One training step per run: backward nodes sit in their forward node's layer.
   ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
   std::vector<double> walls;
@@ -86,6 +134,7 @@ partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       },
       warmup, runs, backend->name());
+  busy.reset();
   // What a run costs beyond its kernels (zero-filling outputs that kernels
   // accumulate into, feeding, freeing) is spread over the layers in
   // proportion to their time, so the profile sums to a real step.

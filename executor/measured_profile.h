@@ -18,11 +18,14 @@ namespace pipetrain::exec {
 /// are per-node medians, scaled so that they sum to the median wall time of
 /// a whole run (the runner's own costs spread over the layers). With
 /// `optimizer`, each layer's update_s is the median time of one update of
-/// the params its nodes read.
+/// the params its nodes read. With `neighbours` > 0, that many copies of the
+/// step run on other threads while the nodes are timed: the other workers of
+/// a pipeline sharing the machine, whose contention the layer times then include.
 partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
                                               const std::map<std::string, ir::Tensor>& feeds,
                                               int warmup, int runs,
-                                              const OptimizerConfig* optimizer = nullptr);
+                                              const OptimizerConfig* optimizer = nullptr,
+                                              int neighbours = 0);
 
 /// Multiplies times and bytes by `factor` and sets the batch accordingly: a
 /// profile measured on one microbatch, stated for a minibatch of `factor`
