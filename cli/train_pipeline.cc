@@ -471,7 +471,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   partitioner::Profile run_profile;
   if (root) {
     const int beside = (comm ? exec::mpi_local_size() : plan.workers_used()) - 1;
-    run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 1, 3,
+    run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 2, 7,
                                                  &a.trainer.optimizer, beside);
     exec::scale_profile(run_profile, m);
   }
