@@ -5,6 +5,7 @@
 
 #include "executor/backend.h"
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "ir/error.h"
 
@@ -153,6 +154,11 @@ class CpuBackend final : public Backend {
   std::map<std::string, cpu::CpuKernel> kernels_;
 };
 
+}  // namespace
+
+namespace {
+// Before main, so before any BLAS call or worker thread (blas_core.h).
+[[maybe_unused]] const bool kBlasCoreChosen = (cpu::choose_blas_core(), true);
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend() {

@@ -1,11 +1,23 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <tuple>
 
+#include "executor/cpu/kernels/blas_core.h"
 #include "tests/executor/nn_test_util.h"
 
 namespace pipetrain::test {
 namespace {
+
+// OpenBLAS 0.3.21 falls back to its SSE3 kernels on CPU models it does not
+// know (4.6x slower GEMMs on the Emerald Rapids VMs); the CPU backend then
+// chooses by the CPU's flags before main. The GEMM tests below run on that choice.
+TEST(BlasCore, NotTheSse3FallbackOnACpuWithAvx) {
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE chooses";
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx")) GTEST_SKIP() << "no AVX: Prescott is the right choice";
+  EXPECT_STRNE(exec::cpu::blas_core(), "Prescott");
+}
 
 using ir::Shape;
 using ir::Tensor;
