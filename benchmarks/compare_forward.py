@@ -18,6 +18,10 @@ import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_core import cpu_line, same_blas_as_pipetrain  # noqa: E402
+
+BLAS_CORE = same_blas_as_pipetrain()  # before torch loads OpenBLAS
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
@@ -88,6 +92,7 @@ def main():
         t_ours = bench["real_time"]
         rows.append((name, t_ours, t_torch, t_ort, bench.get("GFLOP/s", 0)))
     print(f"\nforward pass, 1 thread, median ms ({os.uname().nodename})")
+    print(cpu_line())
     print(f"{'model':<12} {'pipetrain':>10} {'PyTorch':>10} {'ORT':>10} "
           f"{'ours/PyTorch':>13} {'ours/ORT':>9} {'GFLOP/s':>8}")
     for name, ours, pt, ort_ms, gflops in rows:

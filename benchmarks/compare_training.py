@@ -179,6 +179,10 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from blas_core import cpu_line, same_blas_as_pipetrain
+    same_blas_as_pipetrain()  # before torch loads OpenBLAS (imported lazily below)
+    print(cpu_line())
     gpu = args.device == "cuda"
     if not args.build and not args.train_step:
         parser.error("give BUILD_DIR or --train-step")
