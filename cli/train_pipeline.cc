@@ -470,7 +470,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // (their contention made the demo's stages 20-50% slower than a quiet profile).
   partitioner::Profile run_profile;
   if (root) {
-    const int beside = (comm ? exec::mpi_local_size() : plan.workers_used()) - 1;
+    // Threads only: this host's other MPI ranks already occupy their cores
+    // meanwhile, polling in the collective that waits for this profile.
+    const int beside = comm ? 0 : plan.workers_used() - 1;
     run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 2, 7,
                                                  &a.trainer.optimizer, beside);
     exec::scale_profile(run_profile, m);
