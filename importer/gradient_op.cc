@@ -27,7 +27,7 @@ std::vector<ir::Node> expand_gradient(ir::Graph& g, const ir::Node& n, std::set<
     loss = b.fresh("sum");
     sub.nodes.push_back(
         {loss, "ReduceSum", {y}, {loss}, {{"keepdims", ir::Attribute(int64_t{0})}}});
-    sub.infer_shapes();
+    sub.set_tensor({loss, g.tensor(y).dtype, {}, ir::Role::kActivation});  // a scalar sum
   }
   autodiff::BackwardOptions options;
   options.wrt = xs;

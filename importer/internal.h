@@ -78,6 +78,8 @@ const std::map<std::string, Expansion>& narrow_int_expansions();
 inline constexpr const char* kPreviewTrainingDomain = "ai.onnx.preview.training";
 /// ... and Gradient (gradient_op.cc).
 const std::map<std::string, Expansion>& optimizer_expansions();
+/// A node's op name in the IR: the preview training domain's ops keep their domain.
+std::string ir_op_type(const onnx::NodeProto& n);
 std::vector<ir::Node> expand_gradient(ir::Graph& g, const ir::Node& n, std::set<std::string>& t);
 
 // --- float_widening.cc ---------------------------------------------------

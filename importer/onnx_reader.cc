@@ -12,11 +12,6 @@ namespace pipetrain::importer::detail {
 
 namespace {
 
-// The preview training domain's ops keep their domain in the IR's op name.
-std::string ir_op_type(const onnx::NodeProto& n) {
-  return n.domain() == kPreviewTrainingDomain ? n.domain() + "." + n.op_type() : n.op_type();
-}
-
 bool is_default_domain(const std::string& d) {
   return d.empty() || d == "ai.onnx";
 }
@@ -209,6 +204,10 @@ ir::Tensor constant_value(const onnx::NodeProto& n, const std::string& node_desc
 }
 
 }  // namespace
+
+std::string ir_op_type(const onnx::NodeProto& n) {
+  return n.domain() == kPreviewTrainingDomain ? n.domain() + "." + n.op_type() : n.op_type();
+}
 
 void fill_node(const onnx::NodeProto& np, const std::string& base_dir, ir::Node* n) {
   const std::string desc = n->describe();

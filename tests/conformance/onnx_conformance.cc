@@ -118,10 +118,7 @@ std::string read_file(const fs::path& p) {
 
 std::vector<std::string> op_types(const onnx::ModelProto& m) {
   std::set<std::string> ops;
-  for (const auto& n : m.graph().node())  // the preview training ops by their IR name
-    ops.insert(n.domain() == importer::detail::kPreviewTrainingDomain
-                   ? n.domain() + "." + n.op_type()
-                   : n.op_type());
+  for (const auto& n : m.graph().node()) ops.insert(importer::detail::ir_op_type(n));
   return {ops.begin(), ops.end()};
 }
 
