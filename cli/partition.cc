@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "cli/commands.h"
@@ -137,9 +138,11 @@ struct CompareArgs {
 
 // What bounds a stage's time per minibatch under the cost model.
 std::string bound_of(const pt::StagePlan& st) {
-  double t = st.time_s;
-  if (t == st.compute_s) return "compute";
-  if (t == st.allreduce_s) return "allreduce";
+  // Equal but for rounding (compute / r against compute x (1 / r)).
+  auto is = [&](double part) { return std::abs(st.time_s - part) <= 1e-9 * st.time_s; };
+  if (is(st.compute_s)) return "compute";
+  if (is(st.allreduce_s)) return "allreduce";
+  if (is(st.round_trip_s)) return "round-trip";  // its minibatches in flight wait downstream
   return "boundary transfer";
 }
 

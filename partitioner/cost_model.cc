@@ -150,10 +150,23 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
     st.time_s = c.time_s;
     st.in_flight = c.in_flight;
     st.memory_bytes = c.memory_bytes;
-    plan.time_per_minibatch_s = std::max(plan.time_per_minibatch_s, c.time_s);
     first += st.replication;
     begin = st.last_layer + 1;
     plan.stages.push_back(std::move(st));
+  }
+  // Round trips, from the last stage back: E gathers the messages and
+  // recomputed forwards downstream of each stage.
+  double extra = 0;
+  for (size_t s = plan.stages.size(); s-- > 0;) {
+    StagePlan& st = plan.stages[s];
+    if (st.recompute) extra += costs.forward(st.first_layer, st.last_layer);
+    if (s + 1 < plan.stages.size())
+      extra += 2.0 * costs.message(st.last_layer, st.workers.front(),
+                                   st.replication + plan.stages[s + 1].replication);
+    const int downstream = total - (st.workers.front() - first_worker);
+    st.round_trip_s = costs.round_trip(st.first_layer, st.replication, downstream, extra);
+    st.time_s = std::max(st.time_s, st.round_trip_s);
+    plan.time_per_minibatch_s = std::max(plan.time_per_minibatch_s, st.time_s);
   }
   plan.noam = (total + replication[0] - 1) / replication[0];
   plan.single_worker_s = costs.compute(0, costs.size() - 1);

@@ -23,6 +23,16 @@
 //   compute    (C + F) / r                 F = sum of forward
 //   memory     in_flight (a_{i-1} + P) + A + P   (one minibatch's activations refilled)
 // The DP chooses it for a stage only when the stage would not fit otherwise.
+//
+// Round trip (PipeDream's asynchronous 1F1B): a replica of a stage holds
+// in_flight minibatches, and each one is back only after the rest of the
+// pipeline's forward, backward and boundary messages (each cut crossed twice,
+// one message at the slowest link between the two stages' workers). So
+//   round trip  (C(i..n-1) + E) / (in_flight r)    E = 2 sum of messages downstream
+//                                                      + recomputed forwards
+// bounds the stage's time per minibatch (Little's law). Compute alone never
+// binds (in_flight r >= the downstream workers); the messages do when a cut
+// is large and the link slow (GNMT's 340 MB cut between servers).
 #pragma once
 
 #include <algorithm>
@@ -38,6 +48,7 @@ namespace pipetrain::partitioner {
 struct StageCost {
   double compute_s = 0, allreduce_s = 0, transfer_in_s = 0, transfer_out_s = 0, time_s = 0;
   double tied_s = 0;  // allreducing the gradients of params tied to other stages
+  double round_trip_s = 0;  // the in-flight minibatches' round trip, when known (evaluate_plan)
   int in_flight = 1;
   double memory_bytes = 0;
   bool recompute = false;  // activations recomputed before the backward
@@ -57,6 +68,19 @@ class ChainCosts {
   const Topology& topology() const { return topology_; }
   /// Seconds to allreduce the params layers i..j share with layers outside.
   double tied(int i, int j) const;
+  /// One message across the cut after layer k between the workers [first,
+  /// first + span): its bytes at the slowest link there, plus its latency.
+  double message(int k, int first, int span) const {
+    const Link l = link(first, span);
+    return cut(k) / l.bandwidth + l.latency;
+  }
+  /// The round-trip bound of a stage starting at layer i on r replicas with
+  /// `downstream` workers to the end, given E (the messages and recomputed
+  /// forwards from it on).
+  double round_trip(int i, int r, int downstream, double extra) const {
+    const int in_flight = (downstream + r - 1) / r;
+    return (compute(i, n_ - 1) + extra) / (double(in_flight) * r);
+  }
 
   StageCost stage(int i, int j, int first, int r, int downstream, bool recompute = false) const;
 

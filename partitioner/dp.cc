@@ -28,6 +28,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // A stage over the memory limit is costed with activation recomputation
 // (cost_model.h) when that fits: more time, less memory.
 //
+// Each cell also keeps E(i, u), its plan's messages and recomputed forwards
+// (cost_model.h's round trip), so a first stage's round-trip bound is known:
+// max(T, B, round trip) is what the simulator's asynchronous 1F1B measures.
+// E is the best-time suffix's, not the smallest over all suffixes (a Pareto
+// set per cell would be exact); equal times prefer the smaller E.
+//
 // Pruning (exact): T(i..k on r) >= C(i..k) / r grows with k, and B(k+1, u-r)
 // >= C(k+1..n-1) / (u-r) (any plan's slowest stage is at least its average),
 // which shrinks with k; so only k with both bounds below the best so far can
@@ -41,6 +47,7 @@ struct SuffixDp {
   std::vector<double> best;        // (n + 1) x (workers + 1)
   std::vector<int> split_k, reps;  // choice: first stage ends at k, on r workers
   std::vector<char> again;         // choice: that stage recomputes its activations
+  std::vector<double> extra;       // E(i, u): messages and recomputed forwards of the plan
 
   SuffixDp(const ChainCosts& c, const PartitionOptions& o)
       : costs(c), options(o), n(c.size()), workers(c.topology().workers()) {
@@ -50,6 +57,7 @@ struct SuffixDp {
     split_k.assign(cells, -1);
     reps.assign(cells, 0);
     again.assign(cells, 0);
+    extra.assign(cells, 0.0);
   }
   // Column-major in i: the inner loop reads best(k + 1, rest) over consecutive k.
   size_t at(int i, int u) const { return size_t(u) * (n + 1) + i; }
@@ -95,6 +103,7 @@ struct SuffixDp {
         split_k[at(i, u)] = n - 1;
         reps[at(i, u)] = u;
         again[at(i, u)] = c.recompute;
+        extra[at(i, u)] = c.recompute ? costs.forward(i, n - 1) : 0.0;
       }
     }
     const double tail = costs.compute(i, n - 1);
@@ -124,11 +133,16 @@ struct SuffixDp {
           recompute = true;
         }
         double t = std::max(recompute ? recomputing->time(k) : timer.time(k), rest_time);
-        if (t < b) {
+        if (t > b) continue;  // the round trip only adds
+        const double e = 2.0 * costs.message(k, first, r + reps[at(k + 1, rest)]) +
+                         (recompute ? costs.forward(i, k) : 0.0) + extra[at(k + 1, rest)];
+        t = std::max(t, costs.round_trip(i, r, u, e));
+        if (t < b || (t == b && e < extra[at(i, u)])) {
           b = t;
           split_k[at(i, u)] = k;
           reps[at(i, u)] = r;
           again[at(i, u)] = recompute;
+          extra[at(i, u)] = e;
         }
       }
     }

@@ -108,6 +108,7 @@ nlohmann::json to_json(const Plan& p) {
                       {"tied_s", s.tied_s},
                       {"transfer_in_s", s.transfer_in_s},
                       {"transfer_out_s", s.transfer_out_s},
+                      {"round_trip_s", s.round_trip_s},
                       {"time_s", s.time_s},
                       {"in_flight", s.in_flight},
                       {"memory_bytes", s.memory_bytes},
@@ -167,6 +168,7 @@ Plan plan_from_json(const nlohmann::json& j) {
     s.tied_s = ju::number_or(sj, "tied_s", 0, sw);
     s.transfer_in_s = ju::number_or(sj, "transfer_in_s", 0, sw);
     s.transfer_out_s = ju::number_or(sj, "transfer_out_s", 0, sw);
+    s.round_trip_s = ju::number_or(sj, "round_trip_s", 0, sw);
     s.time_s = ju::number_or(sj, "time_s", 0, sw);
     s.in_flight = sj.contains("in_flight") ? ju::small_integer(sj, "in_flight", sw) : 1;
     s.memory_bytes = ju::number_or(sj, "memory_bytes", 0, sw);
@@ -191,9 +193,10 @@ void save_plan(const Plan& p, const std::string& path) {
 }
 
 std::string format_plan(const Plan& p) {
-  std::string s = fmt::format("{:>5} {:>13} {:>4} {:>9} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9}\n",
-                              "stage", "layers", "x", "workers", "compute ms", "allred ms",
-                              "xfer ms", "time ms", "inflight", "mem GB");
+  std::string s =
+      fmt::format("{:>5} {:>13} {:>4} {:>9} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8} {:>9}\n",
+                  "stage", "layers", "x", "workers", "compute ms", "allred ms", "xfer ms",
+                  "trip ms", "time ms", "inflight", "mem GB");
   for (size_t i = 0; i < p.stages.size(); ++i) {
     const StagePlan& st = p.stages[i];
     std::string workers = st.workers.empty() ? "-"
@@ -201,11 +204,14 @@ std::string format_plan(const Plan& p) {
                               ? std::to_string(st.workers[0])
                               : fmt::format("{}..{}", st.workers.front(), st.workers.back());
     s += fmt::format(
-        "{:>5} {:>13} {:>4} {:>9} {:>11.3f} {:>11.3f} {:>11.3f} {:>11.3f} {:>8} {:>9.3f}\n", i,
-        fmt::format("{}-{}", st.first_layer, st.last_layer), st.replication, workers,
+        "{:>5} {:>13} {:>4} {:>9} {:>11.3f} {:>11.3f} {:>11.3f} {:>11} {:>11.3f} {:>8} "
+        "{:>9.3f}\n",
+        i, fmt::format("{}-{}", st.first_layer, st.last_layer), st.replication, workers,
         st.compute_s * 1e3, st.allreduce_s * 1e3,
-        std::max(st.transfer_in_s, st.transfer_out_s) * 1e3, st.time_s * 1e3, st.in_flight,
-        st.memory_bytes / 1e9);
+        std::max(st.transfer_in_s, st.transfer_out_s) * 1e3,
+        // The pipedream cost model has no round trip.
+        st.round_trip_s > 0 ? fmt::format("{:.3f}", st.round_trip_s * 1e3) : "-",
+        st.time_s * 1e3, st.in_flight, st.memory_bytes / 1e9);
     if (st.recompute) {  // the row says so
       s.pop_back();
       s += "  recompute\n";

@@ -26,6 +26,7 @@ struct StagePlan {
   double tied_s = 0;          // tied params' gradient allreduce with other stages
   double transfer_in_s = 0;   // activations in + gradients out at the cut before the stage
   double transfer_out_s = 0;  // activations out + gradients in at the cut after it
+  double round_trip_s = 0;    // its in-flight minibatches' round trip / (in_flight x replicas)
   double time_s = 0;          // the stage's time per minibatch
   int in_flight = 1;          // minibatches stashed per replica (1F1B, PipeDream)
   double memory_bytes = 0;    // per worker: stashed activations, weight versions, gradients
