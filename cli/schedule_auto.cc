@@ -76,6 +76,9 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
       c.excluded = "needs --stages P";
     else if (o.semantics == "exact" && async)
       c.excluded = "not exact";
+    else if (o.bn_minibatch && m > 1 && kind != ScheduleKind::kGPipe &&
+             kind != ScheduleKind::kPipeDream)
+      c.excluded = "bn-stats minibatch";  // runs in gpipe's order, or not at all
     else if (o.clip_norm && async && replicated)
       c.excluded = "clip-norm: async replicas";
     else if (o.memory_bytes > 0 && c.peak_bytes > o.memory_bytes)

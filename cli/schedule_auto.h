@@ -28,6 +28,9 @@ struct AutoScheduleOptions {
   double memory_bytes = 0;        // per worker; 0: no limit
   bool clip_norm = false;         // updates meet across stages (and no async replicas)
   bool recompute = false;         // activations recomputed: less memory, one more forward
+  /// --bn-stats minibatch on a model with BatchNorm: flush schedules run in
+  /// gpipe's order, 2bw and interleaved not at all (with microbatches).
+  bool bn_minibatch = false;
   /// The plan interleaved 1F1B would run with this many virtual stages (the
   /// plan's workers x chunks), or PlanError when the model has too few layers;
   /// empty: interleaved is shown but cannot be chosen (a plan with replicas).

@@ -47,6 +47,7 @@ struct TrainArgs {
   std::string semantics = "any";  // --schedule auto: "exact" keeps to flush schedules
   double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit
   bool recompute = false;         // stash inputs only, run the forward again before backward
+  std::string bn_stats = "microbatch";  // or "minibatch": BatchNorm stages run a step at once
   int chunks = 2;                 // interleaved: virtual stages per worker
   bool vertical_sync = false;
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule

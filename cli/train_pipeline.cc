@@ -128,6 +128,13 @@ std::optional<partitioner::Plan> plan_to_keep(const TrainArgs& a,
   return plan;
 }
 
+// A training-mode BatchNorm: statistics of the batch it sees.
+bool has_batch_norm(const ir::Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) {
+    return n.op_type == "BatchNormalization" && n.attr_int("training_mode", 0) != 0;
+  });
+}
+
 std::string stage_list(const partitioner::Plan& plan) {
   std::string s;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
@@ -261,6 +268,12 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_flag("--recompute", a.recompute,
                "Activation recomputation: keep only each stage's inputs per microbatch in flight "
                "and run its forward again before the backward (less memory, one more forward)");
+  cmd.add_option("--bn-stats", a.bn_stats,
+                 "BatchNorm statistics under microbatches: microbatch (each its own, as GPipe), "
+                 "or minibatch (a BatchNorm stage runs a step's microbatches at once, so flush "
+                 "schedules match one worker; 1f1b-flush and zb-h1 then run in gpipe's order)")
+      ->check(CLI::IsMember({"microbatch", "minibatch"}))
+      ->capture_default_str();
   cmd.add_option("--memory", a.memory_bytes,
                  "--schedule auto: bytes per worker a schedule's simulated peak may use")
       ->check(CLI::PositiveNumber);
@@ -409,6 +422,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       ao.memory_bytes = a.memory_bytes;
       ao.clip_norm = a.trainer.clip_norm > 0;
       ao.recompute = a.recompute;
+      ao.bn_minibatch = a.bn_stats == "minibatch" && has_batch_norm(full_tg.graph);
       // Interleaved cuts the model its own way: straight --stages only.
       if (a.stages > 0 && a.workers == 0 && a.plan_path.empty())
         ao.virtual_plan = [&](int virtual_stages) {
@@ -486,6 +500,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.lr_schedule = a.trainer.schedule;
   po.clip_norm = a.trainer.clip_norm;
   po.recompute = a.recompute;
+  // The minibatch graph for BatchNorm stages (--bn-stats minibatch); with
+  // one microbatch per step every stage already normalises the minibatch.
+  if (a.bn_stats == "minibatch" && m > 1) po.minibatch_graph = &full_tg;
   po.chunks = a.chunks;
   po.seed = a.seed;
   po.threads_per_worker = threads;
@@ -526,6 +543,17 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", a.backend + (a.precision == "bf16" ? " bf16" : ""),
         stage_list(plan));
+  if (const auto whole = pipe.whole_minibatch_stages(); root && !whole.empty()) {
+    std::string list;
+    for (int st : whole) list += (list.empty() ? "" : ", ") + std::to_string(st);
+    fmt::print(
+        "--bn-stats minibatch: stage{} {} run{} each step's {} microbatches at once (BatchNorm on "
+        "the minibatch's statistics; the prediction below times them per microbatch){}\n",
+        whole.size() > 1 ? "s" : "", list, whole.size() > 1 ? "" : "s", m,
+        pipe.options().schedule != kind ? fmt::format("; {} runs in gpipe's order", a.schedule)
+                                        : "");
+    kind = pipe.options().schedule;
+  }
 
   // Rank 0 reports and writes the files; the other ranks train quietly.
   std::optional<TrainReport> report;

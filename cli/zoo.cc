@@ -76,6 +76,8 @@ CLI::App* add_zoo_command(CLI::App& app) {
   exp->add_option("--vocab", a->options.vocab_size,
                   "bert, gpt2: vocabulary size (default: the published one / --width-divisor; "
                   "256 fits the byte-level tokenizer)");
+  exp->add_flag("--batch-norm", a->options.batch_norm,
+                "vgg16: a BatchNorm after every convolution (torchvision's vgg16_bn)");
   exp->add_flag("--no-weights", a->no_weights,
                 "Write randomly initialised parameters as zeros (fast; for partitioning)");
   exp->callback([a] { export_model(*a); });

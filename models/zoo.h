@@ -38,6 +38,9 @@ struct ZooOptions {
   /// (default the published one divided by width_divisor).
   int64_t num_layers = 0;
   int64_t vocab_size = 0;
+  /// vgg16: a BatchNorm after every convolution (torchvision's vgg16_bn,
+  /// 138,365,992 parameters at the defaults).
+  bool batch_norm = false;
   /// Seeds the one std::mt19937_64 every parameter is drawn from, in order.
   uint64_t seed = 0;
   /// false: parameters that would be drawn at random are written as zeros

@@ -11,6 +11,7 @@
 
 #include "executor/comm/local_communicator.h"
 #include "executor/pipeline/version_plan.h"
+#include "executor/pipeline/whole_minibatch.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -46,6 +47,10 @@ struct Pipeline::Worker {
   // computed for (interleaved workers compute it at their first update).
   double clip_coef = 1.0;
   int64_t clipped_round = -1;
+  // A stage run on the whole minibatch: the feeds of this step's
+  // microbatches so far, and the sends (op indices) waiting for its results.
+  std::map<int, TensorMap> gathered_fwd, gathered_bwd;
+  std::vector<size_t> deferred_sends;
 };
 
 namespace {
@@ -109,6 +114,9 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
   }
   if (options_.clip_norm < 0) throw PlanError("--clip-norm must be positive");
   programs_ = build_stage_programs(tg, ranges);
+  whole_.assign(programs_.size(), false);
+  if (options_.minibatch_graph && options_.microbatches > 1 && k != ScheduleKind::kPipeDream)
+    plan_whole_minibatch_stages(ranges);
   for (const auto& prog : programs_)
     for (const auto& [param, sharing] : prog.shared)
       for (int s : sharing)
@@ -147,11 +155,14 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->replica = q;
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
       for (int c = 0; c < chunks; ++c) {
-        const int vs = s + c * total;
-        worker->sws[vs] = std::make_unique<StageWorker>(
-            programs_[static_cast<size_t>(vs)], tg, *worker->backend, options_.optimizer,
-            /*split_backward=*/k == ScheduleKind::kZeroBubbleH1,
-            options_.recompute || stages_[static_cast<size_t>(vs)].recompute);
+        const size_t vs = static_cast<size_t>(s + c * total);
+        // A whole-minibatch stage's params come from `tg` too (by name: the
+        // same model, a checkpoint restored there).
+        worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
+            whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
+            options_.optimizer,
+            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1,
+            options_.recompute || stages_[vs].recompute);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
@@ -159,6 +170,35 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       workers_.push_back(std::move(worker));
     }
   for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { worker_main(*p); });
+}
+
+void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>>& ranges) {
+  const ScheduleKind k = options_.schedule;
+  if (k == ScheduleKind::kTwoBW || k == ScheduleKind::kInterleaved)
+    throw PlanError(std::string("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1 (a "
+                                "BatchNorm stage takes every microbatch of a step at once), not ") +
+                    partitioner::schedule_name(k));
+  whole_programs_ = build_stage_programs(*options_.minibatch_graph, ranges);
+  for (size_t s = 0; s < programs_.size(); ++s) {
+    if (!has_batch_statistics(programs_[s])) continue;
+    const std::string where = "--bn-stats minibatch: stage " + std::to_string(s) +
+                              " (BatchNorm) runs every microbatch of a step at once, so it ";
+    if (stages_[s].replicas != 1) throw PlanError(where + "cannot be replicated");
+    if (options_.recompute || stages_[s].recompute)
+      throw PlanError(where + "keeps its activations (drop --recompute)");
+    check_same_transfers(programs_[s], whole_programs_[s]);
+    whole_[s] = true;
+  }
+  // Such a stage waits for a step's last forward before its first result;
+  // 1F1B orders would wait on a backward first.
+  if (std::count(whole_.begin(), whole_.end(), true) > 0) options_.schedule = ScheduleKind::kGPipe;
+}
+
+std::vector<int> Pipeline::whole_minibatch_stages() const {
+  std::vector<int> out;
+  for (size_t s = 0; s < whole_.size(); ++s)
+    if (whole_[s]) out.push_back(static_cast<int>(s));
+  return out;
 }
 
 Pipeline::~Pipeline() {
@@ -374,12 +414,54 @@ void Pipeline::run_program(Worker& w) {
   };
   auto absolute = [&](int64_t v) { return v == kNoFutureVersion ? v : base_version + v; };
   const ScheduleKind kind = options_.schedule;
-  const double scale =
-      kind == ScheduleKind::kPipeDream ? 1.0 / replicas : 1.0 / options_.microbatches;
+  // A whole-minibatch stage (--bn-stats minibatch) computes the loss over the
+  // minibatch, not one microbatch's: its gradients are the step's already.
+  const bool whole = whole_[static_cast<size_t>(w.stage)];
+  const auto& own_results = programs_[static_cast<size_t>(w.stage)].results;
+  const bool whole_loss =
+      whole && std::find(own_results.begin(), own_results.end(), loss_) != own_results.end();
+  const int m = options_.microbatches;
+  const double scale = whole_loss                      ? 1.0
+                       : kind == ScheduleKind::kPipeDream ? 1.0 / replicas
+                                                          : 1.0 / m;
   w.inbox_fwd.clear();
   w.inbox_bwd.clear();
   w.outbox_fwd.clear();
   w.outbox_bwd.clear();
+  w.gathered_fwd.clear();
+  w.gathered_bwd.clear();
+  w.deferred_sends.clear();
+  auto send = [&](const partitioner::ScheduleOp& op) {
+    const bool fwd = op.payload == Payload::kActivation;
+    const std::pair<int, int> key{op.stage, op.microbatch};
+    const StageProgram& sp = programs_[static_cast<size_t>(op.stage)];
+    auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
+    for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd)
+      w.comm->send(worker_of(tr.to_stage, op.microbatch),
+                   {tr.tensor, round_base_ + op.microbatch,
+                    fwd ? MessageTag::kForward : MessageTag::kBackward},
+                   box[key].at(tr.tensor));
+    box.erase(key);
+  };
+  // A whole-minibatch stage's results, cut into its microbatches' outboxes;
+  // then the sends that waited for them.
+  auto deliver = [&](const TensorMap& results, bool fwd, double part_scale) {
+    const StageProgram& sp = programs_[static_cast<size_t>(w.stage)];
+    const ir::Graph& micro = fwd ? sp.forward : sp.backward;
+    auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
+    for (const auto& [name, t] : results) {
+      auto parts = cut_minibatch(name, t, micro.tensor(name).shape, m, part_scale);
+      for (int j = 0; j < m; ++j) box[{w.stage, j}][name] = std::move(parts[static_cast<size_t>(j)]);
+    }
+    for (size_t d : w.deferred_sends) send(prog[d]);
+    w.deferred_sends.clear();
+  };
+  auto gathered = [&](std::map<int, TensorMap>& by_mb) {
+    std::vector<TensorMap> parts;
+    for (auto& [mb, feeds] : by_mb) parts.push_back(std::move(feeds));
+    by_mb.clear();
+    return parts;
+  };
 
   for (size_t i = 0; i < prog.size(); ++i) {
     if (failed_) throw RuntimeFault("communicator aborted: another worker failed");
@@ -399,6 +481,20 @@ void Pipeline::run_program(Worker& w) {
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
         for (auto& [name, t] : w.inbox_fwd[key]) feeds[name] = t;
         w.inbox_fwd.erase(key);
+        if (whole) {  // the step's microbatches at once, as microbatch 0 of the round
+          w.gathered_fwd[op.microbatch] = std::move(feeds);
+          if (static_cast<int>(w.gathered_fwd.size()) < m) break;
+          StageForwardResult r = owner->forward(
+              round_base_, absolute(ver.forward_version[i]),
+              join_microbatches(gathered(w.gathered_fwd), owner->program().forward),
+              options_.seed + uint64_t(round_base_));
+          if (auto it = r.results.find(loss_); it != r.results.end())
+            for (int j = 0; j < m; ++j)  // the minibatch's mean: each microbatch's share
+              w.losses.emplace_back(j, it->second.at(0));
+          deliver(r.send, /*fwd=*/true, 1.0);
+          track_stash();
+          break;
+        }
         StageForwardResult r = owner->forward(gmb, absolute(ver.forward_version[i]), feeds,
                                               options_.seed + uint64_t(gmb));
         if (auto it = r.results.find(loss_); it != r.results.end()) {
@@ -420,19 +516,28 @@ void Pipeline::run_program(Worker& w) {
         TensorMap feeds = (*feeds_)[static_cast<size_t>(op.microbatch)];
         for (auto& [name, t] : w.inbox_bwd[key]) feeds[name] = t;
         w.inbox_bwd.erase(key);
+        if (whole) {
+          w.gathered_bwd[op.microbatch] = std::move(feeds);
+          if (static_cast<int>(w.gathered_bwd.size()) < m) break;
+          TensorMap grads = owner->backward(
+              round_base_, join_microbatches(gathered(w.gathered_bwd), owner->program().backward));
+          // Upstream stages take per-microbatch gradients of per-microbatch
+          // means: m times the minibatch mean's, when this stage took that.
+          deliver(grads, /*fwd=*/false, whole_loss ? double(m) : 1.0);
+          track_stash();
+          break;
+        }
         w.outbox_bwd[key] = op.kind == OpKind::kBackward ? owner->backward(gmb, feeds)
                                                          : owner->backward_input(gmb, feeds);
         track_stash();
         break;
       }
       case OpKind::kSend: {
-        const bool fwd = op.payload == Payload::kActivation;
-        auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
-        for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd)
-          w.comm->send(worker_of(tr.to_stage, op.microbatch),
-                       {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward},
-                       box[key].at(tr.tensor));
-        box.erase(key);
+        const auto& box = op.payload == Payload::kActivation ? w.outbox_fwd : w.outbox_bwd;
+        if (whole && !box.count(key))
+          w.deferred_sends.push_back(i);  // the whole minibatch has not run yet
+        else
+          send(op);
         break;
       }
       case OpKind::kRecv: {

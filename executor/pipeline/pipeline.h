@@ -55,6 +55,15 @@ struct PipelineOptions {
   /// and runs the forward again before the backward (activation memory for
   /// one more forward); the gradients are bitwise those without.
   bool recompute = false;
+  /// --bn-stats minibatch: the training graph at the whole minibatch's
+  /// size. Stages with a training-mode BatchNorm then run each step's
+  /// microbatches at once on their program cut from it, so they normalise
+  /// with the minibatch's statistics as one worker does; the others still
+  /// run microbatch by microbatch. Flush schedules (1f1b-flush and zb-h1 run
+  /// in gpipe's order then: every forward before any backward); such stages
+  /// unreplicated, without recomputation. Null: each microbatch normalises
+  /// with its own statistics (as GPipe does).
+  const autodiff::TrainingGraph* minibatch_graph = nullptr;
   uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
@@ -110,6 +119,8 @@ class Pipeline {
   int num_workers() const { return total_workers_; }
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<PipelineStage>& stages() const { return stages_; }
+  /// --bn-stats minibatch: the stages that run each step's microbatches at once.
+  std::vector<int> whole_minibatch_stages() const;
   /// Per worker (across processes: rank 0 has every worker's, as of the last round).
   std::vector<WorkerStats> stats() const;
   /// Optimizer updates applied so far (every stage applies the same number).
@@ -123,10 +134,18 @@ class Pipeline {
   void run_program(Worker& w);
   double global_grad_norm(Worker& w, int64_t round, double scale);
   partitioner::Schedule build_round_schedule(int count) const;
+  /// --bn-stats minibatch: marks the BatchNorm stages whole_ and cuts their
+  /// programs from options_.minibatch_graph; throws PlanError for a schedule
+  /// or stage that cannot run so.
+  void plan_whole_minibatch_stages(const std::vector<std::pair<int, int>>& ranges);
 
   std::vector<PipelineStage> stages_;
   PipelineOptions options_;
   std::vector<StageProgram> programs_;
+  // --bn-stats minibatch: per stage, whether it runs the whole minibatch at
+  // once, and the programs cut from the minibatch graph (those stages').
+  std::vector<bool> whole_;
+  std::vector<StageProgram> whole_programs_;
   std::string loss_;
   int total_workers_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;  // those this process runs

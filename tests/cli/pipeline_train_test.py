@@ -412,6 +412,65 @@ class PipelineTrainTest(unittest.TestCase):
             np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
         self.assertTrue(any(np.abs(free[k] - one[k]).max() > 1e-4 for k in one))
 
+    def bn_mlp(self):
+        # digits (64 features) -> Gemm -> BatchNorm -> Relu -> Gemm -> Relu -> Gemm (10).
+        from onnx import helper, TensorProto
+        rng = np.random.default_rng(5)
+        def init(name, *shape, scale=0.3):
+            return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32),
+                                           name)
+        inits = [init("w0", 32, 64), init("b0", 32, scale=0.0), init("w1", 32, 32),
+                 init("b1", 32, scale=0.0), init("w2", 10, 32), init("b2", 10, scale=0.0),
+                 numpy_helper.from_array(np.ones(32, np.float32), "gamma"),
+                 numpy_helper.from_array(np.zeros(32, np.float32), "beta"),
+                 numpy_helper.from_array(np.zeros(32, np.float32), "mean"),
+                 numpy_helper.from_array(np.ones(32, np.float32), "var")]
+        nodes = [helper.make_node("Gemm", ["input", "w0", "b0"], ["a0"], name="fc0", transB=1),
+                 helper.make_node("BatchNormalization", ["a0", "gamma", "beta", "mean", "var"],
+                                  ["n0"], name="bn0"),
+                 helper.make_node("Relu", ["n0"], ["h0"], name="relu0"),
+                 helper.make_node("Gemm", ["h0", "w1", "b1"], ["a1"], name="fc1", transB=1),
+                 helper.make_node("Relu", ["a1"], ["h1"], name="relu1"),
+                 helper.make_node("Gemm", ["h1", "w2", "b2"], ["logits"], name="fc2", transB=1)]
+        graph = helper.make_graph(
+            nodes, "bn_mlp", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 64])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
+        path = self.path("bn_mlp.onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), path)
+        return path
+
+    def test_minibatch_batch_norm_statistics_match_one_worker(self):
+        # --bn-stats minibatch: the BatchNorm stage runs each step's microbatches at
+        # once, so gpipe and 1f1b-flush (run in gpipe's order) equal one worker on
+        # the whole minibatch; per-microbatch statistics do not.
+        model = self.path("bn_mlp.onnx") if os.path.exists(self.path("bn_mlp.onnx")) else self.bn_mlp()
+        def train(run_dir, *extra):
+            args = self.args(run_dir, "--max-steps", 6, *extra, "-o", self.path(run_dir + ".onnx"))
+            args[1] = model
+            return self.ok(run(*args))
+        train("one")
+        one = weights(self.path("one.onnx"))
+        for schedule in ("gpipe", "1f1b-flush"):
+            r = train(schedule, "--stages", 3, "--schedule", schedule, "--microbatches", 4,
+                      "--bn-stats", "minibatch")
+            self.assertRegex(r.stdout, r"--bn-stats minibatch: stage \d runs each step's 4 "
+                                       r"microbatches at once")
+            self.assertEqual("1f1b-flush runs in gpipe's order" in r.stdout,
+                             schedule == "1f1b-flush")
+            got = weights(self.path(schedule + ".onnx"))
+            for k in one:
+                np.testing.assert_allclose(got[k], one[k], rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{schedule}: {k}")
+        train("micro", "--stages", 3, "--schedule", "gpipe", "--microbatches", 4)
+        micro = weights(self.path("micro.onnx"))
+        self.assertTrue(any(np.abs(micro[k] - one[k]).max() > 1e-4 for k in one))
+        args = self.args("bad", "--max-steps", 2, "--stages", 2, "--schedule", "2bw",
+                         "--microbatches", 4, "--bn-stats", "minibatch")
+        args[1] = model
+        r = run(*args)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1", r.stderr)
+
     def test_bad_pipeline_options_get_one_clear_error(self):
         cases = [
             (["--stages", 40], "but the model has only"),

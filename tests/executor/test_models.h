@@ -73,6 +73,49 @@ inline autodiff::TrainingGraph zoo_mlp(int64_t batch, int64_t features, std::vec
   return autodiff::build_training_graph(model, {"cross-entropy", ""});
 }
 
+// An MLP with two BatchNorms (training mode: batch statistics), one node per
+// layer, with cross-entropy: x (B, 6) -> Gemm -> BN -> Relu -> Gemm -> Relu
+// -> Gemm -> BN -> Gemm -> logits (B, 3). Cut 0-2 | 3-5 | 6-7, its first and
+// last stages normalise and the middle one does not.
+inline autodiff::TrainingGraph bn_mlp(int64_t batch) {
+  ir::Graph g;
+  g.name = "bn_mlp";
+  g.set_tensor({"x", ir::DType::kF32, {batch, 6}, ir::Role::kInput});
+  g.inputs = {"x"};
+  const std::vector<std::pair<int64_t, int64_t>> gemms = {{6, 8}, {8, 8}, {8, 8}, {8, 3}};
+  for (size_t k = 0; k < gemms.size(); ++k) {
+    const auto [in, out] = gemms[k];
+    g.set_value("w" + std::to_string(k), wave({in, out}, 0.1 + 0.2 * double(k), 0.6),
+                ir::Role::kParam);
+    g.set_value("b" + std::to_string(k), wave({out}, 0.2 + 0.2 * double(k), 0.1),
+                ir::Role::kParam);
+  }
+  for (int k = 0; k < 2; ++k) {
+    const std::string s = std::to_string(k);
+    g.set_value("gamma" + s, wave({8}, 0.7 + k, 0.2), ir::Role::kParam);
+    g.set_value("beta" + s, wave({8}, 0.9 + k, 0.1), ir::Role::kParam);
+    g.set_value("mean" + s, wave({8}, 1.1 + k, 0.05), ir::Role::kBuffer);
+    ir::Tensor var = wave({8}, 1.3 + k, 0.1);
+    for (int64_t i = 0; i < 8; ++i) var.data<float>()[i] += 1.0f;
+    g.set_value("var" + s, var, ir::Role::kBuffer);
+  }
+  g.nodes = {node("gemm0", "Gemm", {"x", "w0", "b0"}, {"a0"}),
+             node("bn0", "BatchNormalization", {"a0", "gamma0", "beta0", "mean0", "var0"}, {"n0"}),
+             node("relu0", "Relu", {"n0"}, {"h0"}),
+             node("gemm1", "Gemm", {"h0", "w1", "b1"}, {"a1"}),
+             node("relu1", "Relu", {"a1"}, {"h1"}),
+             node("gemm2", "Gemm", {"h1", "w2", "b2"}, {"a2"}),
+             node("bn1", "BatchNormalization", {"a2", "gamma1", "beta1", "mean1", "var1"}, {"n2"}),
+             node("gemm3", "Gemm", {"n2", "w3", "b3"}, {"logits"})};
+  g.outputs = {"logits"};
+  std::vector<ir::Layer> layers;
+  for (size_t i = 0; i < g.nodes.size(); ++i) layers.push_back({g.nodes[i].name, {i}});
+  g.set_layers(layers);
+  g.infer_shapes();
+  g.verify();
+  return autodiff::build_training_graph(g, {"cross-entropy", ""});
+}
+
 // A tiny language model whose LM head reuses the token embedding (tied, as
 // in GPT-2), one node per layer: ids (B, T) -> Gather(w_emb (V, H)) ->
 // (B T, H) -> Gemm(w_mid) -> Tanh -> Gemm(w_emb^T) -> logits (B, T, V), with

@@ -238,7 +238,7 @@ TEST(Zoo, WeightsFollowPyTorchBoundsAndSeed) {
 // (the big models' data would take seconds to write and import; the next
 // test shows the count is the importer's Graph::param_count()).
 //   torchvision (torchvision.models.X().parameters(), 1000 classes):
-//     alexnet 61,100,840; vgg16 138,357,544; resnet50 25,557,032.
+//     alexnet 61,100,840; vgg16 138,357,544; vgg16_bn 138,365,992; resnet50 25,557,032.
 //   HF bert-base-uncased BertModel incl. pooler 109,482,240, + classifier 768 * 2 + 2.
 //   HF gpt2 with the lm_head tied to wte: 124,439,808.
 //   GNMT-8 (PipeDream gnmt_large, derivation in models/gnmt.cc): 277,718,593,
@@ -246,6 +246,9 @@ TEST(Zoo, WeightsFollowPyTorchBoundsAndSeed) {
 TEST(Zoo, BigModelsHaveTheirPublishedParameterCounts) {
   EXPECT_EQ(models::zoo_param_count("alexnet", {}), 61100840);
   EXPECT_EQ(models::zoo_param_count("vgg16", {}), 138357544);
+  models::ZooOptions bn;
+  bn.batch_norm = true;  // torchvision's vgg16_bn
+  EXPECT_EQ(models::zoo_param_count("vgg16", bn), 138365992);
   EXPECT_EQ(models::zoo_param_count("resnet50", {}), 25557032);
   EXPECT_EQ(models::zoo_param_count("bert", {}), 109482240 + 768 * 2 + 2);
   EXPECT_EQ(models::zoo_param_count("gpt2", {}), 124439808);

@@ -1,0 +1,39 @@
+// --bn-stats minibatch: a stage whose BatchNorm must normalise with the
+// whole minibatch's statistics runs a step's microbatches at once, on its
+// program cut from the training graph built at the minibatch size (the
+// other stages keep running microbatch by microbatch). These helpers join
+// the microbatches' tensors into the minibatch's and cut its results back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "executor/pipeline/stage_worker.h"
+#include "executor/stage_program.h"
+#include "ir/graph.h"
+
+namespace pipetrain::exec {
+
+/// True when the stage's forward normalises with batch statistics (a
+/// training-mode BatchNormalization).
+bool has_batch_statistics(const StageProgram& p);
+
+/// Joins the feeds of a step's microbatches (in order) for `whole`, the
+/// minibatch program's subgraph: a tensor whose shape there has m times the
+/// rows along axis 0 is concatenated; one of the same shape in every
+/// microbatch (no batch axis) is taken from the first; names `whole` does not
+/// know are left out. Throws RuntimeFault naming a tensor that fits neither.
+TensorMap join_microbatches(const std::vector<TensorMap>& parts, const ir::Graph& whole);
+
+/// Cuts `t`, computed for the minibatch, into m tensors of the microbatch
+/// shape `micro`: along axis 0, or the same tensor m times when the shapes
+/// are equal. Each part is multiplied by `scale` (float tensors) when it is
+/// not 1. Throws RuntimeFault naming `name` when neither fits.
+std::vector<ir::Tensor> cut_minibatch(const std::string& name, const ir::Tensor& t,
+                                      const ir::Shape& micro, int m, double scale = 1.0);
+
+/// Throws PlanError when the two programs of stage `stage` (microbatch and
+/// minibatch graphs) do not send and receive the same tensors.
+void check_same_transfers(const StageProgram& micro, const StageProgram& whole);
+
+}  // namespace pipetrain::exec
