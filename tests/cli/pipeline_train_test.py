@@ -461,6 +461,14 @@ class PipelineTrainTest(unittest.TestCase):
             for k in one:
                 np.testing.assert_allclose(got[k], one[k], rtol=1e-5, atol=1e-6,
                                            err_msg=f"{schedule}: {k}")
+        # The global norm clipped across the stages, whole-minibatch ones included.
+        train("one-clip", "--clip-norm", 0.05)
+        train("clip", "--stages", 3, "--schedule", "gpipe", "--microbatches", 4, "--bn-stats",
+              "minibatch", "--clip-norm", 0.05)
+        want, got = weights(self.path("one-clip.onnx")), weights(self.path("clip.onnx"))
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-6, err_msg=f"clip: {k}")
+        self.assertTrue(any(np.abs(want[k] - one[k]).max() > 1e-4 for k in one))
         train("micro", "--stages", 3, "--schedule", "gpipe", "--microbatches", 4)
         micro = weights(self.path("micro.onnx"))
         self.assertTrue(any(np.abs(micro[k] - one[k]).max() > 1e-4 for k in one))
