@@ -57,6 +57,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.synced_updates = o.clip_norm;
     so.recompute = o.recompute;
+    so.optimizer_state = o.optimizer_state;
     so.chunks = chunks;
     try {
       if (kind == ScheduleKind::kInterleaved && o.virtual_plan) {

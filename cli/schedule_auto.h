@@ -28,6 +28,7 @@ struct AutoScheduleOptions {
   double memory_bytes = 0;        // per worker; 0: no limit
   bool clip_norm = false;         // updates meet across stages (and no async replicas)
   bool recompute = false;         // activations recomputed: less memory, one more forward
+  double optimizer_state = 0;     // optimizer state per param byte (SimOptions's)
   /// --bn-stats minibatch on a model with BatchNorm: flush schedules run in
   /// gpipe's order, 2bw and interleaved not at all (with microbatches).
   bool bn_minibatch = false;

@@ -128,6 +128,13 @@ std::optional<partitioner::Plan> plan_to_keep(const TrainArgs& a,
   return plan;
 }
 
+// Optimizer state bytes per param byte: momentum 1, Adam's moments 2 (3
+// with amsgrad's maximum), plain SGD none.
+double optimizer_state_per_param(const exec::OptimizerConfig& o) {
+  if (o.kind == "adam" || o.kind == "adamw") return o.amsgrad ? 3.0 : 2.0;
+  return o.momentum > 0 ? 1.0 : 0.0;
+}
+
 // A training-mode BatchNorm: statistics of the batch it sees.
 bool has_batch_norm(const ir::Graph& g) {
   return std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) {
@@ -422,6 +429,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       ao.memory_bytes = a.memory_bytes;
       ao.clip_norm = a.trainer.clip_norm > 0;
       ao.recompute = a.recompute;
+      ao.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
       ao.bn_minibatch = a.bn_stats == "minibatch" && has_batch_norm(full_tg.graph);
       // Interleaved cuts the model its own way: straight --stages only.
       if (a.stages > 0 && a.workers == 0 && a.plan_path.empty())
@@ -647,20 +655,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     throw ExitRequest{StopSignals::exit_code()};
   }
 
-  // Utilisation, throughput against the simulator, timelines.
-  fmt::print("utilisation (compute / training time), stashes per worker:\n");
-  const auto stats = pipe.stats();
-  for (size_t w = 0; w < stats.size(); ++w)
-    fmt::print(
-        "  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "
-        "weight version{}, {:.1f} MiB stashed at most\n",
-        w, stats[w].stage,
-        stats[w].replica > 0 || plan.stages[static_cast<size_t>(stats[w].stage)].replication > 1
-            ? fmt::format(" replica {}", stats[w].replica)
-            : "",
-        result.train_seconds > 0 ? 100 * busy[w] / result.train_seconds : 0.0,
-        stats[w].peak_in_flight, stats[w].peak_weight_versions,
-        stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0);
+  // Utilisation and memory against the simulator, throughput, timelines.
   partitioner::SimOptions so;
   so.synced_updates = a.trainer.clip_norm > 0;
   so.recompute = a.recompute;
@@ -669,10 +664,33 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
   so.chunks = a.chunks;
+  so.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
   auto [sim_plan, sim_profile] =
       interleaved ? partitioner::interleaved_worker_view(plan, run_profile, workers)
                   : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
+  fmt::print(
+      "utilisation (compute / training time), stashes and memory per worker (activations "
+      "stashed, weight versions, gradients, optimizer state; simulated for its stage):\n");
+  const auto stats = pipe.stats();
+  for (size_t w = 0; w < stats.size(); ++w) {
+    // The simulator's stage: the plan's, or with interleaving the worker's chunks.
+    const size_t st = interleaved ? w : static_cast<size_t>(stats[w].stage);
+    const double simulated = st < sim.stages.size() ? sim.stages[st].peak_memory_bytes : 0;
+    fmt::print(
+        "  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "
+        "weight version{}, {:.1f} MiB stashed at most; {:.2f} MiB held at most, simulated "
+        "{:.2f} MiB ({:.2f}x)\n",
+        w, stats[w].stage,
+        stats[w].replica > 0 || plan.stages[static_cast<size_t>(stats[w].stage)].replication > 1
+            ? fmt::format(" replica {}", stats[w].replica)
+            : "",
+        result.train_seconds > 0 ? 100 * busy[w] / result.train_seconds : 0.0,
+        stats[w].peak_in_flight, stats[w].peak_weight_versions,
+        stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0,
+        stats[w].peak_bytes() / 1048576.0, simulated / 1048576.0,
+        simulated > 0 ? static_cast<double>(stats[w].peak_bytes()) / simulated : 0.0);
+  }
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   // Asynchronous 1F1B drains at every round boundary here, so the rate to
   // compare is the simulated round's, fill and drain included (the

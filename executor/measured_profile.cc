@@ -173,6 +173,7 @@ void scale_profile(partitioner::Profile& p, int factor) {
     l.backward_s *= factor;
     l.output_bytes *= factor;
     l.cut_bytes *= factor;
+    l.cut_stash_bytes *= factor;
   }
 }
 

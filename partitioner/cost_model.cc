@@ -14,6 +14,7 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
   params_.assign(n_ + 1, 0.0);
   acts_.assign(n_ + 1, 0.0);
   cut_.assign(n_, 0.0);
+  cut_stash_.assign(n_, 0.0);
   for (int l = 0; l < n_; ++l) {
     const LayerProfile& lp = profile.layers[l];
     compute_[l + 1] = compute_[l] + lp.forward_s + lp.backward_s;
@@ -21,6 +22,8 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     params_[l + 1] = params_[l] + static_cast<double>(lp.param_bytes);
     acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
     cut_[l] = static_cast<double>(lp.cut_bytes);
+    cut_stash_[l] = static_cast<double>(profile.stash_at_readers ? lp.cut_stash_bytes
+                                                                 : lp.cut_bytes);
   }
   tied_ = profile.tied;
   const int w = topology_.workers();
@@ -83,7 +86,8 @@ double ChainCosts::memory(int i, int j, int r, int downstream, bool recompute) c
   const double p = params(i, j);
   const int in_flight = (downstream + r - 1) / r;
   if (recompute) return in_flight * (cut(i - 1) + p) + activations(i, j) + p;
-  return in_flight * (activations(i, j) + cut(i - 1) + p) + p;
+  const double input = i > 0 ? cut_stash_[static_cast<size_t>(i - 1)] : 0.0;  // received, kept
+  return in_flight * (activations(i, j) + input + p) + p;
 }
 
 StageCost ChainCosts::stage(int i, int j, int first, int r, int downstream, bool recompute) const {

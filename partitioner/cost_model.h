@@ -111,6 +111,9 @@ class ChainCosts {
   Topology topology_;
   std::vector<double> compute_, forward_, params_, acts_, cut_;
   std::vector<TiedParam> tied_;
+  // Per cut: what a stage after it stashes of its input (all of it, or with
+  // Profile::stash_at_readers the received tensors counted nowhere else).
+  std::vector<double> cut_stash_;
   /// The slowest link's bandwidth and latency over workers [first, first +
   /// count), for first <= N and count <= N + 1 (the DP asks millions of
   /// times; the topology walks its levels each time). Empty for large N.

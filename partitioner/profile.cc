@@ -76,6 +76,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"accumulate_s", l.accumulate_s},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
+                      {"cut_stash_bytes", l.cut_stash_bytes},
                       {"param_bytes", l.param_bytes},
                       {"nodes", l.nodes}});
   nlohmann::json edges = nlohmann::json::array();
@@ -87,6 +88,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"device", p.device},
                       {"batch", p.batch},
                       {"backward_estimated", p.backward_estimated},
+                      {"stash_at_readers", p.stash_at_readers},
                       {"layers", layers},
                       {"edges", edges}};
   if (!p.tied.empty()) {
@@ -108,6 +110,7 @@ Profile profile_from_json(const nlohmann::json& j) {
   p.source = ju::string_or(j, "source", "", where);
   p.device = ju::string_or(j, "device", "", where);
   p.batch = j.contains("batch") ? ju::integer(j, "batch", where) : 0;
+  p.stash_at_readers = ju::boolean_or(j, "stash_at_readers", false, where);
   if (j.contains("backward_estimated")) {
     if (!j["backward_estimated"].is_boolean())
       throw PlanError("profile: field 'backward_estimated' must be true or false");
@@ -125,6 +128,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);
+    if (lj.contains("cut_stash_bytes")) l.cut_stash_bytes = ju::integer(lj, "cut_stash_bytes", w);
     l.param_bytes = ju::integer(lj, "param_bytes", w);
     if (lj.contains("nodes")) {
       if (!lj["nodes"].is_array()) throw PlanError(w + ": field 'nodes' must be an array");

@@ -17,7 +17,12 @@ struct LayerProfile {
   std::string name;
   double forward_s = 0;      // one minibatch, forward
   double backward_s = 0;     // one minibatch, backward (input and weight gradients)
-  int64_t output_bytes = 0;  // activations the layer produces: stashed per minibatch in flight
+  /// Activations stashed for this layer per minibatch in flight: with
+  /// Profile::stash_at_readers, the forward tensors whose first backward
+  /// reader is this layer's (what a pipeline worker keeps, received ones
+  /// included); else every activation the layer produces (PipeDream's
+  /// activation_size; a stage then also stashes its input).
+  int64_t output_bytes = 0;
   /// Bytes of every tensor produced at or before this layer and read after it
   /// (skip connections included): what a cut after this layer must send.
   int64_t cut_bytes = 0;
@@ -28,6 +33,10 @@ struct LayerProfile {
   /// sum (what every backward but the first of a step costs with
   /// microbatches; 0: not measured).
   double accumulate_s = 0;
+  /// With Profile::stash_at_readers: bytes of the tensors a stage starting
+  /// after this layer stashes besides its layers' output_bytes (received
+  /// ones its backward reads whose first reader lies before the cut).
+  int64_t cut_stash_bytes = 0;
 };
 
 /// A parameter read by more than one layer (tied weights: GPT's token
@@ -46,6 +55,9 @@ struct Profile {
   int64_t batch = 0;   // 0: unknown
   /// True when backward times are 2 x forward, not measured.
   bool backward_estimated = false;
+  /// LayerProfile::output_bytes counts what the backward reads, at its
+  /// reader (profiles of a training graph), so a stage's input is in it.
+  bool stash_at_readers = false;
   std::vector<LayerProfile> layers;  // in a topological order: the chain the DP cuts
   /// Data edges between layers (from, to), from < to; used to write graph.txt.
   std::vector<std::pair<int, int>> edges;

@@ -77,6 +77,17 @@ Profile structural_profile(const ir::Graph& g) {
   p.model = g.name;
   p.layers.resize(g.layers.size());
   auto consumers = g.consumers();
+  std::map<std::string, size_t> producer;  // tensor -> node index
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& out : g.nodes[i].outputs)
+      if (!out.empty()) producer[out] = i;
+  // With backward nodes in the graph (a training graph), the stash is what
+  // they read of the forward's tensors, at the first reader's layer (the
+  // stage that keeps it, having made or received it); without, every
+  // forward activation at its producer.
+  const bool training = std::any_of(g.nodes.begin(), g.nodes.end(),
+                                    [](const ir::Node& n) { return n.backward; });
+  p.stash_at_readers = training;
   std::set<std::pair<int, int>> edges;
   for (size_t l = 0; l < g.layers.size(); ++l) {
     LayerProfile& lp = p.layers[l];
@@ -91,10 +102,10 @@ Profile structural_profile(const ir::Graph& g) {
           lp.param_bytes += static_cast<int64_t>(g.tensor(in).nbytes());
       for (const auto& out : n.outputs) {
         if (out.empty()) continue;
-        // Every forward activation is stashed until its backward: count all of
-        // them, not only those leaving the layer (the same as graph.txt's
-        // activation_size when a layer is one node).
-        lp.output_bytes += static_cast<int64_t>(g.tensor(out).nbytes());
+        // Without a backward graph: every forward activation, not only
+        // those leaving the layer (graph.txt's activation_size when a layer
+        // is one node).
+        if (!training) lp.output_bytes += static_cast<int64_t>(g.tensor(out).nbytes());
         for (size_t c : consumers[out]) {
           const ir::Node& reader = g.nodes[c];
           if (!reader.backward && reader.layer != static_cast<int>(l))
@@ -102,6 +113,37 @@ Profile structural_profile(const ir::Graph& g) {
         }
       }
     }
+  }
+  if (training) {
+    // Forward nodes' outputs at the layer of their first backward reader
+    // (data inputs are fed again to the backward, not stashed).
+    std::map<std::string, std::pair<int, int>> readers;  // first and last reader layer
+    for (const ir::Node& n : g.nodes)
+      if (n.backward && n.layer >= 0)
+        for (const auto& in : n.inputs) {
+          if (in.empty() || !g.has_tensor(in)) continue;
+          const ir::TensorDesc& d = g.tensor(in);
+          if (d.role != ir::Role::kActivation || g.has_value(in)) continue;
+          bool forward = false;  // produced by a forward node
+          auto it = producer.find(in);
+          if (it != producer.end()) forward = !g.nodes[it->second].backward;
+          if (!forward) continue;
+          auto [slot, fresh] = readers.try_emplace(in, n.layer, n.layer);
+          slot->second.first = std::min(slot->second.first, n.layer);
+          slot->second.second = std::max(slot->second.second, n.layer);
+        }
+    // A stage starting after layer c whose first reader lies at or before c
+    // and last after it keeps the tensor too (received): cut_stash_bytes
+    // for every c in [first, last).
+    std::vector<int64_t> delta(p.layers.size() + 1, 0);
+    for (const auto& [name, range] : readers) {
+      const auto bytes = static_cast<int64_t>(g.tensor(name).nbytes());
+      p.layers[static_cast<size_t>(range.first)].output_bytes += bytes;
+      delta[static_cast<size_t>(range.first)] += bytes;
+      delta[static_cast<size_t>(range.second)] -= bytes;
+    }
+    int64_t running = 0;
+    for (size_t l = 0; l < p.layers.size(); ++l) p.layers[l].cut_stash_bytes = running += delta[l];
   }
   // Params read by forward nodes of several layers: tied weights.
   std::map<std::string, std::set<int>> readers;

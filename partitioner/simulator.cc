@@ -36,7 +36,11 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     }
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
-      d.stash_bytes += d.cut_in;
+      // With the stash at its readers: received tensors whose first reader
+      // is upstream, the rest being in the layers' output_bytes.
+      const LayerProfile& before = profile.layers[st.first_layer - 1];
+      d.stash_bytes += profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes)
+                                                : d.cut_in;
     }
     d.cut_out = st.last_layer + 1 < static_cast<int>(profile.layers.size())
                     ? static_cast<double>(profile.layers[st.last_layer].cut_bytes)
@@ -58,6 +62,7 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
   Profile out;
   out.model = prof.model;
   out.batch = prof.batch;
+  out.stash_at_readers = prof.stash_at_readers;
   for (int w = 0; w < workers; ++w)
     for (int c = 0; c < v; ++c) {
       const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
@@ -73,6 +78,7 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
         l.param_bytes += src.param_bytes;
       }
       l.cut_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_bytes;
+      l.cut_stash_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_stash_bytes;
       out.layers.push_back(std::move(l));
     }
   std::vector<int> last, reps(static_cast<size_t>(workers), 1);
@@ -241,14 +247,30 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     for (int w : s.stage_workers[st]) {
       StageSimStats& out = res.stages[plan_stage(st)];
       out.peak_in_flight = std::max(out.peak_in_flight, run.peak_in_flight[w]);
-      out.weight_versions = std::max(out.weight_versions, run.peak_weight_versions[w]);
+      // 2BW's later forwards run on the version before the newest (W(t+1) =
+      // W(t) - lr grad f(W(t-1))): after its first update every stage holds
+      // two, the last one too, though no microbatch of its spans an update.
+      const int versions = kind == ScheduleKind::kTwoBW && shape.steps > 1
+                               ? std::max(2, run.peak_weight_versions[w])
+                               : run.peak_weight_versions[w];
+      out.weight_versions = std::max(out.weight_versions, versions);
       double params = data[plan_stage(st)].param_bytes;
       // Recomputation: one microbatch's activations exist again during its backward.
       const StageData& d = data[plan_stage(st)];
-      const double refilled = d.recompute ? (d.stash_bytes - d.cut_in) * scale / v : 0.0;
+      const double refilled =
+          d.recompute ? std::max(0.0, d.stash_bytes - d.cut_in) * scale / v : 0.0;
+      out.peak_activation_bytes =
+          std::max(out.peak_activation_bytes, run.peak_activation_bytes[w] + refilled);
+      // Gradients: one set, or two where a round's allreduce overlaps the
+      // next round's backward (pipedream's replicas).
+      const int grad_sets = kind == ScheduleKind::kPipeDream && options.overlap_allreduce &&
+                                    plan.stages[plan_stage(st)].replication > 1
+                                ? 2
+                                : 1;
       out.peak_memory_bytes =
           std::max(out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
-                                              (run.peak_weight_versions[w] + 1) * params);
+                                              (versions + grad_sets + options.optimizer_state) *
+                                                  params);
     }
   return res;
 }

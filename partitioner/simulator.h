@@ -33,12 +33,17 @@ struct SimOptions {
   /// Activation recomputation: a stage stashes only its input per microbatch
   /// and runs its forward again before each backward.
   bool recompute = false;
+  /// Optimizer state per param byte (plain SGD 0, momentum 1, Adam 2): held
+  /// once beside the weights.
+  double optimizer_state = 0;
 };
 
 struct StageSimStats {
-  int peak_in_flight = 0;        // microbatches stashed at once on one replica
-  int weight_versions = 1;       // distinct weight versions alive at once
-  double peak_memory_bytes = 0;  // activations in flight + versions x params + gradients
+  int peak_in_flight = 0;  // microbatches stashed at once on one replica
+  int weight_versions = 1; // distinct weight versions alive at once
+  /// Activations in flight + versions x params + gradients + optimizer state.
+  double peak_memory_bytes = 0;
+  double peak_activation_bytes = 0;  // the first part alone
 };
 
 struct SimResult {

@@ -162,7 +162,10 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
             whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
             options_.optimizer,
             /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1,
-            options_.recompute || stages_[vs].recompute);
+            options_.recompute || stages_[vs].recompute,
+            // Only pipedream's replicas update a round after the next one's backward.
+            /*overlapping_rounds=*/options_.schedule == ScheduleKind::kPipeDream &&
+                stages_[vs].replicas > 1);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
@@ -408,6 +411,18 @@ void Pipeline::run_program(Worker& w) {
     w.stats.peak_stash_bytes = std::max({w.stats.peak_stash_bytes, bytes, peak});
     w.stats.peak_in_flight = std::max(w.stats.peak_in_flight, in_flight);
   };
+  // What else the worker holds (optimizer state exists after the first update).
+  auto track_state = [&] {
+    size_t params = 0, grads = 0, optimizer = 0;
+    for (const auto& [s, one] : w.sws) {
+      params += one->param_bytes();
+      grads += one->gradient_bytes();
+      optimizer += one->optimizer_bytes();
+    }
+    w.stats.param_bytes = params;
+    w.stats.peak_gradient_bytes = std::max(w.stats.peak_gradient_bytes, grads);
+    w.stats.optimizer_bytes = std::max(w.stats.optimizer_bytes, optimizer);
+  };
   auto worker_of = [&](int stage, int mb) {
     const auto& ws = schedule_.stage_workers[static_cast<size_t>(stage)];
     return ws[static_cast<size_t>(mb) % ws.size()];
@@ -587,11 +602,13 @@ void Pipeline::run_program(Worker& w) {
         const double step_scale = options_.clip_norm > 0 ? scale * w.clip_coef : scale;
         const bool keep_old = owner->version_in_use(owner->version()) ||
                               absolute(ver.min_future[i + 1]) <= owner->version();
+        track_state();  // the round's sealed gradients, before the update drops them
         owner->step(op.microbatch, step_scale,
                     options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr), keep_old);
         owner->release_versions(absolute(ver.min_future[i + 1]));
         w.stats.peak_weight_versions =
             std::max(w.stats.peak_weight_versions, owner->versions_alive());
+        track_state();
         break;
       }
       case OpKind::kBackwardWeight:

@@ -22,6 +22,16 @@ struct WorkerStats {
   int peak_in_flight = 0;        // microbatches stashed at once
   int peak_weight_versions = 1;  // weight versions alive at once
   size_t peak_stash_bytes = 0;
+  // What the worker holds besides its stash: one weight version's bytes (the
+  // peak above holds that many), the gradient accumulators (several sets
+  // when asynchronous updates keep one sealed while the next fills) and
+  // the optimizer state.
+  size_t param_bytes = 0, peak_gradient_bytes = 0, optimizer_bytes = 0;
+  /// Peak bytes: stash, weight versions, gradients and optimizer state.
+  size_t peak_bytes() const {
+    return peak_stash_bytes + static_cast<size_t>(peak_weight_versions) * param_bytes +
+           peak_gradient_bytes + optimizer_bytes;
+  }
 };
 
 /// One worker's round.

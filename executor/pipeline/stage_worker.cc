@@ -63,8 +63,8 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
                          Backend& backend, const OptimizerConfig& optimizer, bool split_backward,
-                         bool recompute)
-    : recompute_(recompute), program_(program) {
+                         bool recompute, bool overlapping_rounds)
+    : recompute_(recompute), overlapping_rounds_(overlapping_rounds), program_(program) {
   if (split_backward) exec::split_backward(program_);
   std::map<std::string, std::string> buffer_for;
   for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;
@@ -329,13 +329,20 @@ void StageWorker::seal_gradients(int64_t round) {
   } else if (fresh) {
     set.finite = acc_finite_;
     set.empty = acc_empty_;
-    // The set takes the accumulators; the next microbatch copies into
-    // recycled buffers (or fresh ones), so nothing is zeroed.
-    std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
-    for (auto& [param, acc] : grad_acc_) {
-      set.grads[param] = acc;
-      auto sp = spare.find(param);
-      acc = sp != spare.end() ? sp->second : ir::Tensor(acc.dtype(), acc.shape());
+    if (!overlapping_rounds_) {
+      // Updated before the next backward: the set is the accumulators
+      // (handles to the same buffers), which the next microbatch overwrites.
+      for (auto& [param, acc] : grad_acc_) set.grads[param] = acc;
+      set.accumulators = true;
+    } else {
+      // The set takes the accumulators; the next microbatch copies into
+      // recycled buffers (or fresh ones), so nothing is zeroed.
+      std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
+      for (auto& [param, acc] : grad_acc_) {
+        set.grads[param] = acc;
+        auto sp = spare.find(param);
+        acc = sp != spare.end() ? sp->second : ir::Tensor(acc.dtype(), acc.shape());
+      }
     }
   } else if (!acc_empty_) {
     own_borrowed();
@@ -418,7 +425,8 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
     params_ = std::move(fresh);
     if (active_ == kNewest) active_ = version_;  // the subgraphs hold what is now the old version
   }
-  if (!set->second.borrowed) spare_grads_.push_back(std::move(set->second.grads));
+  if (!set->second.borrowed && !set->second.accumulators)
+    spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
   values_version_ = fresh_values_version();
@@ -442,6 +450,28 @@ size_t StageWorker::stash_bytes() const {
   for (const auto& [mb, st] : stash_)
     for (const TensorMap* kept : {&st.tensors, &st.carry, &st.inputs})
       for (const auto& [name, t] : *kept) bytes += t.nbytes();
+  return bytes;
+}
+
+size_t StageWorker::param_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, t] : params_) bytes += t.nbytes();
+  return bytes;
+}
+
+size_t StageWorker::optimizer_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, t] : state_.values())
+    if (state_.tensor(name).role == ir::Role::kOptimizerState) bytes += t.nbytes();
+  return bytes;
+}
+
+size_t StageWorker::gradient_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [param, g] : grad_acc_) bytes += g.nbytes();
+  for (const auto& [round, set] : sealed_)
+    if (!set.borrowed && !set.accumulators)
+      for (const auto& [param, g] : set.grads) bytes += g.nbytes();
   return bytes;
 }
 

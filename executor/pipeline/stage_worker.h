@@ -41,9 +41,12 @@ class StageWorker {
   /// backward_weight() (zero-bubble schedules) instead of backward().
   /// `recompute`: keep only the forward's inputs per microbatch in flight and
   /// run the forward again (same weights, same seed) before the backward.
+  /// `overlapping_rounds`: a sealed set may wait (for its allreduce) while
+  /// the next round accumulates, so sealing swaps in other buffers; else the
+  /// sealed set is the accumulators themselves (one set of gradient memory).
   StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
               const OptimizerConfig& optimizer, bool split_backward = false,
-              bool recompute = false);
+              bool recompute = false, bool overlapping_rounds = true);
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;
 
@@ -96,6 +99,13 @@ class StageWorker {
   size_t stash_bytes() const;
   /// The most stash_bytes() has been, recomputed activations included.
   size_t peak_stash_bytes() const { return peak_stash_bytes_; }
+  /// Bytes of one weight version (the params this worker holds).
+  size_t param_bytes() const;
+  /// Bytes of the optimizer's state (momentum, Adam's moments).
+  size_t optimizer_bytes() const;
+  /// Bytes of gradients held now: the accumulators and the sealed sets not
+  /// yet applied (borrowed ones live in the backward arena and count there).
+  size_t gradient_bytes() const;
 
   /// Copies params, buffers and optimizer state into g's values (in place
   /// where g has them, added otherwise).
@@ -119,6 +129,7 @@ class StageWorker {
   /// else views into the forward arena) and received feeds.
   TensorMap stash_tensors(const TensorMap& outs, const TensorMap& feeds, bool copy) const;
   bool recompute_ = false;
+  bool overlapping_rounds_ = true;
   size_t peak_stash_bytes_ = 0;
   Stash& stash_of(int64_t mb, const char* what);
   /// Options of a backward run: training, on the current values.
@@ -143,6 +154,7 @@ class StageWorker {
     bool finite = true;
     bool empty = true;      // no microbatch added yet
     bool borrowed = false;  // views into the backward runner's arena (see own_borrowed)
+    bool accumulators = false;  // the accumulators' own buffers (no overlapping rounds)
   };
   /// Copies borrowed gradients (pending or sealed) into buffers of our own:
   /// called before anything runs the backward subgraph again.
