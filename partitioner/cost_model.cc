@@ -13,6 +13,7 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
   forward_.assign(n_ + 1, 0.0);
   params_.assign(n_ + 1, 0.0);
   acts_.assign(n_ + 1, 0.0);
+  inputs_.assign(n_ + 1, 0.0);
   cut_.assign(n_, 0.0);
   cut_stash_.assign(n_, 0.0);
   for (int l = 0; l < n_; ++l) {
@@ -21,6 +22,7 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     forward_[l + 1] = forward_[l] + lp.forward_s;
     params_[l + 1] = params_[l] + static_cast<double>(lp.param_bytes);
     acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
+    inputs_[l + 1] = inputs_[l] + static_cast<double>(lp.input_bytes);
     cut_[l] = static_cast<double>(lp.cut_bytes);
     cut_stash_[l] = static_cast<double>(profile.stash_at_readers ? lp.cut_stash_bytes
                                                                  : lp.cut_bytes);
@@ -85,7 +87,8 @@ double ChainCosts::tied(int i, int j) const {
 double ChainCosts::memory(int i, int j, int r, int downstream, bool recompute) const {
   const double p = params(i, j);
   const int in_flight = (downstream + r - 1) / r;
-  if (recompute) return in_flight * (cut(i - 1) + p) + activations(i, j) + p;
+  if (recompute)  // the forward's inputs, received and fed
+    return in_flight * (cut(i - 1) + inputs_[j + 1] - inputs_[i] + p) + activations(i, j) + p;
   const double input = i > 0 ? cut_stash_[static_cast<size_t>(i - 1)] : 0.0;  // received, kept
   return in_flight * (activations(i, j) + input + p) + p;
 }

@@ -21,7 +21,8 @@
 // With activation recomputation a stage stashes only its input per minibatch
 // in flight and runs its forward again before each backward:
 //   compute    (C + F) / r                 F = sum of forward
-//   memory     in_flight (a_{i-1} + P) + A + P   (one minibatch's activations refilled)
+//   memory     in_flight (a_{i-1} + D + P) + A + P   (one minibatch's activations
+//                                                refilled; D the data it is fed)
 // The DP chooses it for a stage only when the stage would not fit otherwise.
 //
 // Round trip (PipeDream's asynchronous 1F1B): a replica of a stage holds
@@ -109,7 +110,7 @@ class ChainCosts {
  private:
   int n_;
   Topology topology_;
-  std::vector<double> compute_, forward_, params_, acts_, cut_;
+  std::vector<double> compute_, forward_, params_, acts_, cut_, inputs_;
   std::vector<TiedParam> tied_;
   // Per cut: what a stage after it stashes of its input (all of it, or with
   // Profile::stash_at_readers the received tensors counted nowhere else).

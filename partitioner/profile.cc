@@ -77,6 +77,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
                       {"cut_stash_bytes", l.cut_stash_bytes},
+                      {"input_bytes", l.input_bytes},
                       {"param_bytes", l.param_bytes},
                       {"nodes", l.nodes}});
   nlohmann::json edges = nlohmann::json::array();
@@ -129,6 +130,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);
     if (lj.contains("cut_stash_bytes")) l.cut_stash_bytes = ju::integer(lj, "cut_stash_bytes", w);
+    if (lj.contains("input_bytes")) l.input_bytes = ju::integer(lj, "input_bytes", w);
     l.param_bytes = ju::integer(lj, "param_bytes", w);
     if (lj.contains("nodes")) {
       if (!lj["nodes"].is_array()) throw PlanError(w + ": field 'nodes' must be an array");

@@ -37,6 +37,10 @@ struct LayerProfile {
   /// after this layer stashes besides its layers' output_bytes (received
   /// ones its backward reads whose first reader lies before the cut).
   int64_t cut_stash_bytes = 0;
+  /// Bytes of the graph's data inputs (features, labels) first read by this
+  /// layer's forward: what a recomputing stage keeps per microbatch in
+  /// flight besides what it receives.
+  int64_t input_bytes = 0;
 };
 
 /// A parameter read by more than one layer (tied weights: GPT's token

@@ -114,6 +114,18 @@ Profile structural_profile(const ir::Graph& g) {
       }
     }
   }
+  // Data inputs at their first forward reader's layer.
+  std::map<std::string, int> fed_at;
+  for (const ir::Node& n : g.nodes)
+    if (!n.backward && n.layer >= 0)
+      for (const auto& in : n.inputs)
+        if (!in.empty() && g.has_tensor(in) && g.tensor(in).role == ir::Role::kInput) {
+          auto [slot, fresh] = fed_at.try_emplace(in, n.layer);
+          slot->second = std::min(slot->second, n.layer);
+        }
+  for (const auto& [name, layer] : fed_at)
+    p.layers[static_cast<size_t>(layer)].input_bytes +=
+        static_cast<int64_t>(g.tensor(name).nbytes());
   if (training) {
     // Forward nodes' outputs at the layer of their first backward reader
     // (data inputs are fed again to the backward, not stashed).

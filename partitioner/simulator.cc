@@ -16,7 +16,7 @@ namespace {
 
 struct StageData {
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
-         stash_bytes = 0, cut_out = 0, cut_in = 0;
+         stash_bytes = 0, cut_out = 0, cut_in = 0, inputs = 0;
   bool recompute = false;  // the plan's stage, or SimOptions::recompute for all
 };
 
@@ -33,6 +33,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       d.accumulate_s += lp.accumulate_s;
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
+      d.inputs += static_cast<double>(lp.input_bytes);
     }
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
@@ -75,6 +76,7 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
         l.update_s += src.update_s;
         l.accumulate_s += src.accumulate_s;
         l.output_bytes += src.output_bytes;
+        l.input_bytes += src.input_bytes;
         l.param_bytes += src.param_bytes;
       }
       l.cut_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_bytes;
@@ -214,7 +216,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   };
   costs.activation_bytes = [&](int stage) {
     const StageData& d = data[plan_stage(stage)];
-    return (d.recompute ? d.cut_in : d.stash_bytes) * scale / v;
+    // Recomputation keeps the forward's inputs: received and fed.
+    return (d.recompute ? d.cut_in + d.inputs : d.stash_bytes) * scale / v;
   };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
@@ -258,7 +261,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       // Recomputation: one microbatch's activations exist again during its backward.
       const StageData& d = data[plan_stage(st)];
       const double refilled =
-          d.recompute ? std::max(0.0, d.stash_bytes - d.cut_in) * scale / v : 0.0;
+          d.recompute ? std::max(0.0, d.stash_bytes - d.cut_in - d.inputs) * scale / v : 0.0;
       out.peak_activation_bytes =
           std::max(out.peak_activation_bytes, run.peak_activation_bytes[w] + refilled);
       // Gradients: one set, or two where a round's allreduce overlaps the

@@ -204,8 +204,8 @@ void StageWorker::recompute_stash(Stash& st) {
   // until its weight half.
   st.tensors = stash_tensors(forward_runner_->run(st.inputs, run), st.inputs,
                              /*copy=*/input_runner_ != nullptr);
+  st.inputs.clear();  // the received ones live on in `tensors` (the same buffers)
   peak_stash_bytes_ = std::max(peak_stash_bytes_, stash_bytes());
-  st.inputs.clear();
 }
 
 RunOptions StageWorker::backward_run() const {
