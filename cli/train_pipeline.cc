@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -490,13 +491,30 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // from the whole minibatch, which flatters small microbatches. The other
   // workers on this host run beside it meanwhile, as they will in training
   // (their contention made the demo's stages 20-50% slower than a quiet profile).
+  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32)
+    throw PlanError("bf16 mixed precision runs on --backend cuda (or portable, its CPU twin)");
+  std::function<std::unique_ptr<exec::Backend>(int)> worker_backend;  // null: the CPU's
+  if (a.backend != "cpu") {
+    // Worker w on GPU w mod count; across processes, the rank's local GPU.
+    const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
+    const int local_rank = comm ? exec::mpi_local_rank() : 0;
+    worker_backend = [name = a.backend, gpus, local_rank, multi = comm != nullptr,
+                      precision = a.precision_kind()](int w) {
+      return exec::make_backend(name, (multi ? local_rank : w) % gpus, precision);
+    };
+  }
   partitioner::Profile run_profile;
   if (root) {
     // Threads only: this host's other MPI ranks already occupy their cores
-    // meanwhile, polling in the collective that waits for this profile.
-    const int beside = comm ? 0 : plan.workers_used() - 1;
-    run_profile = exec::measure_training_profile(tg, random_feeds(tg.graph, "train"), 2, 7,
-                                                 &a.trainer.optimizer, beside);
+    // meanwhile, polling in the collective that waits for this profile. On
+    // the workers' own backend (a GPU's times, not the CPU's), without
+    // neighbours there: each worker has a device of its own.
+    const int beside = comm || worker_backend ? 0 : plan.workers_used() - 1;
+    run_profile = exec::measure_training_profile(
+        tg, random_feeds(tg.graph, "train"), 2, 7, &a.trainer.optimizer, beside,
+        worker_backend ? std::function<std::unique_ptr<exec::Backend>()>(
+                             [&] { return worker_backend(comm ? comm->rank() : 0); })
+                       : std::function<std::unique_ptr<exec::Backend>()>());
     exec::scale_profile(run_profile, m);
   }
 
@@ -515,17 +533,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.comm = comm;
-  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32)
-    throw PlanError("bf16 mixed precision runs on --backend cuda (or portable, its CPU twin)");
-  if (a.backend != "cpu") {
-    // Worker w on GPU w mod count; across processes, the rank's local GPU.
-    const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
-    const int local_rank = comm ? exec::mpi_local_rank() : 0;
-    po.make_backend = [name = a.backend, gpus, local_rank, multi = comm != nullptr,
-                       precision = a.precision_kind()](int w) {
-      return exec::make_backend(name, (multi ? local_rank : w) % gpus, precision);
-    };
-  }
+  po.make_backend = worker_backend;
   std::vector<exec::PipelineStage> stages;
   for (const auto& st : plan.stages)
     stages.push_back({st.first_layer, st.last_layer, st.replication, st.recompute});
@@ -700,8 +708,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     predicted = static_cast<double>(so.microbatches) * sim_profile.batch / sim.makespan_s;
   fmt::print(
       "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "
-      "and schedule (measured / predicted = {:.2f})\n",
-      measured, predicted, predicted > 0 ? measured / predicted : 0);
+      "and schedule from a profile on the {} backend (measured / predicted = {:.2f})\n",
+      measured, predicted, run_profile.device, predicted > 0 ? measured / predicted : 0);
   if (!shown.ops.empty()) {
     sim.schedule = "simulated " + a.schedule;
     auto real = as_sim_result(shown, "measured " + a.schedule, workers);

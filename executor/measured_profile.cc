@@ -111,11 +111,11 @@ class Neighbours {
 
 }  // namespace
 
-partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
-                                              const std::map<std::string, ir::Tensor>& feeds,
-                                              int warmup, int runs,
-                                              const OptimizerConfig* optimizer, int neighbours) {
-  auto backend = make_cpu_backend();
+partitioner::Profile measure_training_profile(
+    const autodiff::TrainingGraph& tg, const std::map<std::string, ir::Tensor>& feeds, int warmup,
+    int runs, const OptimizerConfig* optimizer, int neighbours,
+    const std::function<std::unique_ptr<Backend>()>& make_backend) {
+  auto backend = make_backend ? make_backend() : make_cpu_backend();
   std::optional<Neighbours> busy;
   if (neighbours > 0) busy.emplace(tg.graph, feeds, neighbours);
   // One training step per run: backward nodes sit in their forward node's layer.

@@ -5,10 +5,13 @@
 // (which partitions and predicts from it) and the pipeline benchmark.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "autodiff/training_graph.h"
+#include "executor/backend.h"
 #include "executor/optim/optimizer.h"
 #include "partitioner/profile.h"
 
@@ -21,11 +24,12 @@ namespace pipetrain::exec {
 /// the params its nodes read. With `neighbours` > 0, that many copies of the
 /// step run on other threads while the nodes are timed: the other workers of
 /// a pipeline sharing the machine, whose contention the layer times then include.
-partitioner::Profile measure_training_profile(const autodiff::TrainingGraph& tg,
-                                              const std::map<std::string, ir::Tensor>& feeds,
-                                              int warmup, int runs,
-                                              const OptimizerConfig* optimizer = nullptr,
-                                              int neighbours = 0);
+/// `make_backend` times the nodes on another backend than the CPU's (the
+/// one the workers run; its neighbours, if any, still run on the CPU).
+partitioner::Profile measure_training_profile(
+    const autodiff::TrainingGraph& tg, const std::map<std::string, ir::Tensor>& feeds, int warmup,
+    int runs, const OptimizerConfig* optimizer = nullptr, int neighbours = 0,
+    const std::function<std::unique_ptr<Backend>()>& make_backend = {});
 
 /// Multiplies times and bytes by `factor` and sets the batch accordingly: a
 /// profile measured on one microbatch, stated for a minibatch of `factor`

@@ -325,6 +325,8 @@ class PipelineTrainTest(unittest.TestCase):
                                    "-o", self.path("p.onnx")))
             if extra:
                 self.assertIn("backend portable", r.stdout)
+                # The prediction times the workers' own backend, not the CPU's.
+                self.assertIn("from a profile on the portable backend", r.stdout)
             else:  # one worker reports what its device traffic was
                 self.assertRegex(r.stdout, r"host-device traffic: [\d.]+ MiB to the device")
             self.assert_same_weights(self.path("c.onnx"), self.path("p.onnx"))
