@@ -176,6 +176,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
 }
 
 void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>>& ranges) {
+  // Without a BatchNorm every stage already runs as one worker would.
+  if (std::none_of(programs_.begin(), programs_.end(), has_batch_statistics)) return;
   const ScheduleKind k = options_.schedule;
   if (k == ScheduleKind::kTwoBW || k == ScheduleKind::kInterleaved)
     throw PlanError(std::string("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1 (a "

@@ -296,6 +296,16 @@ TEST(Pipeline, MinibatchBatchNormStatisticsRefuseWhatCannotRunSo) {
   refused(ScheduleKind::kTwoBW, {{0, 3}, {4, 7}}, false, "not 2bw");
   refused(ScheduleKind::kGPipe, {{0, 3, 2}, {4, 7}}, false, "stage 0 (BatchNorm)");
   refused(ScheduleKind::kGPipe, {{0, 3}, {4, 7}}, true, "drop --recompute");
+  // Without a BatchNorm there is nothing to refuse: 2bw runs as usual.
+  auto mlp = mlp_training_graph(4);
+  const auto mlp_whole = mlp_training_graph(8);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kTwoBW;
+  po.microbatches = 2;
+  po.minibatch_graph = &mlp_whole;
+  exec::Pipeline pipe(mlp, split(static_cast<int>(mlp.graph.layers.size()), {1, 1}), po);
+  EXPECT_TRUE(pipe.whole_minibatch_stages().empty());
+  EXPECT_EQ(pipe.options().schedule, ScheduleKind::kTwoBW);
 }
 
 TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
