@@ -32,6 +32,7 @@
 #include "executor/measured_profile.h"
 #include "executor/pipeline/job_topology.h"
 #include "executor/pipeline/pipeline_fit.h"
+#include "executor/pipeline/whole_minibatch.h"
 #include "importer/checkpoint.h"
 #include "importer/checkpoint_files.h"
 #include "importer/importer.h"
@@ -134,13 +135,6 @@ std::optional<partitioner::Plan> plan_to_keep(const TrainArgs& a,
 double optimizer_state_per_param(const exec::OptimizerConfig& o) {
   if (o.kind == "adam" || o.kind == "adamw") return o.amsgrad ? 3.0 : 2.0;
   return o.momentum > 0 ? 1.0 : 0.0;
-}
-
-// A training-mode BatchNorm: statistics of the batch it sees.
-bool has_batch_norm(const ir::Graph& g) {
-  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) {
-    return n.op_type == "BatchNormalization" && n.attr_int("training_mode", 0) != 0;
-  });
 }
 
 std::string stage_list(const partitioner::Plan& plan) {
@@ -431,7 +425,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       ao.clip_norm = a.trainer.clip_norm > 0;
       ao.recompute = a.recompute;
       ao.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
-      ao.bn_minibatch = a.bn_stats == "minibatch" && has_batch_norm(full_tg.graph);
+      ao.bn_minibatch = a.bn_stats == "minibatch" && exec::has_batch_statistics(full_tg.graph);
       // Interleaved cuts the model its own way: straight --stages only.
       if (a.stages > 0 && a.workers == 0 && a.plan_path.empty())
         ao.virtual_plan = [&](int virtual_stages) {

@@ -88,7 +88,7 @@ double ChainCosts::memory(int i, int j, int r, int downstream, bool recompute) c
   const double p = params(i, j);
   const int in_flight = (downstream + r - 1) / r;
   if (recompute)  // the forward's inputs, received and fed
-    return in_flight * (cut(i - 1) + inputs_[j + 1] - inputs_[i] + p) + activations(i, j) + p;
+    return in_flight * (cut(i - 1) + inputs(i, j) + p) + activations(i, j) + p;
   const double input = i > 0 ? cut_stash_[static_cast<size_t>(i - 1)] : 0.0;  // received, kept
   return in_flight * (activations(i, j) + input + p) + p;
 }

@@ -64,6 +64,8 @@ class ChainCosts {
   double forward(int i, int j) const { return forward_[j + 1] - forward_[i]; }
   double params(int i, int j) const { return params_[j + 1] - params_[i]; }
   double activations(int i, int j) const { return acts_[j + 1] - acts_[i]; }
+  /// Data inputs (features, labels) layers i..j are fed.
+  double inputs(int i, int j) const { return inputs_[j + 1] - inputs_[i]; }
   /// Bytes crossing the cut after layer k (0 for k < 0 or the last layer).
   double cut(int k) const { return k < 0 || k >= n_ - 1 ? 0.0 : cut_[k]; }
   const Topology& topology() const { return topology_; }

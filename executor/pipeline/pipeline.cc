@@ -177,7 +177,9 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
 
 void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>>& ranges) {
   // Without a BatchNorm every stage already runs as one worker would.
-  if (std::none_of(programs_.begin(), programs_.end(), has_batch_statistics)) return;
+  if (std::none_of(programs_.begin(), programs_.end(),
+                   [](const StageProgram& p) { return has_batch_statistics(p.forward); }))
+    return;
   const ScheduleKind k = options_.schedule;
   if (k == ScheduleKind::kTwoBW || k == ScheduleKind::kInterleaved)
     throw PlanError(std::string("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1 (a "
@@ -185,7 +187,7 @@ void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>
                     partitioner::schedule_name(k));
   whole_programs_ = build_stage_programs(*options_.minibatch_graph, ranges);
   for (size_t s = 0; s < programs_.size(); ++s) {
-    if (!has_batch_statistics(programs_[s])) continue;
+    if (!has_batch_statistics(programs_[s].forward)) continue;
     const std::string where = "--bn-stats minibatch: stage " + std::to_string(s) +
                               " (BatchNorm) runs every microbatch of a step at once, so it ";
     if (stages_[s].replicas != 1) throw PlanError(where + "cannot be replicated");

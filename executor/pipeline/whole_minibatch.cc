@@ -7,8 +7,8 @@
 
 namespace pipetrain::exec {
 
-bool has_batch_statistics(const StageProgram& p) {
-  return std::any_of(p.forward.nodes.begin(), p.forward.nodes.end(), [](const ir::Node& n) {
+bool has_batch_statistics(const ir::Graph& g) {
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) {
     return n.op_type == "BatchNormalization" && n.attr_int("training_mode", 0) != 0;
   });
 }

@@ -14,9 +14,9 @@
 
 namespace pipetrain::exec {
 
-/// True when the stage's forward normalises with batch statistics (a
-/// training-mode BatchNormalization).
-bool has_batch_statistics(const StageProgram& p);
+/// True when `g` normalises with batch statistics (a training-mode
+/// BatchNormalization): a stage's forward, or a whole training graph.
+bool has_batch_statistics(const ir::Graph& g);
 
 /// Joins the feeds of a step's microbatches (in order) for `whole`, the
 /// minibatch program's subgraph: a tensor whose shape there has m times the

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
 
 #include "ir/error.h"
 #include "partitioner/cost_model.h"
@@ -32,6 +33,19 @@ struct Uniform {
     plan = evaluate_plan(profile, t, last, reps, "test");
   }
 };
+
+// Two one-layer stages on one worker each, `cut_bytes` crossing between
+// them over a 1e9 B/s link, each layer taking `forward` and `backward` s.
+std::pair<Profile, Plan> two_stages_across_a_cut(double forward, double backward,
+                                                 int64_t cut_bytes) {
+  Profile prof;
+  prof.layers = {{"a", forward, backward, 0, cut_bytes, 0, {}, 0},
+                 {"b", forward, backward, 0, 0, 0, {}, 0}};
+  Topology t;
+  t.levels = {{2, 1e9}};
+  Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 1}, "test");
+  return {prof, plan};
+}
 
 TEST(Simulator, FlushBubbleIsTheClosedForm) {
   for (int p : {2, 4}) {
@@ -136,11 +150,7 @@ TEST(Simulator, RoundTripsBoundThePipeline) {
   // each minibatch crosses it twice, 4 s, so stage 0's two minibatches in
   // flight come back every (6 + 4) s: 5 s per minibatch, more than the
   // stages' 3 s and the cut's 4 s (2 GB each way over one link).
-  Profile prof;
-  prof.layers = {{"a", 1, 2, 0, 2'000'000'000, 0, {}, 0}, {"b", 1, 2, 0, 0, 0, {}, 0}};
-  Topology t;
-  t.levels = {{2, 1e9}};
-  Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 1}, "test");
+  const auto [prof, plan] = two_stages_across_a_cut(1, 2, 2'000'000'000);
   EXPECT_DOUBLE_EQ(plan.stages[0].round_trip_s, 5.0);
   EXPECT_DOUBLE_EQ(plan.stages[1].round_trip_s, 3.0);
   EXPECT_DOUBLE_EQ(plan.time_per_minibatch_s, 5.0);
@@ -265,11 +275,7 @@ TEST(Simulator, InterleavedAndZeroBubbleShrinkTheBubble) {
 TEST(Simulator, TransfersAndAllreduceTakeTime) {
   // 1e9 bytes cross the cut at 1e9 B/s: 2 s each way per minibatch, which
   // overlaps compute but is longer than it.
-  Profile prof;
-  prof.layers = {{"a", 0.5, 0.5, 0, 1'000'000'000, 0, {}, 0}, {"b", 0.5, 0.5, 0, 0, 0, {}, 0}};
-  Topology t;
-  t.levels = {{2, 1e9}};
-  Plan plan = evaluate_plan(prof, t, {0, 1}, {1, 1}, "test");
+  auto [prof, plan] = two_stages_across_a_cut(0.5, 0.5, 1'000'000'000);
   SimOptions o;
   o.microbatches = 1;
   SimResult r = simulate(plan, prof, ScheduleKind::kGPipe, o);
