@@ -37,6 +37,17 @@ class Backend {
     (void)n;
     return false;
   }
+  /// True when the node's kernel can add output k to what its buffer holds
+  /// (KernelContext::accumulate) instead of overwriting it.
+  virtual bool kernel_accumulates(const ir::Node& n, size_t k) const {
+    (void)n;
+    (void)k;
+    return false;
+  }
+  /// True when kernels write their outputs straight into the host buffers
+  /// they are given, so a run may hand them caller-owned ones (gradient
+  /// accumulators); a device backend that brings outputs back later says no.
+  virtual bool writes_host_outputs() const { return true; }
 
   // A graph run (ForwardRunner::run) brackets its nodes with begin_run and
   // end_run, so a device backend can keep the tensors its nodes produce in

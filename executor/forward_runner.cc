@@ -21,7 +21,8 @@ void ForwardRunner::poison_arena() {
   if (plan_) std::memset(arena_.get(), 0xFF, plan_->arena_bytes);  // NaN in every float
 }
 
-ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory)
+ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory,
+                             const std::set<std::string>& sink_outputs)
     : graph_(graph), backend_(backend), order_(graph.topo_order()) {
   std::string problems;
   for (size_t i : order_) {
@@ -33,12 +34,65 @@ ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan
   for (size_t pos = 0; pos < order_.size(); ++pos)
     for (const auto& in : graph_.nodes[order_[pos]].inputs)
       if (!in.empty()) last_use_[in] = pos;
+  find_sink_roots();
   if (plan_memory) {
-    plan_ = std::make_unique<MemoryPlan>(
-        exec::plan_memory(graph_, [&](const ir::Node& n) { return backend_.output_is_view(n); }));
+    for (const auto& out : sink_outputs)
+      if (accumulates_in_place(out)) unplaced_.insert(sink_roots_.at(out).tensor);
+    plan_ = std::make_unique<MemoryPlan>(exec::plan_memory(
+        graph_, [&](const ir::Node& n) { return backend_.output_is_view(n); }, unplaced_));
     order_ = plan_->order;
     arena_ = ir::Tensor::allocate(plan_->arena_bytes);
   }
+}
+
+void ForwardRunner::find_sink_roots() {
+  if (!backend_.writes_host_outputs()) return;
+  std::map<std::string, int> readers, as_output;
+  std::map<std::string, std::pair<size_t, size_t>> producer;  // tensor -> (node, output)
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const ir::Node& n = graph_.nodes[i];
+    for (const auto& in : n.inputs)
+      if (!in.empty()) ++readers[in];
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) producer[n.outputs[k]] = {i, k};
+  }
+  for (const auto& o : graph_.outputs) ++as_output[o];
+  for (const auto& [out, count] : as_output) {
+    if (count != 1 || readers.count(out)) continue;  // someone reads the running sum
+    // Walk back through views (Reshape of a GEMM's result) to the buffer's
+    // producer; every tensor on the way must be read only by the next view.
+    for (std::string t = out;;) {
+      auto p = producer.find(t);
+      if (p == producer.end()) break;  // a graph input or value: the runner copies it
+      if (t != out && (readers[t] != 1 || as_output.count(t))) break;
+      const ir::Node& n = graph_.nodes[p->second.first];
+      if (!backend_.output_is_view(n)) {
+        sink_roots_[out] = {t, p->second.first, p->second.second};
+        break;
+      }
+      if (n.inputs.empty() || n.inputs[0].empty()) break;
+      t = n.inputs[0];
+    }
+  }
+}
+
+bool ForwardRunner::accumulates_in_place(const std::string& output) const {
+  auto it = sink_roots_.find(output);
+  return it != sink_roots_.end() &&
+         backend_.kernel_accumulates(graph_.nodes[it->second.node], it->second.output);
+}
+
+void ForwardRunner::fold_into_sink(const std::string& name, const ir::Tensor& result,
+                                   ir::Tensor& sink, bool overwrite) {
+  if (overwrite) {
+    std::memcpy(sink.raw(), result.raw(), sink.nbytes());
+    return;
+  }
+  if (sink.dtype() != ir::DType::kF32)
+    throw RuntimeFault("output '" + name + "': only float32 outputs can be summed into a sink");
+  float* a = sink.data<float>();
+  const float* x = result.data<float>();
+  for (int64_t i = 0, n = sink.numel(); i < n; ++i) a[i] += x[i];
 }
 
 std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string, ir::Tensor>& feeds,
@@ -67,6 +121,22 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     ~EndRun() { b.end_run(); }
   } end_run{backend_};
   std::set<std::string> keep(graph_.outputs.begin(), graph_.outputs.end());
+  // Sinks their producers write: the sink's buffer stands in for the
+  // producer's output (root tensor -> sink, and whether to add into it).
+  std::map<std::string, std::pair<const ir::Tensor*, bool>> bound;
+  if (options.sinks)
+    for (const auto& [name, sink] : *options.sinks) {
+      if (!keep.count(name) || !graph_.has_tensor(name))
+        throw RuntimeFault("sink '" + name + "' is not an output of the graph");
+      const ir::TensorDesc& d = graph_.tensor(name);
+      if (sink.dtype() != d.dtype || sink.shape() != d.shape)
+        throw RuntimeFault("sink '" + name + "' is " + ir::dtype_name(sink.dtype()) + " " +
+                           ir::shape_str(sink.shape()) + " but the output is " +
+                           ir::dtype_name(d.dtype) + " " + ir::shape_str(d.shape));
+      auto root = sink_roots_.find(name);
+      if (root != sink_roots_.end() && (options.sinks_overwrite || accumulates_in_place(name)))
+        bound[root->second.tensor] = {&sink, !options.sinks_overwrite};
+    }
   for (size_t pos = 0; pos < order_.size(); ++pos) {
     const ir::Node& n = graph_.nodes[order_[pos]];
     KernelContext ctx;
@@ -95,7 +165,17 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     for (size_t k = 0; k < n.outputs.size(); ++k)
       if (!n.outputs[k].empty()) {
         const ir::TensorDesc& d = graph_.tensor(n.outputs[k]);
-        if (plan_) {
+        if (auto b = bound.find(n.outputs[k]); b != bound.end()) {
+          outs[k] = b->second.first->reshaped(d.shape);
+          if (b->second.second) {
+            ctx.accumulate.resize(n.outputs.size());
+            ctx.accumulate[k] = true;
+          } else if (!backend_.kernel_fills_outputs(n)) {
+            std::memset(outs[k].raw(), 0, outs[k].nbytes());
+          }
+        } else if (unplaced_.count(n.outputs[k])) {
+          outs[k] = ir::Tensor(d.dtype, d.shape);  // a run without the sink it was planned for
+        } else if (plan_) {
           const TensorSlot& slot = plan_->slots.at(n.outputs[k]);
           outs[k] = ir::Tensor::view(arena_, slot.offset, d.dtype, d.shape);
           if (slot.bytes && !backend_.kernel_fills_outputs(n))
@@ -138,6 +218,19 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
       throw RuntimeFault("graph output '" + o + "' was not computed");
     }
   }
+  if (options.sinks)
+    for (const auto& [name, sink_handle] : *options.sinks) {
+      ir::Tensor sink = sink_handle;  // a handle: writes reach the caller's buffer
+      auto root = sink_roots_.find(name);
+      const bool written = root != sink_roots_.end() && bound.count(root->second.tensor) &&
+                           result.at(name).raw() == sink.raw();
+      if (!written) {
+        if (root != sink_roots_.end() && bound.count(root->second.tensor) && !options.sinks_overwrite)
+          throw RuntimeFault("output '" + name + "': its kernel did not add into the sink it was given");
+        fold_into_sink(name, result.at(name), sink, options.sinks_overwrite);
+      }
+      result[name] = sink;
+    }
   return result;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,13 @@ struct RunOptions {
   uint64_t values_version = 0;
   /// When set, receives each node's wall time in seconds, indexed like graph.nodes.
   std::vector<double>* node_seconds = nullptr;
+  /// Graph outputs summed into caller-owned buffers of their dtype and size
+  /// (gradient accumulators): the run adds each output into its buffer, or
+  /// overwrites the buffer with `sinks_overwrite`, and returns the buffer.
+  /// Where accumulates_in_place() says so the producing kernel writes the
+  /// buffer itself (GEMM beta = 1): no copy, no extra pass over memory.
+  const std::map<std::string, ir::Tensor>* sinks = nullptr;
+  bool sinks_overwrite = false;
 };
 
 /// A values_version no run has used before (process-wide, never 0). Kernels
@@ -39,7 +47,13 @@ class ForwardRunner {
   /// `plan_memory`, every intermediate lives in one arena laid out by
   /// plan_memory() and the returned outputs are views into it, valid until
   /// the next run(); otherwise each tensor is its own allocation.
-  ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory = false);
+  ///
+  /// `sink_outputs`: graph outputs every run will sum into buffers of the
+  /// caller's (RunOptions::sinks); the arena keeps no room for those whose
+  /// producers write the buffers themselves (a run without the sink gets a
+  /// fresh buffer for them).
+  ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory = false,
+                const std::set<std::string>& sink_outputs = {});
   ~ForwardRunner();
 
   /// Feeds must cover every graph input with its exact dtype and shape
@@ -47,11 +61,29 @@ class ForwardRunner {
   std::map<std::string, ir::Tensor> run(const std::map<std::string, ir::Tensor>& feeds,
                                         const RunOptions& options = {});
 
+  /// True when a sink for graph output `output` is written by its producing
+  /// kernel, also when adding (else the runner adds the result in after the
+  /// kernels ran: one more pass over the buffer).
+  bool accumulates_in_place(const std::string& output) const;
+
  private:
   const ir::Graph& graph_;
   Backend& backend_;
   std::vector<size_t> order_;
   std::map<std::string, size_t> last_use_;  // tensor -> position in order_ of its last reader
+  /// Graph output -> the tensor whose buffer it is (itself, or the input of
+  /// the views that lead to it) when nothing else reads that buffer, so a
+  /// sink may stand in for it; with the producer's node and output index.
+  struct SinkRoot {
+    std::string tensor;
+    size_t node = 0, output = 0;
+  };
+  std::map<std::string, SinkRoot> sink_roots_;
+  std::set<std::string> unplaced_;  // sink roots left out of the arena
+  void find_sink_roots();
+  /// Adds (or copies, with `overwrite`) `result` into `sink`, checking they match.
+  static void fold_into_sink(const std::string& name, const ir::Tensor& result, ir::Tensor& sink,
+                             bool overwrite);
   std::unique_ptr<MemoryPlan> plan_;        // null without plan_memory
   std::shared_ptr<std::byte[]> arena_;
 

@@ -24,11 +24,16 @@ struct KernelContext {
   /// Bumped by whoever changes values in place (an optimizer step); caches
   /// keyed on an older version are stale.
   uint64_t values_version = 0;
+  /// accumulate[k]: outputs[k] holds a running sum (a gradient accumulator)
+  /// that the kernel adds its result to (GEMM beta = 1) instead of
+  /// overwriting; only for outputs the backend's kernel_accumulates() names.
+  std::vector<bool> accumulate;
 
   const ir::Node& n() const { return *node; }
   bool in_is_value(size_t i) const { return i < input_is_value.size() && input_is_value[i]; }
   bool has_in(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   bool has_out(size_t i) const { return i < outputs.size() && outputs[i] != nullptr; }
+  bool accumulates(size_t k) const { return k < accumulate.size() && accumulate[k]; }
   const ir::Tensor& in(size_t i) const {
     assert(has_in(i));
     return *inputs[i];

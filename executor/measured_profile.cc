@@ -43,7 +43,8 @@ double time_update(const ir::Graph& g, const std::vector<std::string>& params,
 }
 
 // Median seconds of adding one microbatch's gradients of `params` into the
-// step's sum (buffers of the same sizes).
+// step's sum (buffers of the same sizes), as the runner does for a kernel
+// that cannot add into the sum itself.
 double time_accumulate(const ir::Graph& g, const std::vector<std::string>& params, int warmup,
                        int runs) {
   std::vector<ir::Tensor> src, dst;
@@ -161,7 +162,11 @@ partitioner::Profile measure_training_profile(
   for (size_t l = 0; l < p.layers.size(); ++l)
     if (!layer_params[l].empty()) {
       p.layers[l].update_s = time_update(tg.graph, layer_params[l], *optimizer, warmup, runs);
-      p.layers[l].accumulate_s = time_accumulate(tg.graph, layer_params[l], warmup, runs);
+      // Gradients whose kernels add into the accumulator (GEMMs) cost no pass of their own.
+      std::vector<std::string> added;
+      for (const auto& param : layer_params[l])
+        if (!runner.accumulates_in_place(tg.grads.at(param))) added.push_back(param);
+      if (!added.empty()) p.layers[l].accumulate_s = time_accumulate(tg.graph, added, warmup, runs);
     }
   return p;
 }

@@ -10,7 +10,8 @@ size_t aligned(size_t bytes) {
 }
 }  // namespace
 
-MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(const ir::Node&)>& is_view) {
+MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(const ir::Node&)>& is_view,
+                       const std::set<std::string>& unplaced) {
   MemoryPlan plan;
   plan.order = g.topo_order();
   const size_t end = plan.order.size();
@@ -22,7 +23,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(const ir::No
       TensorSlot s;
       s.first = s.last = pos;
       s.root = n.outputs[k];
-      s.bytes = aligned(g.tensor(n.outputs[k]).nbytes());
+      s.bytes = unplaced.count(n.outputs[k]) ? 0 : aligned(g.tensor(n.outputs[k]).nbytes());
       if (k == 0 && is_view(n) && n.has_input(0)) {
         auto in = plan.slots.find(n.inputs[0]);
         // A view of a value or a graph input needs no arena space at all.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct MemoryPlan {
 };
 
 /// `is_view(node)`: the node's output 0 is a view of its input 0 (backend-specific).
-MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(const ir::Node&)>& is_view);
+/// Tensors in `unplaced` get no room in the arena (bytes 0): the runner hands
+/// their producers buffers of the caller's (gradient accumulators).
+MemoryPlan plan_memory(const ir::Graph& g, const std::function<bool(const ir::Node&)>& is_view,
+                       const std::set<std::string>& unplaced = {});
 
 }  // namespace pipetrain::exec

@@ -143,6 +143,11 @@ class CpuBackend final : public Backend {
     return kFills.count(n.op_type) != 0;
   }
 
+  bool kernel_accumulates(const ir::Node& n, size_t k) const override {
+    // GEMMs add into their output with beta = 1 (executor/cpu/kernels/linalg.cc).
+    return k == 0 && (n.op_type == "Gemm" || n.op_type == "MatMul");
+  }
+
   void run(KernelContext& ctx) override {
     auto it = kernels_.find(ctx.n().op_type);
     if (it == kernels_.end())

@@ -70,6 +70,8 @@ class CudaBackend final : public Backend {
     return device::host_ops().count(n.op_type) ? cpu_->kernel_fills_outputs(n) : true;
   }
 
+  // Outputs live on the device until to_host(): the runner adds gradients itself.
+  bool writes_host_outputs() const override { return false; }
   void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
   void to_host(const ir::Tensor& t) override {
     PIPETRAIN_CUDA_CHECK(cudaSetDevice(device_));

@@ -47,7 +47,7 @@ class Sgd final : public Optimizer {
  public:
   using Optimizer::Optimizer;
   void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
-              const float* grad, int64_t n, int64_t t, double lr) override {
+              const float* grad, float grad_scale, int64_t n, int64_t t, double lr) override {
     optim::SgdScalars s{};
     s.neg_lr = static_cast<float>(-lr);
     s.weight_decay = static_cast<float>(config_.weight_decay);
@@ -59,7 +59,7 @@ class Sgd final : public Optimizer {
     float* buf = config_.momentum != 0 ? state_data(g, param + ".momentum") : nullptr;  // (n)
     for (int64_t i = 0; i < n; ++i) {
       float w = p_in[i];
-      optim::sgd_update(w, grad[i], buf ? buf[i] : unused, s);
+      optim::sgd_update(w, grad[i] * grad_scale, buf ? buf[i] : unused, s);
       p_out[i] = w;
     }
   }
@@ -70,7 +70,7 @@ class Adam final : public Optimizer {
   Adam(OptimizerConfig c, std::vector<std::string> p, bool decoupled)
       : Optimizer(std::move(c), std::move(p)), decoupled_(decoupled) {}
   void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
-              const float* grad, int64_t n, int64_t t, double lr) override {
+              const float* grad, float grad_scale, int64_t n, int64_t t, double lr) override {
     // Bias corrections in double, as torch computes them from Python floats.
     const double bias1 = 1.0 - std::pow(config_.beta1, static_cast<double>(t));
     const double bias2 = 1.0 - std::pow(config_.beta2, static_cast<double>(t));
@@ -91,7 +91,7 @@ class Adam final : public Optimizer {
     float* vmax = config_.amsgrad ? state_data(g, param + ".max_exp_avg_sq") : nullptr;  // (n)
     for (int64_t i = 0; i < n; ++i) {
       float w = p_in[i];
-      optim::adam_update(w, grad[i], m[i], v[i], vmax ? vmax[i] : unused, s);
+      optim::adam_update(w, grad[i] * grad_scale, m[i], v[i], vmax ? vmax[i] : unused, s);
       p_out[i] = w;
     }
   }
@@ -187,8 +187,9 @@ class FlushDenormals {
 }  // namespace
 
 void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr,
-                     const std::map<std::string, ir::Tensor>* into) {
+                     const std::map<std::string, ir::Tensor>* into, double grad_scale) {
   const FlushDenormals flush;
+  const float gs = static_cast<float>(grad_scale);  // x * 1.0f == x: no scale, same bits
   for (const std::string& name : params_) {
     auto it = grads.find(name);
     if (it == grads.end()) continue;
@@ -209,10 +210,12 @@ void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grad
     if (into && out != into->end() && out->second.dtype() == ir::DType::kF32 &&
         out->second.shape() == p->shape()) {
       ir::Tensor dst = out->second;  // a handle on the caller's buffer
-      update(g, name, p->data<float>(), dst.data<float>(), grad.data<float>(), p->numel(), t, lr);
+      update(g, name, p->data<float>(), dst.data<float>(), grad.data<float>(), gs, p->numel(), t,
+             lr);
       g.set_value(name, dst, ir::Role::kParam);
     } else {
-      update(g, name, p->data<float>(), p->data<float>(), grad.data<float>(), p->numel(), t, lr);
+      update(g, name, p->data<float>(), p->data<float>(), grad.data<float>(), gs, p->numel(), t,
+             lr);
     }
   }
 }

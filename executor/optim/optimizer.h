@@ -64,9 +64,10 @@ class Optimizer {
   /// With `into`, a param that has an entry there of its shape and dtype is
   /// written to that buffer instead of in place, and g's value becomes that
   /// buffer: the old one keeps the weights before the step (weight stashing
-  /// without a copy).
+  /// without a copy). The update reads float(grad_scale) x each gradient
+  /// (an average over microbatches, clipping) without writing it back.
   void step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr,
-            const std::map<std::string, ir::Tensor>* into = nullptr);
+            const std::map<std::string, ir::Tensor>* into = nullptr, double grad_scale = 1.0);
 
   const OptimizerConfig& config() const { return config_; }
   const std::vector<std::string>& params() const { return params_; }
@@ -76,10 +77,10 @@ class Optimizer {
  protected:
   Optimizer(OptimizerConfig config, std::vector<std::string> params)
       : config_(std::move(config)), params_(std::move(params)) {}
-  /// Updates one param (n elements) at 1-based step t: reads p_in, writes
-  /// p_out (the same buffer for an in-place update).
+  /// Updates one param (n elements) at 1-based step t from grad x grad_scale:
+  /// reads p_in, writes p_out (the same buffer for an in-place update).
   virtual void update(ir::Graph& g, const std::string& param, const float* p_in, float* p_out,
-                      const float* grad, int64_t n, int64_t t, double lr) = 0;
+                      const float* grad, float grad_scale, int64_t n, int64_t t, double lr) = 0;
 
   OptimizerConfig config_;
   std::vector<std::string> params_;

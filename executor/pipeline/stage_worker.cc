@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
+#include <utility>
 
 #include "ir/error.h"
 
@@ -20,24 +22,14 @@ TensorMap select_inputs(const ir::Graph& g, const TensorMap& from) {
   return out;
 }
 
-/// acc = g (first) or acc += g; returns all_finite(g), found in the same pass.
-bool accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
+/// acc = g (first) or acc += g.
+void accumulate(ir::Tensor& acc, const ir::Tensor& g, bool first) {
   float* a = acc.data<float>();
   const float* x = g.data<float>();
-  const uint32_t* bits = static_cast<const uint32_t*>(g.raw());
-  uint32_t bad = 0;
-  if (first) {
-    for (int64_t i = 0, n = acc.numel(); i < n; ++i) {
-      a[i] = x[i];
-      bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
-    }
-  } else {
-    for (int64_t i = 0, n = acc.numel(); i < n; ++i) {
-      a[i] += x[i];
-      bad |= ((bits[i] & 0x7f800000u) == 0x7f800000u);
-    }
-  }
-  return bad == 0;
+  if (first)
+    std::memcpy(a, x, acc.nbytes());
+  else
+    for (int64_t i = 0, n = acc.numel(); i < n; ++i) a[i] += x[i];
 }
 
 /// The last of `spares` (recycled buffers by name), or an empty map.
@@ -104,12 +96,21 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   // A stage of parameter-free layers (a lone Relu) has nothing to update.
   if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 
+  // The param gradients are summed into the accumulators (RunOptions::sinks).
+  auto gradients_of = [&](const ir::Graph& g) {
+    std::set<std::string> out;
+    for (const auto& [param, grad] : program_.grads)
+      if (std::find(g.outputs.begin(), g.outputs.end(), grad) != g.outputs.end()) out.insert(grad);
+    return out;
+  };
   forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
   if (split_backward) {
     input_runner_ = std::make_unique<ForwardRunner>(program_.backward_input, backend, true);
-    weight_runner_ = std::make_unique<ForwardRunner>(program_.backward_weight, backend, true);
+    weight_runner_ = std::make_unique<ForwardRunner>(
+        program_.backward_weight, backend, true, gradients_of(program_.backward_weight));
   } else {
-    backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true);
+    backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true,
+                                                       gradients_of(program_.backward));
   }
 }
 
@@ -208,13 +209,6 @@ void StageWorker::recompute_stash(Stash& st) {
   peak_stash_bytes_ = std::max(peak_stash_bytes_, stash_bytes());
 }
 
-RunOptions StageWorker::backward_run() const {
-  RunOptions run;
-  run.training = true;
-  run.values_version = values_version_;
-  return run;
-}
-
 TensorMap StageWorker::sent_gradients(const TensorMap& outs) const {
   TensorMap send;  // copies: the outputs are views into the backward arena
   for (const auto& tr : program_.send_bwd)
@@ -239,16 +233,32 @@ TensorMap StageWorker::backward_inputs(const ir::Graph& g, const Stash& st,
   return in;
 }
 
-void StageWorker::add_gradients(const std::map<std::string, const ir::Tensor*>& grads) {
-  if (acc_empty_) {
-    // Borrow the arena's gradients: a step before the next backward (the
-    // usual case with one microbatch per update) then needs no copy.
-    for (const auto& [param, acc] : grad_acc_) borrowed_[param] = *grads.at(param);
-  } else {
-    for (auto& [param, acc] : grad_acc_)
-      if (!accumulate(acc, *grads.at(param), false)) acc_finite_ = false;
+void StageWorker::ready_accumulators() {
+  if (grad_acc_.empty() || grad_acc_.begin()->second.defined()) return;
+  // Sealed away with overlapping rounds: replaced now rather than at the
+  // seal, so the set an update has released meanwhile is reused.
+  std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
+  for (auto& [param, acc] : grad_acc_) {
+    const ir::Tensor& w = params_.at(param);
+    auto sp = spare.find(param);
+    acc = sp != spare.end() ? sp->second : ir::Tensor(w.dtype(), w.shape());
   }
-  acc_empty_ = false;
+}
+
+RunOptions StageWorker::backward_run(const ir::Graph& g, TensorMap& sinks) {
+  ready_accumulators();
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
+  // The param gradients go straight into the accumulators (GEMMs add with
+  // beta = 1): no copy and add per microbatch.
+  for (const auto& [param, acc] : grad_acc_) {
+    const std::string& grad = program_.grads.at(param);
+    if (std::find(g.outputs.begin(), g.outputs.end(), grad) != g.outputs.end()) sinks[grad] = acc;
+  }
+  run.sinks = &sinks;
+  run.sinks_overwrite = acc_empty_;
+  return run;
 }
 
 TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
@@ -256,14 +266,10 @@ TensorMap StageWorker::backward(int64_t mb, const TensorMap& feeds) {
   use_version(st.version);
   recompute_stash(st);
   TensorMap in = backward_inputs(program_.backward, st, feeds);
-  own_borrowed();  // the run below overwrites the arena the views point into
-  const RunOptions run = backward_run();
-  TensorMap outs = backward_runner_->run(in, run);
+  TensorMap sinks;
+  TensorMap outs = backward_runner_->run(in, backward_run(program_.backward, sinks));
+  acc_empty_ = false;
   stash_.erase(mb);
-
-  std::map<std::string, const ir::Tensor*> grads;
-  for (const auto& [param, acc] : grad_acc_) grads[param] = &outs.at(program_.grads.at(param));
-  add_gradients(grads);
   return sent_gradients(outs);
 }
 
@@ -271,7 +277,9 @@ TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "backward");
   use_version(st.version);
   recompute_stash(st);
-  const RunOptions run = backward_run();
+  RunOptions run;
+  run.training = true;
+  run.values_version = values_version_;
   TensorMap outs = input_runner_->run(backward_inputs(program_.backward_input, st, feeds), run);
   for (const auto& name : program_.carry) st.carry[name] = outs.at(name).clone();
   // Received gradients the weight half reads too (dW = X^T dY): kept by handle.
@@ -286,48 +294,22 @@ void StageWorker::backward_weight(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "weight gradient");
   use_version(st.version);
   TensorMap in = backward_inputs(program_.backward_weight, st, feeds);
-  own_borrowed();  // the run below overwrites the arena the views point into
-  const RunOptions run = backward_run();
-  TensorMap outs = weight_runner_->run(in, run);
-  std::map<std::string, const ir::Tensor*> grads;
-  for (const auto& [param, acc] : grad_acc_) {
+  TensorMap sinks;
+  weight_runner_->run(in, backward_run(program_.backward_weight, sinks));
+  // Gradients the input half computed were carried here: added by hand.
+  for (auto& [param, acc] : grad_acc_) {
     const std::string& g = program_.grads.at(param);
-    auto it = outs.find(g);
-    grads[param] = it != outs.end() ? &it->second : &st.carry.at(g);
+    if (!sinks.count(g)) accumulate(acc, st.carry.at(g), acc_empty_);
   }
-  add_gradients(grads);  // carried ones are handles of their own: the stash may go
+  acc_empty_ = false;
   stash_.erase(mb);
-}
-
-void StageWorker::own_borrowed() {
-  if (!borrowed_.empty()) {
-    for (auto& [param, acc] : grad_acc_)
-      if (!accumulate(acc, borrowed_.at(param), true)) acc_finite_ = false;
-    borrowed_.clear();
-  }
-  for (auto& [round, set] : sealed_) {
-    if (!set.borrowed) continue;
-    std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
-    for (auto& [param, g] : set.grads) {
-      auto sp = spare.find(param);
-      g = copy_into(g, sp != spare.end() ? &sp->second : nullptr);
-    }
-    set.borrowed = false;
-  }
 }
 
 void StageWorker::seal_gradients(int64_t round) {
   auto [it, fresh] = sealed_.try_emplace(round);
   GradientSet& set = it->second;
-  if (fresh && !borrowed_.empty()) {
-    set.grads = std::move(borrowed_);
-    borrowed_.clear();
-    set.borrowed = true;
-    set.empty = false;
-    set.finite = true;
-    for (const auto& [param, g] : set.grads) set.finite = set.finite && all_finite(g);
-  } else if (fresh) {
-    set.finite = acc_finite_;
+  if (fresh) {
+    ready_accumulators();
     set.empty = acc_empty_;
     if (!overlapping_rounds_) {
       // Updated before the next backward: the set is the accumulators
@@ -335,27 +317,18 @@ void StageWorker::seal_gradients(int64_t round) {
       for (auto& [param, acc] : grad_acc_) set.grads[param] = acc;
       set.accumulators = true;
     } else {
-      // The set takes the accumulators; the next microbatch copies into
-      // recycled buffers (or fresh ones), so nothing is zeroed.
-      std::map<std::string, ir::Tensor> spare = take_spare(spare_grads_);
-      for (auto& [param, acc] : grad_acc_) {
-        set.grads[param] = acc;
-        auto sp = spare.find(param);
-        acc = sp != spare.end() ? sp->second : ir::Tensor(acc.dtype(), acc.shape());
-      }
+      // The set takes the accumulators; the next microbatch overwrites
+      // recycled buffers (or fresh ones: backward_run), so nothing is zeroed.
+      for (auto& [param, acc] : grad_acc_) set.grads[param] = std::exchange(acc, ir::Tensor());
     }
   } else if (!acc_empty_) {
-    own_borrowed();
-    for (auto& [param, acc] : grad_acc_)
-      if (!accumulate(set.grads.at(param), acc, set.empty)) set.finite = false;
-    set.finite = set.finite && acc_finite_;
+    for (auto& [param, acc] : grad_acc_) accumulate(set.grads.at(param), acc, set.empty);
     set.empty = false;
   }
   if (set.empty)  // no microbatch of this round ran here (a replica with none): zeros
     for (auto& [param, g] : set.grads) std::memset(g.raw(), 0, g.nbytes());
   set.empty = false;
   acc_empty_ = true;
-  acc_finite_ = true;
 }
 
 std::vector<ir::Tensor*> StageWorker::gradient_set(int64_t round) {
@@ -368,11 +341,8 @@ ir::Tensor* StageWorker::sealed_gradient(int64_t round, const std::string& param
   return &sealed_.at(round).grads.at(param);
 }
 
-bool StageWorker::gradients_finite(int64_t round, bool recheck) const {
-  const GradientSet& set = sealed_.at(round);
-  if (!set.finite) return false;
-  if (!recheck) return true;
-  for (const auto& [param, t] : set.grads)
+bool StageWorker::gradients_finite(int64_t round) const {
+  for (const auto& [param, t] : sealed_.at(round).grads)
     if (!all_finite(t)) return false;
   return true;
 }
@@ -410,23 +380,17 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
         fresh[name] = ir::Tensor(t.dtype(), t.shape());
     }
   }
-  if (scale != 1.0) {
-    const float f = static_cast<float>(scale);  // float math: this loop vectorises
-    for (auto& [param, t] : set->second.grads) {
-      float* g = t.data<float>();
-      for (int64_t i = 0, n = t.numel(); i < n; ++i) g[i] *= f;
-    }
-  }
   // Without a version to keep, the optimizer updates the newest buffers in
-  // place (state_ and the subgraphs share them).
-  if (optimizer_) optimizer_->step(state_, set->second.grads, lr, keep_old ? &fresh : nullptr);
+  // place (state_ and the subgraphs share them). The scale is applied as it
+  // reads each gradient (no pass of its own).
+  if (optimizer_)
+    optimizer_->step(state_, set->second.grads, lr, keep_old ? &fresh : nullptr, scale);
   if (keep_old) {
     old_versions_[version_] = params_;
     params_ = std::move(fresh);
     if (active_ == kNewest) active_ = version_;  // the subgraphs hold what is now the old version
   }
-  if (!set->second.borrowed && !set->second.accumulators)
-    spare_grads_.push_back(std::move(set->second.grads));
+  if (!set->second.accumulators) spare_grads_.push_back(std::move(set->second.grads));
   sealed_.erase(set);
   ++version_;
   values_version_ = fresh_values_version();
@@ -468,9 +432,10 @@ size_t StageWorker::optimizer_bytes() const {
 
 size_t StageWorker::gradient_bytes() const {
   size_t bytes = 0;
-  for (const auto& [param, g] : grad_acc_) bytes += g.nbytes();
+  for (const auto& [param, g] : grad_acc_)
+    if (g.defined()) bytes += g.nbytes();
   for (const auto& [round, set] : sealed_)
-    if (!set.borrowed && !set.accumulators)
+    if (!set.accumulators)
       for (const auto& [param, g] : set.grads) bytes += g.nbytes();
   return bytes;
 }

@@ -76,10 +76,9 @@ class StageWorker {
   /// The gradient of `param` in the sealed set of `round` (summed in place
   /// across the stages sharing a tied param).
   ir::Tensor* sealed_gradient(int64_t round, const std::string& param);
-  /// False when a gradient of the sealed set holds a NaN or an Inf: known
-  /// from the accumulation pass, or read again with `recheck` (after an
-  /// allreduce brought in other replicas' gradients).
-  bool gradients_finite(int64_t round, bool recheck) const;
+  /// False when a gradient of the sealed set holds a NaN or an Inf (read
+  /// after any allreduce brought in other replicas' gradients).
+  bool gradients_finite(int64_t round) const;
   /// sum g^2 over the sealed set of `round`, params in `skip` left out.
   double sealed_sum_of_squares(int64_t round, const std::set<std::string>& skip) const;
   /// Updates the newest weights with scale x the sealed set of `round` at
@@ -104,7 +103,7 @@ class StageWorker {
   /// Bytes of the optimizer's state (momentum, Adam's moments).
   size_t optimizer_bytes() const;
   /// Bytes of gradients held now: the accumulators and the sealed sets not
-  /// yet applied (borrowed ones live in the backward arena and count there).
+  /// yet applied.
   size_t gradient_bytes() const;
 
   /// Copies params, buffers and optimizer state into g's values (in place
@@ -132,15 +131,16 @@ class StageWorker {
   bool overlapping_rounds_ = true;
   size_t peak_stash_bytes_ = 0;
   Stash& stash_of(int64_t mb, const char* what);
-  /// Options of a backward run: training, on the current values.
-  RunOptions backward_run() const;
+  /// Options of a run of backward subgraph `g`: training, on the current
+  /// values, its param gradients summed into the accumulators (`sinks`
+  /// receives them by gradient name and must outlive the run).
+  RunOptions backward_run(const ir::Graph& g, TensorMap& sinks);
+  /// Gives the accumulators buffers again after a seal took them.
+  void ready_accumulators();
   /// Copies of the gradients a backward output sends to earlier stages.
   TensorMap sent_gradients(const TensorMap& outs) const;
   /// The inputs of `g` from feeds and the stash of `st`.
   TensorMap backward_inputs(const ir::Graph& g, const Stash& st, const TensorMap& feeds) const;
-  /// Adds one microbatch's param gradients (`grads`: param -> tensor) into
-  /// the accumulators, borrowing the runner's buffers when they are empty.
-  void add_gradients(const std::map<std::string, const ir::Tensor*>& grads);
   /// Points both subgraphs at the params of `version`.
   void use_version(int64_t version);
 
@@ -151,18 +151,11 @@ class StageWorker {
   std::map<std::string, ir::Tensor> grad_acc_;          // param -> sum of its gradients
   struct GradientSet {
     std::map<std::string, ir::Tensor> grads;
-    bool finite = true;
-    bool empty = true;      // no microbatch added yet
-    bool borrowed = false;  // views into the backward runner's arena (see own_borrowed)
+    bool empty = true;          // no microbatch added yet
     bool accumulators = false;  // the accumulators' own buffers (no overlapping rounds)
   };
-  /// Copies borrowed gradients (pending or sealed) into buffers of our own:
-  /// called before anything runs the backward subgraph again.
-  void own_borrowed();
-  std::map<std::string, ir::Tensor> borrowed_;  // the last backward's gradients, not yet copied
-  std::map<int64_t, GradientSet> sealed_;       // round -> its gradients
-  bool acc_empty_ = true;                       // grad_acc_ holds no microbatch yet
-  bool acc_finite_ = true;
+  std::map<int64_t, GradientSet> sealed_;  // round -> its gradients
+  bool acc_empty_ = true;                  // grad_acc_ holds no microbatch yet
   // Buffers of dropped gradient sets and weight versions, reused (big
   // allocations are page faults and zero fills every step otherwise).
   std::vector<std::map<std::string, ir::Tensor>> spare_grads_, spare_versions_;

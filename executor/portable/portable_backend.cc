@@ -56,6 +56,8 @@ class PortableBackend final : public Backend {
     return device::device_ops<HostExec>().count(n.op_type) ? true : cpu_->kernel_fills_outputs(n);
   }
 
+  // Outputs live on the device until to_host(): the runner adds gradients itself.
+  bool writes_host_outputs() const override { return false; }
   void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
   void to_host(const ir::Tensor& t) override { residency_.to_host(t); }
   void release(const ir::Tensor& t) override { residency_.release(t); }

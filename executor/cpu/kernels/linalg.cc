@@ -53,7 +53,7 @@ void gemm(KernelContext& ctx) {
   int64_t m = y.shape()[0], n = y.shape()[1];
   int64_t k = ta ? a.shape()[0] : a.shape()[1];
   float* yd = y.data<float>();
-  float acc = 0.0f;  // sgemm's beta
+  float acc = ctx.accumulates(0) ? 1.0f : 0.0f;  // sgemm's beta: 1 adds to a running sum
   if (ctx.has_in(2) && beta != 0.0f) {
     // Y = beta * C broadcast: C is (), (N), (1|M, 1|N); a size-1 axis has stride 0.
     const ir::Tensor& c = ctx.in(2);
@@ -63,7 +63,10 @@ void gemm(KernelContext& ctx) {
     int64_t row_stride = c_rows == 1 ? 0 : c_cols, col_stride = c_cols == 1 ? 0 : 1;
     const float* cd = c.data<float>();
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) yd[i * n + j] = beta * cd[i * row_stride + j * col_stride];
+      for (int64_t j = 0; j < n; ++j) {
+        const float bc = beta * cd[i * row_stride + j * col_stride];
+        yd[i * n + j] = acc != 0.0f ? yd[i * n + j] + bc : bc;  // y may hold garbage when not adding
+      }
     acc = 1.0f;
   }
   sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1], acc,
@@ -79,13 +82,14 @@ void matmul(KernelContext& ctx) {
   float* yd = y.data<float>();
   const auto mb = device::matmul_batches(a.shape(), b.shape());
   const int64_t m = mb.m, n = mb.n, k = mb.k;
+  const float acc = ctx.accumulates(0) ? 1.0f : 0.0f;  // 1 adds to a running sum
   if (ir::numel(mb.batch_b) == 1) {
-    sgemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, n, 0.0f, yd);
+    sgemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, n, acc, yd);
     return;
   }
   for (size_t t = 0; t < mb.offsets.size(); ++t)
     sgemm(false, false, m, n, k, 1.0f, ad + mb.offsets[t].first, k, bd + mb.offsets[t].second, n,
-          0.0f, yd + static_cast<int64_t>(t) * m * n);
+          acc, yd + static_cast<int64_t>(t) * m * n);
 }
 
 }  // namespace
