@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   std::string model_path;
   int64_t batch = 32, steps = 10, warmup = 2, classes = 0;
   int threads = 1;
-  bool profile = false;
+  bool profile = false, no_fuse = false;
   std::string backend_name = "cpu";
   app.add_option("model", model_path)->required();
   app.add_option("--backend", backend_name, "cpu, cuda or portable");
@@ -33,11 +33,13 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads);
   app.add_option("--classes", classes, "Label range (default: the output's dim 1)");
   app.add_flag("--profile", profile, "Print the time per op type (to stderr's neighbour, stdout)");
+  app.add_flag("--no-fuse", no_fuse, "Import without the fusion passes");
   CLI11_PARSE(app, argc, argv);
   try {
     exec::set_cpu_threads(threads);
     importer::ImportOptions io;
     io.batch = batch;
+    io.fuse = !no_fuse;
     ir::Graph model = importer::import_model(model_path, io);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
     auto backend =

@@ -17,6 +17,9 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
                  "Group nodes into layers by the first K scopes of their names (0: one node "
                  "per layer)")
       ->check(CLI::NonNegativeNumber);
+  cmd.add_flag("--no-fuse", no_fuse,
+               "Run the graph as the file has it: no fused GELU, weight GEMMs or dropped idle "
+               "Dropouts (for debugging)");
 }
 
 void ModelOptions::resolve_batch() {
@@ -45,6 +48,7 @@ importer::ImportOptions ModelOptions::import_options() const {
   if (batch > 0) o.batch = batch;
   o.layer_depth = layer_depth;
   o.half_as_float32 = half_as_float32;
+  o.fuse = !no_fuse;
   for (const auto& spec : input_shapes) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0)

@@ -18,6 +18,7 @@ struct ModelOptions {
   int layer_depth = 0;
   /// float16 / bfloat16 models as float32 (set by train: float32 master weights).
   bool half_as_float32 = false;
+  bool no_fuse = false;  // --no-fuse: the graph as the file has it (for debugging)
 
   /// model_required = false: the command has another use without a model (inspect --ops).
   void add_to(CLI::App& cmd, bool model_required = true);

@@ -67,6 +67,7 @@ struct PartitionArgs {
   std::string device = "v100";
   int64_t batch = 0;
   int layer_depth = 0;
+  bool no_fuse = false;  // model.onnx input: import without the fusion passes
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -75,10 +76,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 pt::Profile profile_of_model(const std::string& path, const std::string& device, int64_t batch,
-                             int layer_depth) {
+                             int layer_depth, bool fuse) {
   importer::ImportOptions o;
   if (batch > 0) o.batch = batch;
   o.layer_depth = layer_depth;
+  o.fuse = fuse;
   ir::Graph g = importer::import_model(path, o);
   pt::Profile p = pt::analytic_profile(g, pt::device_spec(device));
   p.model = path;
@@ -105,7 +107,7 @@ pt::Plan solve(const pt::Profile& p, const pt::Topology& t, const PartitionArgs&
 void run_partition(const PartitionArgs& a) {
   pt::Topology t = a.topology.get();
   pt::Profile p = ends_with(a.input, ".onnx")
-                      ? profile_of_model(a.input, a.device, a.batch, a.layer_depth)
+                      ? profile_of_model(a.input, a.device, a.batch, a.layer_depth, !a.no_fuse)
                       : pt::load_profile(a.input);
   pt::Plan plan = solve(p, t, a);
   fmt::print("{} layers on {} ({} cost model)\n", p.layers.size(), t.describe(), plan.cost_model);
@@ -291,6 +293,8 @@ void add_partition_command(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "model.onnx input: batch size")->check(CLI::PositiveNumber);
   cmd->add_option("--layer-depth", a->layer_depth, "model.onnx input: layers by name scope depth")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--no-fuse", a->no_fuse,
+                "model.onnx input: import without the fusion passes (as train --no-fuse)");
   cmd->callback([a] { run_partition(*a); });
 }
 

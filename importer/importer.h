@@ -30,6 +30,9 @@ struct ImportOptions {
   /// weights; save_trained_weights rounds back to the file's dtype). float64
   /// is always imported as float32.
   bool half_as_float32 = false;
+  /// Rewrite exporters' op chains into fused ops (ir/passes/fusion.h: GELU,
+  /// weight GEMMs with their bias, idle Dropouts) before layers are formed.
+  bool fuse = true;
 };
 
 /// Reads a model file (with external data files next to it). Throws

@@ -1,0 +1,314 @@
+#include "ir/passes/fusion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+namespace pipetrain::ir::passes {
+
+namespace {
+
+/// Who reads and writes what, taken once per pass (patterns never overlap
+/// within one pass: a matched node is claimed).
+struct Uses {
+  explicit Uses(const Graph& g)
+      : consumers(g.consumers()),
+        producers(g.producers()),
+        outputs(g.outputs.begin(), g.outputs.end()) {}
+  std::map<std::string, std::vector<size_t>> consumers;
+  std::map<std::string, size_t> producers;
+  std::set<std::string> outputs;
+
+  /// `t` is an intermediate read by `node` alone (so it may disappear).
+  bool only_reader(const std::string& t, size_t node) const {
+    if (outputs.count(t)) return false;
+    auto it = consumers.find(t);
+    return it != consumers.end() && it->second.size() == 1 && it->second[0] == node;
+  }
+  /// The single node reading intermediate `t`, if there is one.
+  std::optional<size_t> sole_reader(const std::string& t) const {
+    if (outputs.count(t)) return std::nullopt;
+    auto it = consumers.find(t);
+    if (it == consumers.end() || it->second.size() != 1) return std::nullopt;
+    return it->second[0];
+  }
+  std::optional<size_t> producer(const std::string& t) const {
+    auto it = producers.find(t);
+    if (it == producers.end()) return std::nullopt;
+    return it->second;
+  }
+};
+
+/// The f32 value of a one-element constant (or param) input.
+std::optional<float> scalar(const Graph& g, const std::string& t) {
+  const Tensor* v = g.value(t);
+  if (!v || v->numel() != 1 || v->dtype() != DType::kF32) return std::nullopt;
+  return v->data<float>()[0];
+}
+
+bool near(std::optional<float> v, double want) {
+  return v && std::abs(*v - want) <= 1e-6 * std::abs(want);
+}
+
+/// Node `i`'s input other than `t` (a binary op), or "" when `t` is not one of them.
+std::string other_input(const Node& n, const std::string& t) {
+  if (n.inputs.size() != 2) return "";
+  if (n.inputs[0] == t) return n.inputs[1];
+  if (n.inputs[1] == t) return n.inputs[0];
+  return "";
+}
+
+std::string unique_node_name(const Graph& g, const std::set<std::string>& taken,
+                             const std::string& base) {
+  auto used = [&](const std::string& s) {
+    return taken.count(s) || std::any_of(g.nodes.begin(), g.nodes.end(),
+                                         [&](const Node& n) { return n.name == s; });
+  };
+  std::string name = base;
+  for (int k = 2; used(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+std::string unique_tensor_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 2; g.has_tensor(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+/// A pass's edits: nodes to drop, and replacements emitted where their
+/// anchor (the last node of the matched pattern) stood, so the node order
+/// (and with it the layers the partitioner cuts) stays as the file had it.
+struct Rewrite {
+  std::set<size_t> dead;
+  std::map<size_t, std::vector<Node>> at;
+  std::set<std::string> new_names;
+  std::map<std::string, std::string> alias;  // a dropped node's output -> what readers read instead
+  bool claimed(size_t i) const { return dead.count(i) != 0; }
+  void replace(const std::vector<size_t>& pattern, std::vector<Node> nodes) {
+    for (const auto& n : nodes) new_names.insert(n.name);
+    dead.insert(pattern.begin(), pattern.end());
+    at[*std::max_element(pattern.begin(), pattern.end())] = std::move(nodes);
+  }
+  void apply(Graph& g) {
+    if (dead.empty()) return;
+    std::set<std::string> produced;
+    for (const auto& [i, nodes] : at)
+      for (const auto& n : nodes) produced.insert(n.outputs.begin(), n.outputs.end());
+    std::vector<Node> kept;
+    std::set<std::string> gone;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!dead.count(i)) {
+        kept.push_back(std::move(g.nodes[i]));
+        continue;
+      }
+      for (const auto& o : g.nodes[i].outputs)
+        if (!o.empty() && !produced.count(o)) gone.insert(o);
+      if (auto it = at.find(i); it != at.end())
+        for (auto& n : it->second) kept.push_back(std::move(n));
+    }
+    for (auto& n : kept)
+      for (auto& in : n.inputs)
+        for (auto it = alias.find(in); it != alias.end(); it = alias.find(in)) in = it->second;
+    g.nodes = std::move(kept);
+    for (const auto& t : gone) g.erase_tensor(t);
+    g.layers.clear();  // node indices moved; the importer assigns layers afterwards
+  }
+};
+
+}  // namespace
+
+std::string FusionCounts::describe() const {
+  return std::to_string(gelu) + " GELU, " + std::to_string(weight_gemm) + " weight GEMM, " +
+         std::to_string(idle_dropout) + " idle Dropout";
+}
+
+int fuse_gelu(Graph& g) {
+  const Uses uses(g);
+  Rewrite rw;
+  int count = 0;
+  for (size_t ei = 0; ei < g.nodes.size(); ++ei) {
+    const Node& erf = g.nodes[ei];
+    if (erf.op_type != "Erf" || !erf.has_input(0) || !erf.has_output(0)) continue;
+    // u = x / sqrt 2 (or x * (1 / sqrt 2)), read by the Erf alone.
+    auto di = uses.producer(erf.inputs[0]);
+    if (!di || rw.claimed(*di) || !uses.only_reader(erf.inputs[0], ei)) continue;
+    const Node& div = g.nodes[*di];
+    std::string x;
+    if (div.op_type == "Div" && div.inputs.size() == 2 && near(scalar(g, div.inputs[1]), std::sqrt(2.0)))
+      x = div.inputs[0];
+    else if (div.op_type == "Mul" && div.inputs.size() == 2) {
+      for (int k = 0; k < 2; ++k)
+        if (near(scalar(g, div.inputs[k]), std::sqrt(0.5))) x = div.inputs[1 - k];
+    }
+    if (x.empty() || !g.has_tensor(x) || g.tensor(x).dtype != DType::kF32) continue;
+    // 1 + erf(u)
+    auto ai = uses.sole_reader(erf.outputs[0]);
+    if (!ai || rw.claimed(*ai)) continue;
+    const Node& add = g.nodes[*ai];
+    if (add.op_type != "Add" || !near(scalar(g, other_input(add, erf.outputs[0])), 1.0)) continue;
+    // x * (1 + erf) * 0.5, or (x * 0.5) * (1 + erf).
+    auto m1 = uses.sole_reader(add.outputs[0]);
+    if (!m1 || rw.claimed(*m1) || g.nodes[*m1].op_type != "Mul") continue;
+    const std::string f1 = other_input(g.nodes[*m1], add.outputs[0]);
+    std::vector<size_t> pattern = {*di, ei, *ai, *m1};
+    std::string result;
+    if (f1 == x) {
+      auto m2 = uses.sole_reader(g.nodes[*m1].outputs[0]);
+      if (!m2 || rw.claimed(*m2) || g.nodes[*m2].op_type != "Mul" ||
+          !near(scalar(g, other_input(g.nodes[*m2], g.nodes[*m1].outputs[0])), 0.5))
+        continue;
+      pattern.push_back(*m2);
+      result = g.nodes[*m2].outputs[0];
+    } else {
+      auto hi = uses.producer(f1);
+      if (!hi || rw.claimed(*hi) || !uses.only_reader(f1, *m1) || g.nodes[*hi].op_type != "Mul" ||
+          other_input(g.nodes[*hi], x).empty() ||
+          !near(scalar(g, other_input(g.nodes[*hi], x)), 0.5))
+        continue;
+      pattern.push_back(*hi);
+      result = g.nodes[*m1].outputs[0];
+    }
+    if (g.tensor(result).shape != g.tensor(x).shape) continue;  // x broadcast by a factor
+    Node gelu;
+    gelu.name = unique_node_name(g, rw.new_names, erf.name + "/Gelu");
+    gelu.op_type = "Gelu";
+    gelu.inputs = {x};
+    gelu.outputs = {result};
+    rw.replace(pattern, {gelu});
+    ++count;
+  }
+  rw.apply(g);
+  return count;
+}
+
+int fuse_weight_gemm(Graph& g) {
+  const Uses uses(g);
+  Rewrite rw;
+  int count = 0;
+  for (size_t mi = 0; mi < g.nodes.size(); ++mi) {
+    const Node& mm = g.nodes[mi];
+    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || !mm.has_output(0) || rw.claimed(mi))
+      continue;
+    const std::string a = mm.inputs[0];
+    if (!g.has_tensor(a) || g.tensor(a).dtype != DType::kF32 || g.tensor(a).shape.size() < 2)
+      continue;
+    std::vector<size_t> pattern = {mi};
+    // The weight: a 2-D value, or the transpose of one read by this MatMul alone.
+    std::string w = mm.inputs[1];
+    int64_t trans_b = 0;
+    if (auto ti = uses.producer(w); ti && g.nodes[*ti].op_type == "Transpose" && !rw.claimed(*ti)) {
+      const Node& t = g.nodes[*ti];
+      const std::vector<int64_t> perm = t.attr_ints("perm", {1, 0});
+      const Tensor* v = t.has_input(0) ? g.value(t.inputs[0]) : nullptr;
+      if (!v || v->rank() != 2 || perm != std::vector<int64_t>{1, 0} || !uses.only_reader(w, mi))
+        continue;
+      w = t.inputs[0];
+      trans_b = 1;
+      pattern.push_back(*ti);
+    }
+    const Tensor* wv = g.value(w);
+    if (!wv || wv->rank() != 2 || wv->dtype() != DType::kF32) continue;
+    const int64_t k = wv->shape()[trans_b ? 1 : 0], n = wv->shape()[trans_b ? 0 : 1];
+    if (g.tensor(a).shape.back() != k) continue;
+    // A bias value of shape (N) added to the product alone.
+    std::string bias, result = mm.outputs[0];
+    if (auto ai = uses.sole_reader(mm.outputs[0]); ai && !rw.claimed(*ai)) {
+      const Node& add = g.nodes[*ai];
+      const std::string b = add.op_type == "Add" ? other_input(add, mm.outputs[0]) : "";
+      const Tensor* bv = b.empty() ? nullptr : g.value(b);
+      if (bv && bv->dtype() == DType::kF32 &&
+          (bv->shape() == Shape{n} || bv->shape() == Shape{1, n}) && add.has_output(0) &&
+          g.tensor(add.outputs[0]).shape == g.tensor(mm.outputs[0]).shape) {
+        bias = b;
+        result = add.outputs[0];
+        pattern.push_back(*ai);
+      }
+    }
+    if (!trans_b && bias.empty()) continue;  // a plain MatMul already is one GEMM
+    const Shape a_shape = g.tensor(a).shape, y_shape = g.tensor(result).shape;
+    const int64_t rows = numel(a_shape) / k;
+    std::vector<Node> nodes;
+    auto add_node = [&](const std::string& suffix, const std::string& op,
+                        std::vector<std::string> ins, const std::string& out) {
+      Node n;
+      n.name = unique_node_name(g, rw.new_names, mm.name + suffix);
+      rw.new_names.insert(n.name);
+      n.op_type = op;
+      n.inputs = std::move(ins);
+      n.outputs = {out};
+      nodes.push_back(std::move(n));
+      return &nodes.back();
+    };
+    std::string a_rows = a, y_rows = result;
+    if (a_shape.size() != 2) {
+      // Rows in and out through views: Reshape shares the buffer.
+      const std::string in_shape = unique_tensor_name(g, mm.name + "/rows_shape");
+      g.set_value(in_shape, Tensor::from_i64({rows, k}, {2}), Role::kConstant);
+      a_rows = unique_tensor_name(g, mm.name + "/rows");
+      g.set_tensor({a_rows, DType::kF32, {rows, k}, Role::kActivation});
+      add_node("/Rows", "Reshape", {a, in_shape}, a_rows);
+      y_rows = unique_tensor_name(g, mm.name + "/gemm_rows");
+      g.set_tensor({y_rows, DType::kF32, {rows, n}, Role::kActivation});
+    }
+    std::vector<std::string> gemm_in = {a_rows, w};
+    if (!bias.empty()) gemm_in.push_back(bias);
+    Node* gemm = add_node("/Gemm", "Gemm", gemm_in, y_rows);
+    gemm->attrs["transB"] = Attribute(trans_b);
+    if (a_shape.size() != 2) {
+      const std::string out_shape = unique_tensor_name(g, mm.name + "/out_shape");
+      g.set_value(out_shape, Tensor::from_i64(std::vector<int64_t>(y_shape.begin(), y_shape.end()),
+                                              {static_cast<int64_t>(y_shape.size())}),
+                  Role::kConstant);
+      add_node("/Unrows", "Reshape", {y_rows, out_shape}, result);
+    }
+    rw.replace(pattern, std::move(nodes));
+    ++count;
+  }
+  rw.apply(g);
+  return count;
+}
+
+int drop_idle_dropout(Graph& g) {
+  const Uses uses(g);
+  Rewrite rw;
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& d = g.nodes[i];
+    if (d.op_type != "Dropout" || !d.has_input(0) || !d.has_output(0)) continue;
+    if (d.has_output(1) && (uses.outputs.count(d.outputs[1]) || uses.consumers.count(d.outputs[1])))
+      continue;  // someone reads the mask
+    const bool no_ratio = d.has_input(1) && scalar(g, d.inputs[1]) == 0.0f;
+    const Tensor* mode = d.has_input(2) ? g.value(d.inputs[2]) : nullptr;
+    const bool not_training = mode && mode->numel() == 1 && mode->dtype() == DType::kBool &&
+                              !*static_cast<const bool*>(mode->raw());
+    if (!no_ratio && !not_training) continue;
+    ++count;
+    if (!uses.outputs.count(d.outputs[0])) {
+      rw.alias[d.outputs[0]] = d.inputs[0];  // readers read the input itself
+      rw.dead.insert(i);
+      continue;
+    }
+    Node id;  // a graph output keeps its name
+    id.name = unique_node_name(g, rw.new_names, d.name + "/Identity");
+    id.op_type = "Identity";
+    id.inputs = {d.inputs[0]};
+    id.outputs = {d.outputs[0]};
+    rw.replace({i}, {id});
+  }
+  rw.apply(g);
+  return count;
+}
+
+FusionCounts fuse(Graph& g) {
+  FusionCounts c;
+  // Dropout first: an idle one between a GEMM and its bias or inside a GELU
+  // would hide the pattern.
+  c.idle_dropout = drop_idle_dropout(g);
+  c.gelu = fuse_gelu(g);
+  c.weight_gemm = fuse_weight_gemm(g);
+  return c;
+}
+
+}  // namespace pipetrain::ir::passes

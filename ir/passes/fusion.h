@@ -1,0 +1,43 @@
+// Graph passes that rewrite what exporters emit into fewer, larger ops
+// before the backward pass is built, so the forward and the gradients both
+// run fewer kernels over less memory. Each rewrite keeps the graph's outputs
+// and every tensor a kept node reads (names included), and computes the same
+// function up to float rounding. The importer runs them unless told not to
+// (`--no-fuse`).
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+
+namespace pipetrain::ir::passes {
+
+struct FusionCounts {
+  int gelu = 0;            // Div/Erf/Add/Mul/Mul chains -> Gelu
+  int weight_gemm = 0;     // MatMul on a transposed weight and/or + bias -> Gemm
+  int idle_dropout = 0;    // Dropout that drops nothing: removed
+  int total() const { return gelu + weight_gemm + idle_dropout; }
+  std::string describe() const;
+};
+
+/// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
+/// order of the two products, x / sqrt 2 as a Div or a Mul) -> Gelu(x). Its
+/// gradient is then one GeluGrad instead of a dozen elementwise nodes.
+int fuse_gelu(Graph& g);
+
+/// MatMul(A, Transpose(W)) with W a 2-D value (a linear layer's weight as
+/// PyTorch exports it), and MatMul(A, W) followed by Add of a bias value of
+/// shape (N) -> Gemm(A', W, bias, transB) with A reshaped to rows (views): no
+/// transpose of the weight forward, none of its gradient backward, and the
+/// bias added in the GEMM's epilogue.
+int fuse_weight_gemm(Graph& g);
+
+/// Dropout whose ratio is a constant 0, or whose training_mode is a constant
+/// false, with its mask unused: dropped, its readers read its input (an
+/// Identity where its output is a graph output).
+int drop_idle_dropout(Graph& g);
+
+/// All of the above, in an order where each sees the others' results.
+FusionCounts fuse(Graph& g);
+
+}  // namespace pipetrain::ir::passes
