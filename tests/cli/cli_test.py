@@ -181,6 +181,47 @@ class CliTest(unittest.TestCase):
         self.assertIn("15", r.stdout)  # 12 weights + 3 biases
         self.assertIn("(8, 4)", r.stdout)
 
+    def test_fusion_and_no_fuse_give_the_same_outputs(self):
+        """x @ W^T + b then exact GELU, as PyTorch exports a Linear and F.gelu:
+        fused into Gemm + Gelu by default, left as the file has it with
+        --no-fuse; both match numpy."""
+        rng = np.random.default_rng(2)
+        w = numpy_helper.from_array(rng.standard_normal((6, 4)).astype(np.float32), "W")
+        b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")
+        consts = [numpy_helper.from_array(np.array(v, np.float32), n)
+                  for n, v in [("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5)]]
+        nodes = [helper.make_node("Transpose", ["W"], ["wt"], name="/fc/Transpose", perm=[1, 0]),
+                 helper.make_node("MatMul", ["x", "wt"], ["h0"], name="/fc/MatMul"),
+                 helper.make_node("Add", ["h0", "b"], ["h"], name="/fc/Add"),
+                 helper.make_node("Div", ["h", "sqrt2"], ["u"], name="/act/Div"),
+                 helper.make_node("Erf", ["u"], ["e"], name="/act/Erf"),
+                 helper.make_node("Add", ["e", "one"], ["e1"], name="/act/Add"),
+                 helper.make_node("Mul", ["h", "e1"], ["he"], name="/act/Mul"),
+                 helper.make_node("Mul", ["he", "half"], ["y"], name="/act/Mul_1")]
+        graph = helper.make_graph(
+            nodes, "ffn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 6])], [w, b, *consts])
+        m = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+                 self.path("ffn.onnx"))
+        fused, plain = run("inspect", m, "--batch", 2), run("inspect", m, "--batch", 2, "--no-fuse")
+        self.assertEqual(fused.returncode, 0, fused.stderr)
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertIn("4 nodes", fused.stdout.splitlines()[0])  # Reshape, Gemm, Reshape, Gelu
+        self.assertIn("8 nodes", plain.stdout.splitlines()[0])
+        x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+        np.save(self.path("x.npy"), x)
+        h = x.astype(np.float64) @ numpy_helper.to_array(w).T.astype(np.float64) + \
+            numpy_helper.to_array(b)
+        from math import erf
+        want = h * 0.5 * (1 + np.vectorize(erf)(h / np.sqrt(2)))
+        for flag in [[], ["--no-fuse"]]:
+            out = self.path("out" + "".join(flag))
+            r = run("run", m, "--batch", 2, "--input", f"x={self.path('x.npy')}",
+                    "--output-dir", out, *flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want,
+                                       rtol=1e-5, atol=1e-6, err_msg=str(flag))
+
     def test_missing_file(self):
         r = run("inspect", self.path("nope.onnx"))
         self.assertNotEqual(r.returncode, 0)
