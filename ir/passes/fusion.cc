@@ -117,6 +117,19 @@ struct Rewrite {
   }
 };
 
+/// Runs `match(i, uses, rw)` on every node not yet claimed (true: it
+/// matched a pattern there and recorded the rewrite) and applies the edits.
+template <typename Match>
+int run_pass(Graph& g, Match match) {
+  const Uses uses(g);
+  Rewrite rw;
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!rw.claimed(i) && match(i, uses, rw)) ++count;
+  rw.apply(g);
+  return count;
+}
+
 }  // namespace
 
 std::string FusionCounts::describe() const {
@@ -125,15 +138,12 @@ std::string FusionCounts::describe() const {
 }
 
 int fuse_gelu(Graph& g) {
-  const Uses uses(g);
-  Rewrite rw;
-  int count = 0;
-  for (size_t ei = 0; ei < g.nodes.size(); ++ei) {
+  return run_pass(g, [&](size_t ei, const Uses& uses, Rewrite& rw) {
     const Node& erf = g.nodes[ei];
-    if (erf.op_type != "Erf" || !erf.has_input(0) || !erf.has_output(0)) continue;
+    if (erf.op_type != "Erf" || !erf.has_input(0) || !erf.has_output(0)) return false;
     // u = x / sqrt 2 (or x * (1 / sqrt 2)), read by the Erf alone.
     auto di = uses.producer(erf.inputs[0]);
-    if (!di || rw.claimed(*di) || !uses.only_reader(erf.inputs[0], ei)) continue;
+    if (!di || rw.claimed(*di) || !uses.only_reader(erf.inputs[0], ei)) return false;
     const Node& div = g.nodes[*di];
     std::string x;
     if (div.op_type == "Div" && div.inputs.size() == 2 && near(scalar(g, div.inputs[1]), std::sqrt(2.0)))
@@ -142,15 +152,15 @@ int fuse_gelu(Graph& g) {
       for (int k = 0; k < 2; ++k)
         if (near(scalar(g, div.inputs[k]), std::sqrt(0.5))) x = div.inputs[1 - k];
     }
-    if (x.empty() || !g.has_tensor(x) || g.tensor(x).dtype != DType::kF32) continue;
+    if (x.empty() || !g.has_tensor(x) || g.tensor(x).dtype != DType::kF32) return false;
     // 1 + erf(u)
     auto ai = uses.sole_reader(erf.outputs[0]);
-    if (!ai || rw.claimed(*ai)) continue;
+    if (!ai || rw.claimed(*ai)) return false;
     const Node& add = g.nodes[*ai];
-    if (add.op_type != "Add" || !near(scalar(g, other_input(add, erf.outputs[0])), 1.0)) continue;
+    if (add.op_type != "Add" || !near(scalar(g, other_input(add, erf.outputs[0])), 1.0)) return false;
     // x * (1 + erf) * 0.5, or (x * 0.5) * (1 + erf).
     auto m1 = uses.sole_reader(add.outputs[0]);
-    if (!m1 || rw.claimed(*m1) || g.nodes[*m1].op_type != "Mul") continue;
+    if (!m1 || rw.claimed(*m1) || g.nodes[*m1].op_type != "Mul") return false;
     const std::string f1 = other_input(g.nodes[*m1], add.outputs[0]);
     std::vector<size_t> pattern = {*di, ei, *ai, *m1};
     std::string result;
@@ -158,7 +168,7 @@ int fuse_gelu(Graph& g) {
       auto m2 = uses.sole_reader(g.nodes[*m1].outputs[0]);
       if (!m2 || rw.claimed(*m2) || g.nodes[*m2].op_type != "Mul" ||
           !near(scalar(g, other_input(g.nodes[*m2], g.nodes[*m1].outputs[0])), 0.5))
-        continue;
+        return false;
       pattern.push_back(*m2);
       result = g.nodes[*m2].outputs[0];
     } else {
@@ -166,34 +176,29 @@ int fuse_gelu(Graph& g) {
       if (!hi || rw.claimed(*hi) || !uses.only_reader(f1, *m1) || g.nodes[*hi].op_type != "Mul" ||
           other_input(g.nodes[*hi], x).empty() ||
           !near(scalar(g, other_input(g.nodes[*hi], x)), 0.5))
-        continue;
+        return false;
       pattern.push_back(*hi);
       result = g.nodes[*m1].outputs[0];
     }
-    if (g.tensor(result).shape != g.tensor(x).shape) continue;  // x broadcast by a factor
+    if (g.tensor(result).shape != g.tensor(x).shape) return false;  // x broadcast by a factor
     Node gelu;
     gelu.name = unique_node_name(g, rw.new_names, erf.name + "/Gelu");
     gelu.op_type = "Gelu";
     gelu.inputs = {x};
     gelu.outputs = {result};
     rw.replace(pattern, {gelu});
-    ++count;
-  }
-  rw.apply(g);
-  return count;
+    return true;
+  });
 }
 
 int fuse_weight_gemm(Graph& g) {
-  const Uses uses(g);
-  Rewrite rw;
-  int count = 0;
-  for (size_t mi = 0; mi < g.nodes.size(); ++mi) {
+  return run_pass(g, [&](size_t mi, const Uses& uses, Rewrite& rw) {
     const Node& mm = g.nodes[mi];
     if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || !mm.has_output(0) || rw.claimed(mi))
-      continue;
+      return false;
     const std::string a = mm.inputs[0];
     if (!g.has_tensor(a) || g.tensor(a).dtype != DType::kF32 || g.tensor(a).shape.size() < 2)
-      continue;
+      return false;
     std::vector<size_t> pattern = {mi};
     // The weight: a 2-D value, or the transpose of one read by this MatMul alone.
     std::string w = mm.inputs[1];
@@ -203,15 +208,15 @@ int fuse_weight_gemm(Graph& g) {
       const std::vector<int64_t> perm = t.attr_ints("perm", {1, 0});
       const Tensor* v = t.has_input(0) ? g.value(t.inputs[0]) : nullptr;
       if (!v || v->rank() != 2 || perm != std::vector<int64_t>{1, 0} || !uses.only_reader(w, mi))
-        continue;
+        return false;
       w = t.inputs[0];
       trans_b = 1;
       pattern.push_back(*ti);
     }
     const Tensor* wv = g.value(w);
-    if (!wv || wv->rank() != 2 || wv->dtype() != DType::kF32) continue;
+    if (!wv || wv->rank() != 2 || wv->dtype() != DType::kF32) return false;
     const int64_t k = wv->shape()[trans_b ? 1 : 0], n = wv->shape()[trans_b ? 0 : 1];
-    if (g.tensor(a).shape.back() != k) continue;
+    if (g.tensor(a).shape.back() != k) return false;
     // A bias value of shape (N) added to the product alone.
     std::string bias, result = mm.outputs[0];
     if (auto ai = uses.sole_reader(mm.outputs[0]); ai && !rw.claimed(*ai)) {
@@ -226,7 +231,7 @@ int fuse_weight_gemm(Graph& g) {
         pattern.push_back(*ai);
       }
     }
-    if (!trans_b && bias.empty()) continue;  // a plain MatMul already is one GEMM
+    if (!trans_b && bias.empty()) return false;  // a plain MatMul already is one GEMM
     const Shape a_shape = g.tensor(a).shape, y_shape = g.tensor(result).shape;
     const int64_t rows = numel(a_shape) / k;
     std::vector<Node> nodes;
@@ -264,31 +269,25 @@ int fuse_weight_gemm(Graph& g) {
       add_node("/Unrows", "Reshape", {y_rows, out_shape}, result);
     }
     rw.replace(pattern, std::move(nodes));
-    ++count;
-  }
-  rw.apply(g);
-  return count;
+    return true;
+  });
 }
 
 int drop_idle_dropout(Graph& g) {
-  const Uses uses(g);
-  Rewrite rw;
-  int count = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
+  return run_pass(g, [&](size_t i, const Uses& uses, Rewrite& rw) {
     const Node& d = g.nodes[i];
-    if (d.op_type != "Dropout" || !d.has_input(0) || !d.has_output(0)) continue;
+    if (d.op_type != "Dropout" || !d.has_input(0) || !d.has_output(0)) return false;
     if (d.has_output(1) && (uses.outputs.count(d.outputs[1]) || uses.consumers.count(d.outputs[1])))
-      continue;  // someone reads the mask
+      return false;  // someone reads the mask
     const bool no_ratio = d.has_input(1) && scalar(g, d.inputs[1]) == 0.0f;
     const Tensor* mode = d.has_input(2) ? g.value(d.inputs[2]) : nullptr;
     const bool not_training = mode && mode->numel() == 1 && mode->dtype() == DType::kBool &&
                               !*static_cast<const bool*>(mode->raw());
-    if (!no_ratio && !not_training) continue;
-    ++count;
+    if (!no_ratio && !not_training) return false;
     if (!uses.outputs.count(d.outputs[0])) {
       rw.alias[d.outputs[0]] = d.inputs[0];  // readers read the input itself
       rw.dead.insert(i);
-      continue;
+      return true;
     }
     Node id;  // a graph output keeps its name
     id.name = unique_node_name(g, rw.new_names, d.name + "/Identity");
@@ -296,9 +295,8 @@ int drop_idle_dropout(Graph& g) {
     id.inputs = {d.inputs[0]};
     id.outputs = {d.outputs[0]};
     rw.replace({i}, {id});
-  }
-  rw.apply(g);
-  return count;
+    return true;
+  });
 }
 
 FusionCounts fuse(Graph& g) {

@@ -12,40 +12,12 @@
 #include "executor/forward_runner.h"
 #include "ir/error.h"
 #include "tests/autodiff/grad_check.h"
+#include "tests/executor/test_models.h"
 
 namespace pipetrain {
 namespace {
 
 using TensorMap = std::map<std::string, ir::Tensor>;
-
-struct Mlp {
-  ir::Graph g;
-  std::map<std::string, std::string> grads;  // param -> gradient output
-};
-
-// Reshape -> Gemm (with a bias) -> Relu -> MatMul -> cross-entropy, and its backward:
-// w1's and w2's gradients come from GEMMs (through views), b1's from a ReduceSum.
-Mlp mlp() {
-  std::mt19937_64 rng(3);
-  Mlp m;
-  ir::Graph& g = m.g;
-  g.set_tensor({"x", ir::DType::kF32, {8, 2, 8}, ir::Role::kInput});
-  g.set_tensor({"y", ir::DType::kI64, {8}, ir::Role::kInput});
-  g.inputs = {"x", "y"};
-  g.set_value("shape", ir::Tensor::from_i64({8, 16}, {2}), ir::Role::kConstant);
-  g.set_value("w1", test::random_tensor({16, 32}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.set_value("b1", test::random_tensor({32}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.set_value("w2", test::random_tensor({32, 10}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.nodes.push_back({"flat", "Reshape", {"x", "shape"}, {"xf"}, {}});
-  g.nodes.push_back({"fc1", "Gemm", {"xf", "w1", "b1"}, {"h"}, {}});
-  g.nodes.push_back({"act", "Relu", {"h"}, {"a"}, {}});
-  g.nodes.push_back({"fc2", "MatMul", {"a", "w2"}, {"logits"}, {}});
-  g.nodes.push_back({"loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"}, {}});
-  g.outputs = {"loss"};
-  g.infer_shapes();
-  m.grads = autodiff::build_backward(g, "loss").grads;
-  return m;
-}
 
 TensorMap batch(uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -114,9 +86,9 @@ std::vector<double> gemm_terms(const std::string& op, const ir::Tensor& a, const
 }
 
 TEST(GradientSinks, GemmGradientsAreWrittenInPlaceOthersAdded) {
-  Mlp m = mlp();
+  auto m = testing_models::reshape_mlp();
   auto backend = exec::make_cpu_backend();
-  exec::ForwardRunner runner(m.g, *backend);
+  exec::ForwardRunner runner(m.graph, *backend);
   EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w1")));  // Gemm
   EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w2")));  // MatMul's rule: Gemm + Reshape
   EXPECT_FALSE(runner.accumulates_in_place(m.grads.at("b1")));  // ReduceSum
@@ -124,11 +96,11 @@ TEST(GradientSinks, GemmGradientsAreWrittenInPlaceOthersAdded) {
 }
 
 TEST(GradientSinks, TwoRunsSumIntoTheSinks) {
-  Mlp m = mlp();
+  auto m = testing_models::reshape_mlp();
   auto backend = exec::make_cpu_backend();
   const TensorMap b1 = batch(11), b2 = batch(12);
-  auto plain1 = exec::ForwardRunner(m.g, *backend).run(b1);
-  auto plain2 = exec::ForwardRunner(m.g, *backend).run(b2);
+  auto plain1 = exec::ForwardRunner(m.graph, *backend).run(b1);
+  auto plain2 = exec::ForwardRunner(m.graph, *backend).run(b2);
 
   std::set<std::string> outputs;
   TensorMap sinks;
@@ -138,7 +110,7 @@ TEST(GradientSinks, TwoRunsSumIntoTheSinks) {
   }
   for (bool planned : {false, true}) {
     SCOPED_TRACE(planned ? "planned arena" : "own buffers");
-    exec::ForwardRunner runner(m.g, *backend, planned, outputs);
+    exec::ForwardRunner runner(m.graph, *backend, planned, outputs);
     if (planned) {
       runner.poison_arena();
       // The GEMMs' results live in the sinks: the arena holds no room for them.
@@ -169,7 +141,7 @@ TEST(GradientSinks, TwoRunsSumIntoTheSinks) {
     for (auto& [grad, t] : sinks) t = nan_like(t);
   }
   // A run without its planned sinks still computes every output.
-  exec::ForwardRunner runner(m.g, *backend, true, outputs);
+  exec::ForwardRunner runner(m.graph, *backend, true, outputs);
   auto outs = runner.run(b2);
   for (const auto& [param, grad] : m.grads)
     EXPECT_TRUE(same_bits(outs.at(grad), plain2.at(grad))) << param << " without a sink";
@@ -267,9 +239,9 @@ TEST(GradientSinks, AGemmResultOthersReadIsAddedByTheRunner) {
 }
 
 TEST(GradientSinks, AMismatchedSinkIsRefusedByName) {
-  Mlp m = mlp();
+  auto m = testing_models::reshape_mlp();
   auto backend = exec::make_cpu_backend();
-  exec::ForwardRunner runner(m.g, *backend, true);
+  exec::ForwardRunner runner(m.graph, *backend, true);
   const std::string gw = m.grads.at("w1");
   for (const auto& [name, sink] : std::vector<std::pair<std::string, ir::Tensor>>{
            {gw, ir::Tensor(ir::DType::kF32, {32, 16})}, {"nope", ir::Tensor(ir::DType::kF32, {1})}}) {

@@ -10,36 +10,13 @@
 #include "executor/forward_runner.h"
 #include "executor/memory_plan.h"
 #include "tests/autodiff/grad_check.h"
+#include "tests/executor/test_models.h"
 
 namespace pipetrain {
 namespace {
 
-using ir::Attribute;
-
-// An MLP with a reshape (a view) and a cross-entropy loss, plus its backward pass.
-ir::Graph mlp_training_graph() {
-  std::mt19937_64 rng(3);
-  ir::Graph g;
-  g.set_tensor({"x", ir::DType::kF32, {8, 2, 8}, ir::Role::kInput});
-  g.set_tensor({"y", ir::DType::kI64, {8}, ir::Role::kInput});
-  g.inputs = {"x", "y"};
-  g.set_value("shape", ir::Tensor::from_i64({8, 16}, {2}), ir::Role::kConstant);
-  g.set_value("w1", test::random_tensor({16, 32}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.set_value("b1", test::random_tensor({32}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.set_value("w2", test::random_tensor({32, 10}, test::Gen::kUniform, rng), ir::Role::kParam);
-  g.nodes.push_back({"flat", "Reshape", {"x", "shape"}, {"xf"}, {}});
-  g.nodes.push_back({"fc1", "Gemm", {"xf", "w1", "b1"}, {"h"}, {}});
-  g.nodes.push_back({"act", "Relu", {"h"}, {"a"}, {}});
-  g.nodes.push_back({"fc2", "MatMul", {"a", "w2"}, {"logits"}, {}});
-  g.nodes.push_back({"loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"}, {}});
-  g.outputs = {"loss"};
-  g.infer_shapes();
-  autodiff::build_backward(g, "loss");
-  return g;
-}
-
 TEST(MemoryPlan, LiveTensorsNeverShareBytes) {
-  ir::Graph g = mlp_training_graph();
+  ir::Graph g = testing_models::reshape_mlp().graph;
   auto backend = exec::make_cpu_backend();
   exec::MemoryPlan plan =
       exec::plan_memory(g, [&](const ir::Node& n) { return backend->output_is_view(n); });
@@ -62,7 +39,7 @@ TEST(MemoryPlan, LiveTensorsNeverShareBytes) {
 }
 
 TEST(MemoryPlan, PlannedRunMatchesUnplannedBitwise) {
-  ir::Graph g = mlp_training_graph();
+  ir::Graph g = testing_models::reshape_mlp().graph;
   std::mt19937_64 rng(5);
   ir::Tensor x = test::random_tensor({8, 2, 8}, test::Gen::kUniform, rng);
   ir::Tensor y = ir::Tensor::from_i64({0, 1, 2, 3, 4, 5, 6, 9}, {8});

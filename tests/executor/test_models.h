@@ -2,13 +2,14 @@
 // three-layer MLP with a skip connection (h1 is read by layer 2, past layer
 // 1), built directly in the IR, so that a tensor goes from stage 0 straight
 // to stage 2; and the zoo's MLP (one node per layer) with a cross-entropy
-// loss.
+// loss. The runner tests' MLP with views and its backward pass.
 #pragma once
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "autodiff/autodiff.h"
 #include "autodiff/training_graph.h"
 #include "importer/importer.h"
 #include "ir/graph.h"
@@ -27,6 +28,35 @@ inline ir::Tensor wave(ir::Shape shape, double phase, double scale = 1.0) {
 inline ir::Node node(std::string name, std::string op, std::vector<std::string> in,
                      std::vector<std::string> out) {
   return {std::move(name), std::move(op), std::move(in), std::move(out), {}};
+}
+
+struct GraphWithGrads {
+  ir::Graph graph;
+  std::map<std::string, std::string> grads;  // param -> its gradient output
+};
+
+// x (8, 2, 8) -> Reshape -> Gemm(w1, b1) -> Relu -> MatMul(w2) -> cross-entropy
+// with labels y (8), and its backward: a view (the Reshape), w1's and w2's
+// gradients from GEMMs (w2's through a view too), b1's from a ReduceSum.
+inline GraphWithGrads reshape_mlp() {
+  GraphWithGrads m;
+  ir::Graph& g = m.graph;
+  g.set_tensor({"x", ir::DType::kF32, {8, 2, 8}, ir::Role::kInput});
+  g.set_tensor({"y", ir::DType::kI64, {8}, ir::Role::kInput});
+  g.inputs = {"x", "y"};
+  g.set_value("shape", ir::Tensor::from_i64({8, 16}, {2}), ir::Role::kConstant);
+  g.set_value("w1", wave({16, 32}, 0.1, 0.3), ir::Role::kParam);
+  g.set_value("b1", wave({32}, 0.2, 0.3), ir::Role::kParam);
+  g.set_value("w2", wave({32, 10}, 0.3, 0.3), ir::Role::kParam);
+  g.nodes.push_back(node("flat", "Reshape", {"x", "shape"}, {"xf"}));
+  g.nodes.push_back(node("fc1", "Gemm", {"xf", "w1", "b1"}, {"h"}));
+  g.nodes.push_back(node("act", "Relu", {"h"}, {"a"}));
+  g.nodes.push_back(node("fc2", "MatMul", {"a", "w2"}, {"logits"}));
+  g.nodes.push_back(node("loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"}));
+  g.outputs = {"loss"};
+  g.infer_shapes();
+  m.grads = autodiff::build_backward(g, "loss").grads;
+  return m;
 }
 
 // x (4, 6) -> [L0] h1 = Relu(Gemm(x, w0, b0)) (4, 8)
