@@ -39,6 +39,10 @@ struct PipeDreamOptions {
   bool fewer_workers = false;    // --use_fewer_machines
   double compression_ratio = 0;  // --activation_compression_ratio; 0: transfers are free
   bool memory_limit = false;     // --use_memory_constraint with topology.memory_bytes
+  /// Try every split point as the reference does; else the lowest level
+  /// stops scanning a cell's splits once their last stage alone is slower
+  /// than the best found, with the same answer. For tests.
+  bool exhaustive = false;
 };
 
 /// The reference optimizer's answer on the same profile and topology.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "ir/error.h"
@@ -77,8 +78,11 @@ double ceil_div(int a, int b) {
   return std::ceil(static_cast<double>(a) / b);
 }
 
+// `prefix_sums`: mx's compute and params of a range are differences of
+// prefix sums (the lowest level; above it they are the level below's times).
 Table compute_partitioning(Matrices& mx, int num_machines, int within, double bandwidth,
-                           bool final_level, const PipeDreamOptions& o, double memory) {
+                           bool final_level, bool prefix_sums, const PipeDreamOptions& o,
+                           double memory) {
   const int n = mx.n, rows = n + 1;
   Table A(rows, n, num_machines);
   const bool use_memory = o.memory_limit && memory > 0;
@@ -104,29 +108,59 @@ Table compute_partitioning(Matrices& mx, int num_machines, int within, double ba
           const Cell& fewer = A.at(i, j, m - 1);
           if (!best.time || (fewer.time && *fewer.time < *best.time)) best = fewer;
         }
-        for (int k = 0; k < j; ++k) {  // the chain's predecessors of state j
-          if (i > 0 && k < i - 1) continue;
-          int max_mp = o.straight ? 2 : m + 1;
-          for (int mp = 1; mp < max_mp; ++mp) {
-            double in_t = (2.0 * mx.out_act[k]) / (bandwidth * mp);
-            Opt out_t;
-            if (j < n - 1) out_t = (2.0 * mx.out_act[j]) / (bandwidth * mp);
-            Opt last = mx.c(k + 1, j);
-            if (!last) continue;
-            double last_p = *mx.p(k + 1, j);
-            double stashed = (*mx.a(k + 1, j) + last_p) * ceil_div(num_machines - (m + 1), mp);
-            if (use_memory && stashed > memory) continue;
-            double last_t = (*last + (4.0 * (mp - 1) * last_p) / (bandwidth * mp)) / mp;
-            const Cell& prev = A.at(i, k, m - mp);
-            if (!prev.time) continue;
-            double t = std::max(*prev.time, last_t);
-            if (o.compression_ratio > 0) {
-              in_t /= o.compression_ratio;
-              t = std::max(t, in_t);
-              if (out_t) t = std::max(t, *out_t / o.compression_ratio);
-            }
-            if (!best.time || *best.time > t) best = {t, k, m - mp, mp};
+        // The reference's time for split k (chain i..k on m - mp + 1
+        // machines, k + 1..j on mp); nothing where it skips the split.
+        auto split_time = [&](int k, int mp, double* last_t_out) -> Opt {
+          double in_t = (2.0 * mx.out_act[k]) / (bandwidth * mp);
+          Opt out_t;
+          if (j < n - 1) out_t = (2.0 * mx.out_act[j]) / (bandwidth * mp);
+          Opt last = mx.c(k + 1, j);
+          if (!last) return std::nullopt;
+          double last_p = *mx.p(k + 1, j);
+          double stashed = (*mx.a(k + 1, j) + last_p) * ceil_div(num_machines - (m + 1), mp);
+          if (use_memory && stashed > memory) return std::nullopt;
+          double last_t = (*last + (4.0 * (mp - 1) * last_p) / (bandwidth * mp)) / mp;
+          if (last_t_out) *last_t_out = last_t;
+          const Cell& prev = A.at(i, k, m - mp);
+          if (!prev.time) return std::nullopt;
+          double t = std::max(*prev.time, last_t);
+          if (o.compression_ratio > 0) {
+            in_t /= o.compression_ratio;
+            t = std::max(t, in_t);
+            if (out_t) t = std::max(t, *out_t / o.compression_ratio);
           }
+          return t;
+        };
+        const int k_lo = i > 0 ? i - 1 : 0;  // the chain's predecessors of state j
+        const int max_mp = o.straight ? 2 : m + 1;
+        if (o.exhaustive || !prefix_sums) {
+          // The reference's order: k ascending, then mp; a strict improvement wins.
+          for (int k = k_lo; k < j; ++k)
+            for (int mp = 1; mp < max_mp; ++mp)
+              if (Opt t = split_time(k, mp, nullptr); t && (!best.time || *best.time > *t))
+                best = {*t, k, m - mp, mp};
+        } else {
+          // Every split's time is at least its last stage's, which only
+          // grows as k falls (its layers' sums are prefix-sum differences
+          // here, monotone even rounded; too big for the memory stays too
+          // big): scanning k downwards, a last stage slower than the best
+          // so far ends the scan. Ties go where the reference's order puts
+          // them (the smallest k, then the smallest mp; the unsplit cell
+          // unless strictly beaten), so the answer is the same.
+          constexpr double kInf = std::numeric_limits<double>::infinity();
+          double best_t = best.time ? *best.time : kInf;
+          int best_k = -1, best_mp = -1;
+          for (int mp = 1; mp < max_mp; ++mp)
+            for (int k = j - 1; k >= k_lo; --k) {
+              double last_t = kInf;
+              const Opt t = split_time(k, mp, &last_t);
+              if (last_t > best_t) break;  // (and infeasible last stages: inf)
+              if (!t) continue;
+              const bool wins = *t < best_t || (*t == best_t && best_k >= 0 &&
+                                                (k < best_k || (k == best_k && mp < best_mp)));
+              if (wins) best_t = *t, best_k = k, best_mp = mp;
+            }
+          if (best_k >= 0) best = {best_t, best_k, m - best_mp, best_mp};
         }
         A.at(i, j, m) = best;
       }
@@ -176,7 +210,7 @@ Plan partition_pipedream(const Profile& profile, const Topology& topology,
   int within = 1;
   for (int l = 0; l < levels; ++l) {
     tables.push_back(compute_partitioning(mx, counts[l], within, bandwidths[l], l == levels - 1,
-                                          options, topology.memory_bytes));
+                                          l == 0, options, topology.memory_bytes));
     within = counts[l];
     // A range's best time on all of this level's machines is its compute
     // time on one component of the next level.

@@ -3,6 +3,8 @@
 // same inputs under the pipetrain model.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "ir/error.h"
 #include "partitioner/dp.h"
 
@@ -115,6 +117,61 @@ TEST(PipeDreamCompat, LevelByLevelCannotSpanAFractionOfAServer) {
   EXPECT_NE(ref.config(), "15-1");
   EXPECT_EQ(ref.workers_used(), 16);
   EXPECT_EQ(partition(p, t).config(), "15-1");
+}
+
+TEST(PipeDreamCompat, PrunedScanGivesTheExhaustiveScansAnswers) {
+  // The pruned scan of each cell's split points against the reference's
+  // scan of every one (PipeDreamOptions::exhaustive): the same stages, workers and
+  // times on random chains (zero-cost layers included, for ties), one and
+  // two levels, with and without the reference's options.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> t(1e-4, 5e-3);
+  std::uniform_int_distribution<int64_t> bytes(1 << 16, 1 << 26);
+  std::uniform_int_distribution<int> coin(0, 5);
+  int compared = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int n = 2 + trial % 40;
+    Profile p;
+    for (int i = 0; i < n; ++i) {
+      const double f = coin(rng) == 0 ? 0.0 : t(rng);
+      std::string name = "l";  // (not "l" + to_string: GCC 12's -Wrestrict false positive)
+      name += std::to_string(i);
+      p.layers.push_back({name, f, 2 * f, bytes(rng), bytes(rng),
+                          coin(rng) == 0 ? 0 : bytes(rng), {}, 0});
+    }
+    Topology top;
+    if (trial % 3 == 0)
+      top.levels = {{2 + trial % 7, 10e9}};
+    else
+      top.levels = {{2 + trial % 3, 12.5e9}, {2 + trial % 4, 150e9}};
+    PipeDreamOptions o;
+    o.straight = trial % 5 == 1;
+    o.fewer_workers = trial % 4 == 2;
+    if (trial % 6 == 3) {
+      o.memory_limit = true;
+      top.memory_bytes = 6e8;
+    }
+    PipeDreamOptions slow = o;
+    slow.exhaustive = true;
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + std::to_string(n) + " layers on " +
+                 top.describe());
+    std::optional<Plan> fast_plan, slow_plan;
+    try {
+      slow_plan = partition_pipedream(p, top, slow);
+    } catch (const PlanError&) {
+      EXPECT_THROW(partition_pipedream(p, top, o), PlanError);
+      continue;
+    }
+    fast_plan = partition_pipedream(p, top, o);
+    EXPECT_EQ(fast_plan->time_per_minibatch_s, slow_plan->time_per_minibatch_s);
+    ASSERT_EQ(fast_plan->stages.size(), slow_plan->stages.size());
+    for (size_t s = 0; s < slow_plan->stages.size(); ++s) {
+      EXPECT_EQ(fast_plan->stages[s].first_layer, slow_plan->stages[s].first_layer) << "stage " << s;
+      EXPECT_EQ(fast_plan->stages[s].workers, slow_plan->stages[s].workers) << "stage " << s;
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 300);  // most configurations fit
 }
 
 }  // namespace
