@@ -132,11 +132,6 @@ int run_pass(Graph& g, Match match) {
 
 }  // namespace
 
-std::string FusionCounts::describe() const {
-  return std::to_string(gelu) + " GELU, " + std::to_string(weight_gemm) + " weight GEMM, " +
-         std::to_string(idle_dropout) + " idle Dropout";
-}
-
 int fuse_gelu(Graph& g) {
   return run_pass(g, [&](size_t ei, const Uses& uses, Rewrite& rw) {
     const Node& erf = g.nodes[ei];

@@ -6,8 +6,6 @@
 // (`--no-fuse`).
 #pragma once
 
-#include <string>
-
 #include "ir/graph.h"
 
 namespace pipetrain::ir::passes {
@@ -16,8 +14,6 @@ struct FusionCounts {
   int gelu = 0;            // Div/Erf/Add/Mul/Mul chains -> Gelu
   int weight_gemm = 0;     // MatMul on a transposed weight and/or + bias -> Gemm
   int idle_dropout = 0;    // Dropout that drops nothing: removed
-  int total() const { return gelu + weight_gemm + idle_dropout; }
-  std::string describe() const;
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
