@@ -222,10 +222,9 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     for (const auto& [name, sink_handle] : *options.sinks) {
       ir::Tensor sink = sink_handle;  // a handle: writes reach the caller's buffer
       auto root = sink_roots_.find(name);
-      const bool written = root != sink_roots_.end() && bound.count(root->second.tensor) &&
-                           result.at(name).raw() == sink.raw();
-      if (!written) {
-        if (root != sink_roots_.end() && bound.count(root->second.tensor) && !options.sinks_overwrite)
+      const bool was_bound = root != sink_roots_.end() && bound.count(root->second.tensor);
+      if (!was_bound || result.at(name).raw() != sink.raw()) {
+        if (was_bound && !options.sinks_overwrite)
           throw RuntimeFault("output '" + name + "': its kernel did not add into the sink it was given");
         fold_into_sink(name, result.at(name), sink, options.sinks_overwrite);
       }

@@ -97,20 +97,14 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 
   // The param gradients are summed into the accumulators (RunOptions::sinks).
-  auto gradients_of = [&](const ir::Graph& g) {
-    std::set<std::string> out;
-    for (const auto& [param, grad] : program_.grads)
-      if (std::find(g.outputs.begin(), g.outputs.end(), grad) != g.outputs.end()) out.insert(grad);
-    return out;
-  };
   forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
   if (split_backward) {
     input_runner_ = std::make_unique<ForwardRunner>(program_.backward_input, backend, true);
     weight_runner_ = std::make_unique<ForwardRunner>(
-        program_.backward_weight, backend, true, gradients_of(program_.backward_weight));
+        program_.backward_weight, backend, true, gradient_outputs(program_.backward_weight));
   } else {
     backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true,
-                                                       gradients_of(program_.backward));
+                                                       gradient_outputs(program_.backward));
   }
 }
 
@@ -245,17 +239,28 @@ void StageWorker::ready_accumulators() {
   }
 }
 
-RunOptions StageWorker::backward_run(const ir::Graph& g, TensorMap& sinks) {
-  ready_accumulators();
+std::set<std::string> StageWorker::gradient_outputs(const ir::Graph& g) const {
+  std::set<std::string> out;
+  for (const auto& [param, grad] : program_.grads)
+    if (std::find(g.outputs.begin(), g.outputs.end(), grad) != g.outputs.end()) out.insert(grad);
+  return out;
+}
+
+RunOptions StageWorker::training_run() const {
   RunOptions run;
   run.training = true;
   run.values_version = values_version_;
+  return run;
+}
+
+RunOptions StageWorker::backward_run(const ir::Graph& g, TensorMap& sinks) {
+  ready_accumulators();
+  RunOptions run = training_run();
   // The param gradients go straight into the accumulators (GEMMs add with
   // beta = 1): no copy and add per microbatch.
-  for (const auto& [param, acc] : grad_acc_) {
-    const std::string& grad = program_.grads.at(param);
-    if (std::find(g.outputs.begin(), g.outputs.end(), grad) != g.outputs.end()) sinks[grad] = acc;
-  }
+  const std::set<std::string> outputs = gradient_outputs(g);
+  for (const auto& [param, acc] : grad_acc_)
+    if (outputs.count(program_.grads.at(param))) sinks[program_.grads.at(param)] = acc;
   run.sinks = &sinks;
   run.sinks_overwrite = acc_empty_;
   return run;
@@ -277,10 +282,8 @@ TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   Stash& st = stash_of(mb, "backward");
   use_version(st.version);
   recompute_stash(st);
-  RunOptions run;
-  run.training = true;
-  run.values_version = values_version_;
-  TensorMap outs = input_runner_->run(backward_inputs(program_.backward_input, st, feeds), run);
+  TensorMap outs =
+      input_runner_->run(backward_inputs(program_.backward_input, st, feeds), training_run());
   for (const auto& name : program_.carry) st.carry[name] = outs.at(name).clone();
   // Received gradients the weight half reads too (dW = X^T dY): kept by handle.
   const auto& w_inputs = program_.backward_weight.inputs;

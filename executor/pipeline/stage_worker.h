@@ -135,6 +135,10 @@ class StageWorker {
   /// values, its param gradients summed into the accumulators (`sinks`
   /// receives them by gradient name and must outlive the run).
   RunOptions backward_run(const ir::Graph& g, TensorMap& sinks);
+  /// Options of a run in training mode on the current values.
+  RunOptions training_run() const;
+  /// The param gradients among g's outputs.
+  std::set<std::string> gradient_outputs(const ir::Graph& g) const;
   /// Gives the accumulators buffers again after a seal took them.
   void ready_accumulators();
   /// Copies of the gradients a backward output sends to earlier stages.
