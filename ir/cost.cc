@@ -28,6 +28,18 @@ int64_t node_flops(const Graph& g, const Node& n) {
     for (size_t i = 1; i < w.size(); ++i) per_in *= w[i];
     return 2 * in_numel(g, n, 0) * per_in;
   }
+  if (op == "ConvGrad" || op == "ConvTransposeGrad") {
+    // (dY, X, W) -> (dX, dW, dB): dX and dW each cost the forward's FLOPs,
+    // dB one add per dY element; absent outputs cost nothing.
+    const Shape& w = g.tensor(n.inputs[2]).shape;
+    int64_t per_elem = 1;
+    for (size_t i = 1; i < w.size(); ++i) per_elem *= w[i];
+    // The forward's FLOPs: per output element for Conv, per input element
+    // (the forward's X) for ConvTranspose.
+    int64_t forward = 2 * in_numel(g, n, op == "ConvGrad" ? 0 : 1) * per_elem;
+    return forward * ((n.has_output(0) ? 1 : 0) + (n.has_output(1) ? 1 : 0)) +
+           (n.has_output(2) ? in_numel(g, n, 0) : 0);
+  }
   if (op == "Gemm" || op == "MatMul") {
     const Shape& a = g.tensor(n.inputs[0]).shape;
     int64_t k = a.empty() ? 1 : a.back();

@@ -30,6 +30,19 @@ TEST(Cost, ConvCountsTwoFlopsPerMultiplyAdd) {
   EXPECT_EQ(node_flops(g, g.nodes[1]), 2 * 4 * 8 * 8);
 }
 
+TEST(Cost, ConvGradCountsTheForwardsFlopsPerWantedGradient) {
+  Graph g = conv_relu();
+  g.set_tensor({"dh", DType::kF32, {2, 4, 8, 8}, Role::kActivation});
+  g.set_tensor({"dx", DType::kF32, {2, 3, 8, 8}, Role::kActivation});
+  g.set_tensor({"dW", DType::kF32, {4, 3, 3, 3}, Role::kActivation});
+  g.set_tensor({"dB", DType::kF32, {4}, Role::kActivation});
+  const int64_t forward = 2 * 2 * 4 * 8 * 8 * 27;
+  Node all{"/c/Conv/Grad", "ConvGrad", {"dh", "x", "W"}, {"dx", "dW", "dB"}, {}};
+  EXPECT_EQ(node_flops(g, all), 2 * forward + 2 * 4 * 8 * 8);
+  Node weights_only{"/c/Conv/Grad", "ConvGrad", {"dh", "x", "W"}, {"", "dW"}, {}};
+  EXPECT_EQ(node_flops(g, weights_only), forward);
+}
+
 TEST(Cost, LayerStatsCountParamsAndActivationsLeavingTheLayer) {
   Graph g = conv_relu();
   auto stats = layer_stats(g);
