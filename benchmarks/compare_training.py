@@ -171,6 +171,13 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--ort-worker":
         a = sys.argv[2:]
         return ort_worker(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]))
+    if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
+        a = sys.argv[2:]
+        ms = torch_step_ms(a[0], int(a[1]), int(a[2]), a[3])
+        if ms is None:
+            sys.exit("this PyTorch has no CUDA: no GPU reference")
+        print(json.dumps({"median_ms": ms}))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", nargs="?", help="pipetrain's build folder")
     parser.add_argument("--train-step", help="the train_step program (default BUILD/benchmarks/train_step)")
@@ -195,15 +202,19 @@ def main():
         path = os.path.join(tmp, name + ".onnx")
         export(name, path)
         for threads in [int(t) for t in args.threads.split(",")]:
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            # OpenBLAS sizes its own pool from the environment when it loads and
+            # torch.set_num_threads does not reach it, so every program (PyTorch
+            # too) runs in a child whose environment names the thread count.
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
             ours, err = run_json([step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
                                   "--steps", str(args.steps), "--classes", str(classes),
                                   "--backend", args.device], env)
             if err:
                 print(f"{name}: pipetrain failed: {err}", file=sys.stderr)
-            pt = torch_step_ms(name, threads, args.steps, args.device)
-            if pt is None:
-                print(f"{name}: this PyTorch has no CUDA: no GPU reference", file=sys.stderr)
+            pt, pt_err = run_json([sys.executable, __file__, "--torch-worker", name, str(threads),
+                                   str(args.steps), args.device], env)
+            if pt_err:
+                print(f"{name}: PyTorch: {pt_err}", file=sys.stderr)
             if gpu:
                 ort_ms, ort_err = None, "not run on the GPU"
             else:
