@@ -5,7 +5,8 @@ Exports resnet18 (batch 8, 3x224x224) and a Transformer encoder (6 layers,
 d_model 512, 8 heads, batch 8, sequence 128) in inference mode, then times the
 same ONNX model in pipetrain (Google Benchmark program forward_bench) and in
 onnxruntime, and the same PyTorch module in PyTorch, all on one thread. Prints
-milliseconds and the ratios pipetrain/PyTorch and pipetrain/onnxruntime.
+milliseconds and the ratios pipetrain/PyTorch and pipetrain/onnxruntime, and
+pipetrain with every activation row-major (its blocked layout off) beside it.
 
 Usage: benchmarks/compare_forward.py BUILD_DIR [--models resnet18,transformer]
 """
@@ -86,18 +87,20 @@ def main():
         t_ort = time_it(lambda: sess.run(None, feed))
         res = subprocess.run(
             [os.path.join(args.build, "benchmarks", "forward_bench"), f"--model={name}={path}",
-             "--threads=1", "--benchmark_format=json"],
+             "--threads=1", "--row-major", "--benchmark_format=json"],
             check=True, capture_output=True, text=True)
-        bench = json.loads(res.stdout)["benchmarks"][0]
-        t_ours = bench["real_time"]
-        rows.append((name, t_ours, t_torch, t_ort, bench.get("GFLOP/s", 0)))
+        bench = {b["name"].split("/")[0]: b for b in json.loads(res.stdout)["benchmarks"]}
+        rows.append((name, bench["forward"]["real_time"], t_torch, t_ort,
+                     bench["forward"].get("GFLOP/s", 0), bench["forward_row_major"]["real_time"]))
     print(f"\nforward pass, 1 thread, median ms ({os.uname().nodename})")
     print(cpu_line())
     print(f"{'model':<12} {'pipetrain':>10} {'PyTorch':>10} {'ORT':>10} "
-          f"{'ours/PyTorch':>13} {'ours/ORT':>9} {'GFLOP/s':>8}")
-    for name, ours, pt, ort_ms, gflops in rows:
+          f"{'ours/PyTorch':>13} {'ours/ORT':>9} {'GFLOP/s':>8} {'row-major':>10}")
+    for name, ours, pt, ort_ms, gflops, row_major in rows:
         print(f"{name:<12} {ours:>10.1f} {pt:>10.1f} {ort_ms:>10.1f} {ours / pt:>13.2f} "
-              f"{ours / ort_ms:>9.2f} {gflops:>8.1f}")
+              f"{ours / ort_ms:>9.2f} {gflops:>8.1f} {row_major:>10.1f}")
+    print("pipetrain's mean ms (Google Benchmark), the others' median; row-major: pipetrain "
+          "with its blocked activation layout off")
 
 
 if __name__ == "__main__":

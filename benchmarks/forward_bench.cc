@@ -1,6 +1,9 @@
 // Forward-pass time of ONNX models on pipetrain's CPU backend.
-// Usage: forward_bench --model=NAME=path.onnx [--model=...] [--threads=N] [benchmark flags]
+// Usage: forward_bench --model=NAME=path.onnx [--model=...] [--threads=N] [--row-major]
+//                      [benchmark flags]
 // Inputs are seeded N(0,1) tensors; the time is one full forward pass.
+// --row-major: also times each model with every activation row-major
+// (forward_row_major/NAME: the blocked layout off, executor/layout_plan.h).
 #include <benchmark/benchmark.h>
 
 #include <cstring>
@@ -37,8 +40,10 @@ Model load(const std::string& name, const std::string& path) {
   return m;
 }
 
-void bm_forward(benchmark::State& state, Model* m) {
-  auto backend = exec::make_cpu_backend();
+void bm_forward(benchmark::State& state, Model* m, bool blocked_layout) {
+  exec::CpuBackendOptions cpu;
+  cpu.blocked_layout = blocked_layout;
+  auto backend = exec::make_cpu_backend(cpu);
   exec::ForwardRunner runner(m->graph, *backend);
   runner.run(m->feeds);  // warm-up: primitive caches, page faults
   for (auto _ : state) benchmark::DoNotOptimize(runner.run(m->feeds));
@@ -54,6 +59,7 @@ int main(int argc, char** argv) {
   std::vector<char*> rest;
   std::vector<std::unique_ptr<Model>> models;
   int threads = 1;
+  bool row_major = false;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--model=", 8) == 0) {
       std::string spec = argv[i] + 8;
@@ -61,16 +67,22 @@ int main(int argc, char** argv) {
       models.push_back(std::make_unique<Model>(load(spec.substr(0, eq), spec.substr(eq + 1))));
     } else if (std::strncmp(argv[i], "--threads=", 10) == 0) {
       threads = std::atoi(argv[i] + 10);
+    } else if (std::strcmp(argv[i], "--row-major") == 0) {
+      row_major = true;
     } else {
       rest.push_back(argv[i]);
     }
   }
   exec::set_cpu_threads(threads);
   for (auto& m : models)
-    benchmark::RegisterBenchmark(("forward/" + m->name).c_str(), bm_forward, m.get())
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(2.0);
+    for (bool blocked : {true, false}) {
+      if (!blocked && !row_major) continue;
+      const std::string name = (blocked ? "forward/" : "forward_row_major/") + m->name;
+      benchmark::RegisterBenchmark(name.c_str(), bm_forward, m.get(), blocked)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(2.0);
+    }
   int rest_argc = static_cast<int>(rest.size());
   benchmark::Initialize(&rest_argc, rest.data());
   benchmark::RunSpecifiedBenchmarks();

@@ -19,7 +19,8 @@ void ModelOptions::add_to(CLI::App& cmd, bool model_required) {
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--no-fuse", no_fuse,
                "Run the graph as the file has it: no fused GELU, weight GEMMs or dropped idle "
-               "Dropouts (for debugging)");
+               "Dropouts; with `run`, activations row-major between convolutions too (for "
+               "debugging)");
 }
 
 void ModelOptions::resolve_batch() {

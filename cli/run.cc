@@ -117,7 +117,9 @@ void run(const RunArgs& a) {
       feeds[in] = random_input(g.tensor(in), rng, "--random-inputs");
 
   exec::set_cpu_threads(a.threads);
-  auto backend = exec::make_cpu_backend();
+  exec::CpuBackendOptions cpu;
+  cpu.blocked_layout = !a.model.no_fuse;
+  auto backend = exec::make_cpu_backend(cpu);
   exec::ForwardRunner runner(g, *backend);
   exec::RunOptions opts;
   opts.training = a.training;

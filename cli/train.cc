@@ -43,6 +43,9 @@ void train(TrainArgs& a) {
           "run one worker as a one-stage pipeline, on --backend cpu only (got '" +
           a.backend + "')");
     a.stages = 1;
+    // With the plain run's thread count too: OpenBLAS's GEMMs on 2 threads
+    // round differently from 1 on some CPUs (AVX2, Haswell kernels).
+    if (a.threads <= 0) a.threads = 1;
     fmt::print("checkpoints asked for: one worker runs as a one-stage pipeline\n");
   }
   if (a.pipelined()) return train_pipelined(a);

@@ -17,6 +17,14 @@ struct TransferStats {
   size_t to_device = 0, to_host = 0;
 };
 
+/// How a node's kernel treats the memory layout of its 4-D (N, C, H, W)
+/// tensors, for the runner's blocked-layout plan (executor/layout_plan.h).
+enum class LayoutRole {
+  kPlainOnly,   // reads and writes row-major (N, C, H, W) only
+  kConvLike,    // input 0 and output 0 may each be blocked, independently
+  kSameLayout,  // its non-scalar inputs and output 0 share one layout, either one
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -44,6 +52,19 @@ class Backend {
     (void)k;
     return false;
   }
+  /// What the node's kernel can do with tensors in the backend's blocked
+  /// activation layout (KernelContext::in_blocked): nothing, by default.
+  virtual LayoutRole layout_role(const ir::Graph& g, const ir::Node& n) const {
+    (void)g;
+    (void)n;
+    return LayoutRole::kPlainOnly;
+  }
+  /// True when a tensor like `t` may be stored in the blocked layout (its
+  /// channels fill whole blocks, so it takes the bytes a row-major one does).
+  virtual bool blockable(const ir::TensorDesc& t) const {
+    (void)t;
+    return false;
+  }
   /// True when kernels write their outputs straight into the host buffers
   /// they are given, so a run may hand them caller-owned ones (gradient
   /// accumulators); a device backend that brings outputs back later says no.
@@ -65,8 +86,16 @@ class Backend {
   virtual TransferStats transfers() const { return {}; }
 };
 
+struct CpuBackendOptions {
+  /// Convolutions, pools and the elementwise ops between them keep their
+  /// activations in the layout oneDNN's convolutions compute in (nChw8c on
+  /// AVX2, nhwc on AVX-512: cpu/kernels/blocked_layout.h), so consecutive
+  /// convolutions reorder nothing (executor/layout_plan.h). Off: every
+  /// tensor row-major (N, C, H, W); the results are bitwise the same.
+  bool blocked_layout = true;
+};
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).
-std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});
 /// Arithmetic precision of the device backends: fp32, or bf16 mixed precision
 /// (executor/device/bf16.h: GEMMs, convolutions and LSTMs on bf16-rounded
 /// inputs and outputs with fp32 accumulation; fp32 master weights).

@@ -35,6 +35,9 @@ ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan
     for (const auto& in : graph_.nodes[order_[pos]].inputs)
       if (!in.empty()) last_use_[in] = pos;
   find_sink_roots();
+  // Graph outputs go back to the caller as the IR shapes them.
+  layout_ = plan_blocked_layout(graph_, backend_,
+                               std::set<std::string>(graph_.outputs.begin(), graph_.outputs.end()));
   if (plan_memory) {
     for (const auto& out : sink_outputs)
       if (accumulates_in_place(out)) unplaced_.insert(sink_roots_.at(out).tensor);
@@ -144,6 +147,10 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
     ctx.training = options.training;
     ctx.values_version = options.values_version;
     ctx.seed = options.seed * 1000003ULL + order_[pos];
+    if (!layout_.empty()) {
+      ctx.blocked_inputs = layout_.inputs[order_[pos]];
+      ctx.blocked_outputs = layout_.outputs[order_[pos]];
+    }
     for (const auto& in : n.inputs) {
       if (in.empty()) {
         ctx.inputs.push_back(nullptr);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "executor/backend.h"
+#include "executor/layout_plan.h"
 #include "executor/memory_plan.h"
 #include "ir/graph.h"
 
@@ -84,6 +85,7 @@ class ForwardRunner {
   /// Adds (or copies, with `overwrite`) `result` into `sink`, checking they match.
   static void fold_into_sink(const std::string& name, const ir::Tensor& result, ir::Tensor& sink,
                              bool overwrite);
+  LayoutPlan layout_;                       // tensors stored blocked
   std::unique_ptr<MemoryPlan> plan_;        // null without plan_memory
   std::shared_ptr<std::byte[]> arena_;
 
@@ -93,6 +95,8 @@ class ForwardRunner {
   void poison_arena();
   /// The memory plan (null when constructed without plan_memory).
   const MemoryPlan* memory_plan() const { return plan_.get(); }
+  /// The intermediate tensors stored in the backend's blocked layout (layout_role()).
+  const LayoutPlan& layout_plan() const { return layout_; }
 };
 
 }  // namespace pipetrain::exec

@@ -28,12 +28,18 @@ struct KernelContext {
   /// that the kernel adds its result to (GEMM beta = 1) instead of
   /// overwriting; only for outputs the backend's kernel_accumulates() names.
   std::vector<bool> accumulate;
+  /// Bit i: input i (or output i) is a 4-D (N, C, H, W) tensor stored in
+  /// the backend's blocked activation layout instead of row-major; only
+  /// where the backend's layout_role() allows it (executor/layout_plan.h).
+  uint32_t blocked_inputs = 0, blocked_outputs = 0;
 
   const ir::Node& n() const { return *node; }
   bool in_is_value(size_t i) const { return i < input_is_value.size() && input_is_value[i]; }
   bool has_in(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   bool has_out(size_t i) const { return i < outputs.size() && outputs[i] != nullptr; }
   bool accumulates(size_t k) const { return k < accumulate.size() && accumulate[k]; }
+  bool in_blocked(size_t i) const { return i < 32 && ((blocked_inputs >> i) & 1u); }
+  bool out_blocked(size_t k) const { return k < 32 && ((blocked_outputs >> k) & 1u); }
   const ir::Tensor& in(size_t i) const {
     assert(has_in(i));
     return *inputs[i];

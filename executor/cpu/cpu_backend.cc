@@ -6,6 +6,7 @@
 #include "executor/backend.h"
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/blas_core.h"
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "ir/error.h"
 
@@ -15,7 +16,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() {
+  explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {
 #define PIPETRAIN_ADD_CPU_KERNEL(op) kernels_.emplace(#op, cpu::kernel_##op());
     PIPETRAIN_OPS(PIPETRAIN_ADD_CPU_KERNEL)
 #undef PIPETRAIN_ADD_CPU_KERNEL
@@ -148,6 +149,13 @@ class CpuBackend final : public Backend {
     return k == 0 && (n.op_type == "Gemm" || n.op_type == "MatMul");
   }
 
+  LayoutRole layout_role(const ir::Graph& g, const ir::Node& n) const override {
+    return options_.blocked_layout ? cpu::blocked_layout_role(g, n) : LayoutRole::kPlainOnly;
+  }
+  bool blockable(const ir::TensorDesc& t) const override {
+    return options_.blocked_layout && cpu::blockable(t);
+  }
+
   void run(KernelContext& ctx) override {
     auto it = kernels_.find(ctx.n().op_type);
     if (it == kernels_.end())
@@ -156,6 +164,7 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  CpuBackendOptions options_;
   std::map<std::string, cpu::CpuKernel> kernels_;
 };
 
@@ -166,8 +175,8 @@ namespace {
 [[maybe_unused]] const bool kBlasCoreChosen = (cpu::choose_blas_core(), true);
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() {
-  return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
 }
 
 void set_cpu_threads(int threads) {

@@ -1,6 +1,9 @@
 // Conv and ConvTranspose (f32): oneDNN first, the plain im2col / col2im path
 // where oneDNN cannot express the case (see conv_impl.h).
+#include <vector>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 
 namespace pipetrain::exec::cpu {
@@ -27,13 +30,31 @@ ConvArgs conv_args(KernelContext& ctx, bool transposed) {
   a.y_data = y.data<float>();
   a.w_is_value = ctx.in_is_value(1);
   a.values_version = ctx.values_version;
+  a.x_blocked = ctx.in_blocked(0);
+  a.y_blocked = ctx.out_blocked(0);
   return a;
 }
 
 void run_conv(KernelContext& ctx, bool transposed) {
   ConvArgs a = conv_args(ctx, transposed);
   if (ir::numel(a.y) == 0) return;
-  if (!conv_dnnl(a)) conv_plain(a);
+  if (conv_dnnl(a)) return;
+  if (!a.x_blocked && !a.y_blocked) return conv_plain(a);
+  // The plain path computes row-major: convert around it.
+  std::vector<float> x, y;
+  ConvArgs plain = a;
+  if (a.x_blocked) {
+    x.resize(static_cast<size_t>(ir::numel(a.x)));
+    from_blocked(a.x_data, x.data(), a.x);
+    plain.x_data = x.data();
+  }
+  if (a.y_blocked) {
+    y.resize(static_cast<size_t>(ir::numel(a.y)));
+    plain.y_data = y.data();
+  }
+  plain.x_blocked = plain.y_blocked = false;
+  conv_plain(plain);
+  if (a.y_blocked) to_blocked(y.data(), a.y_data, a.y);
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
 // oneDNN convolution / deconvolution with memory format `any`: oneDNN picks
 // blocked layouts (nChw8c on AVX2) and we reorder the plain tensors in and
-// out. Primitives and reorders are cached per shapes + attributes; the
-// scratchpad is ours (user mode) so one primitive may run on several threads.
+// out, except for activations the runner keeps blocked (blocked_layout.h:
+// the layout these kernels compute in). Primitives and reorders are cached
+// per shapes + attributes + layouts; the scratchpad is ours (user mode) so
+// one primitive may run on several threads.
 #include <cassert>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
@@ -56,8 +59,8 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
   const memory::dims &strides = win.strides, &dilates = win.dilates, &pad_l = win.pad_l,
                      &pad_r = win.pad_r;
   auto p = std::make_shared<ConvPrimitive>();
-  p->user_src = du::plain_desc(a.x);
-  p->user_dst = du::plain_desc(a.y);
+  p->user_src = a.x_blocked ? blocked_desc(a.x) : du::plain_desc(a.x);
+  p->user_dst = a.y_blocked ? blocked_desc(a.y) : du::plain_desc(a.y);
   p->user_w = user_weights(a);
   if (a.b_data) p->user_b = du::plain_desc({a.y[1]});
   auto any = [](const memory::desc& d) {
@@ -171,7 +174,8 @@ std::string conv_cache_key(const ConvArgs& a) {
          du::key_of(a.w) + " y" + du::key_of(a.y) + " g" + std::to_string(a.group) + " s" +
          du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
          " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
-         (a.b_data ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
+         (a.b_data ? " bias" : "") + (a.x_blocked ? " x:blocked" : "") +
+         (a.y_blocked ? " y:blocked" : "") + " threads " + std::to_string(dnnl_threads());
 }
 
 bool conv_dnnl(const ConvArgs& a) {

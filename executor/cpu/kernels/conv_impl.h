@@ -28,6 +28,9 @@ struct ConvArgs {
   /// values_version changes, so its reordered form may be cached.
   bool w_is_value = false;
   uint64_t values_version = 0;
+  /// x_data / y_data are in the blocked layout (blocked_layout.h), not
+  /// row-major; Conv only, 4-D only.
+  bool x_blocked = false, y_blocked = false;
 };
 
 /// Runs the convolution with oneDNN; false when oneDNN cannot express it

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/pool_window.h"
 
 namespace pipetrain::exec::cpu {
@@ -46,9 +47,35 @@ void max_pool_plane(const Window3& p, const std::array<AxisTaps, 3>& t, const fl
     }
 }
 
+// x and y blocked (blocked_layout.h): N * C / B images of (H, W, B), so the
+// running max runs over B contiguous channels. Max is exact: this equals the
+// plain path bit for bit.
+void max_pool_blocked(const Window3& p, const std::array<AxisTaps, 3>& taps, const ir::Shape& xs,
+                      const float* x, float* y) {
+  const int64_t channels = channel_block(xs[1]);
+  for (int64_t n = 0; n < xs[0] * xs[1] / channels; ++n) {
+    const float* xn = x + n * p.in_size() * channels;
+    float* yn = y + n * p.out_size() * channels;
+    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+      float* acc = yn + o * channels;
+      std::fill(acc, acc + channels, -std::numeric_limits<float>::infinity());
+      for (int64_t a = lo[0]; a < hi[0]; ++a)
+        for (int64_t b = lo[1]; b < hi[1]; ++b) {
+          const int64_t row = ((st[0] + a * p.d[0]) * p.in[1] + st[1] + b * p.d[1]) * p.in[2];
+          for (int64_t c = lo[2]; c < hi[2]; ++c)
+            running_max<1>(acc, xn + (row + st[2] + c * p.d[2]) * channels, 0, channels);
+        }
+    });
+  }
+}
+
 void max_pool(KernelContext& ctx) {
-  const ir::Tensor& x = ctx.in(0);                                       // (N, C, D...)
-  ir::Tensor& y = ctx.out(0);                                            // (N, C, O...)
+  const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
+  ir::Tensor& y = ctx.out(0);       // (N, C, O...)
+  if (ctx.in_blocked(0)) {          // no Indices (blocked_layout_role)
+    Window3 p = pool_geometry(ctx.n(), x.shape());
+    return max_pool_blocked(p, axis_taps(p), x.shape(), x.data<float>(), y.data<float>());
+  }
   int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
   bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
   Window3 p = pool_geometry(ctx.n(), x.shape());
@@ -122,6 +149,23 @@ void global_average_pool(KernelContext& ctx) {
   ir::Tensor& y = ctx.out(0);       // (N, C, 1...)
   int64_t planes = x.shape()[0] * x.shape()[1];
   int64_t size = planes == 0 ? 0 : x.numel() / planes;
+  if (ctx.in_blocked(0)) {
+    // x as N * C / B images of (H, W, B): the same sums in the same order per
+    // channel, so the same bits; y (N, C, 1, 1) is the same bytes in either layout.
+    const int64_t channels = channel_block(x.shape()[1]);
+    std::vector<double> sum(static_cast<size_t>(channels));
+    for (int64_t n = 0; n < planes / channels; ++n) {
+      const float* xn = x.data<float>() + n * size * channels;
+      std::fill(sum.begin(), sum.end(), 0.0);
+      for (int64_t i = 0; i < size; ++i)
+        for (int64_t c = 0; c < channels; ++c) sum[static_cast<size_t>(c)] += xn[i * channels + c];
+      for (int64_t c = 0; c < channels; ++c)
+        y.data<float>()[n * channels + c] =
+            size > 0 ? static_cast<float>(sum[static_cast<size_t>(c)] / static_cast<double>(size))
+                     : 0.0f;
+    }
+    return;
+  }
   for (int64_t pl = 0; pl < planes; ++pl) {
     const float* xp = x.data<float>() + pl * size;
     double sum = 0;

@@ -1,0 +1,185 @@
+// The blocked-layout plan: which activations stay in oneDNN's convolution
+// layout between kernels, that the plan keeps graph outputs and everything a
+// layout-blind kernel reads row-major, and that a run with the plan gives
+// bitwise the outputs of one without it (forward and training step).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "autodiff/training_graph.h"
+#include "executor/backend.h"
+#include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/forward_runner.h"
+#include "executor/layout_plan.h"
+#include "importer/importer.h"
+#include "models/zoo.h"
+#include "tests/autodiff/grad_check.h"
+#include "tests/executor/test_models.h"
+
+namespace pipetrain {
+namespace {
+
+using testing_models::node;
+using testing_models::wave;
+using Tensors = std::map<std::string, ir::Tensor>;
+
+ir::Node with_attrs(ir::Node n, std::map<std::string, ir::Attribute> attrs) {
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+// x (2, 3, 12, 12) -> Conv+bias -> Relu -> MaxPool -> [Conv -> Add(., pooled) -> Mul 0.5
+// -> Relu] -> grouped strided Conv -> Add bias (1, 16, 1, 1) -> GlobalAveragePool -> out;
+// the block's Relu also feeds a second GlobalAveragePool -> out2.
+ir::Graph conv_block(const std::vector<std::string>& outputs) {
+  ir::Graph g;
+  g.name = "conv_block";
+  g.set_tensor({"x", ir::DType::kF32, {2, 3, 12, 12}, ir::Role::kInput});
+  g.inputs = {"x"};
+  g.set_value("w0", wave({16, 3, 3, 3}, 0.1, 0.4), ir::Role::kParam);
+  g.set_value("b0", wave({16}, 0.2, 0.1), ir::Role::kParam);
+  g.set_value("w1", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
+  g.set_value("w2", wave({16, 8, 3, 3}, 0.4, 0.2), ir::Role::kParam);
+  g.set_value("b4", wave({1, 16, 1, 1}, 0.5, 0.1), ir::Role::kParam);
+  g.set_value("half", ir::Tensor::from_f32({0.5f}, {}), ir::Role::kConstant);
+  const std::vector<int64_t> pad1 = {1, 1, 1, 1};
+  g.nodes = {
+      with_attrs(node("conv0", "Conv", {"x", "w0", "b0"}, {"c0"}), {{"pads", pad1}}),
+      node("relu0", "Relu", {"c0"}, {"r0"}),
+      with_attrs(
+          node("pool", "MaxPool", {"r0"}, {"p"}),
+          {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}),
+      with_attrs(node("conv1", "Conv", {"p", "w1"}, {"c1"}), {{"pads", pad1}}),
+      node("add", "Add", {"c1", "p"}, {"s"}),
+      node("mul", "Mul", {"s", "half"}, {"m"}),
+      node("relu1", "Relu", {"m"}, {"r1"}),
+      with_attrs(node("conv2", "Conv", {"r1", "w2"}, {"c2"}),
+                 {{"pads", pad1}, {"strides", std::vector<int64_t>{2, 2}}, {"group", int64_t{2}}}),
+      node("bias", "Add", {"c2", "b4"}, {"c3"}),
+      node("gap", "GlobalAveragePool", {"c3"}, {"out"}),
+      node("gap2", "GlobalAveragePool", {"r1"}, {"out2"}),
+  };
+  g.outputs = outputs;
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+bool blocked_layout_available() {
+  return exec::cpu::channel_block(16) > 0;
+}
+
+void expect_bitwise(const Tensors& got, const Tensors& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (const auto& [name, t] : want) {
+    const ir::Tensor& o = got.at(name);
+    ASSERT_EQ(o.nbytes(), t.nbytes()) << what << ": " << name;
+    EXPECT_EQ(std::memcmp(o.raw(), t.raw(), t.nbytes()), 0) << what << ": " << name << " differs";
+  }
+}
+
+// Runs g with and without the blocked layout, planned and unplanned memory,
+// twice each (the second run finds dirty buffers), and compares all outputs.
+void expect_layout_blind(const ir::Graph& g, const Tensors& feeds) {
+  auto plain_backend = exec::make_cpu_backend({/*blocked_layout=*/false});
+  auto blocked_backend = exec::make_cpu_backend();
+  const Tensors want = exec::ForwardRunner(g, *plain_backend).run(feeds);
+  for (bool plan_memory : {false, true}) {
+    exec::ForwardRunner runner(g, *blocked_backend, plan_memory);
+    if (plan_memory) runner.poison_arena();
+    for (int rep = 0; rep < 2; ++rep)
+      expect_bitwise(
+          runner.run(feeds), want,
+          std::string(plan_memory ? "planned" : "unplanned") + " run " + std::to_string(rep));
+  }
+}
+
+TEST(LayoutPlan, KeepsConvChainsBlockedAndBroadcastsAndOutputsPlain) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  ir::Graph g = conv_block({"out", "out2"});
+  auto backend = exec::make_cpu_backend();
+  exec::LayoutPlan plan = exec::plan_blocked_layout(g, *backend, {"out", "out2"});
+  // c2 feeds a broadcast Add (layout-blind), c3 comes from it, x is a graph
+  // input, out and out2 are graph outputs.
+  EXPECT_EQ(plan.tensors, (std::set<std::string>{"c0", "r0", "p", "c1", "s", "m", "r1"}));
+  auto conv2 = std::find_if(g.nodes.begin(), g.nodes.end(),
+                            [](const ir::Node& n) { return n.name == "conv2"; }) -
+               g.nodes.begin();
+  EXPECT_EQ(plan.inputs[conv2], 1u) << "conv2 reads r1 blocked";
+  EXPECT_EQ(plan.outputs[conv2], 0u) << "conv2 writes c2 row-major";
+}
+
+TEST(LayoutPlan, AGraphOutputInsideTheChainUnblocksAllThatShareItsLayout) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  // r0 goes back to the caller row-major: MaxPool must read it so, so p is
+  // plain, so the Add and everything elementwise after it is, and c0 (read by
+  // relu0) too. Nothing is left.
+  ir::Graph g = conv_block({"out", "out2", "r0"});
+  auto backend = exec::make_cpu_backend();
+  auto plan = exec::plan_blocked_layout(g, *backend, {"out", "out2", "r0"});
+  EXPECT_TRUE(plan.empty()) << plan.tensors.size() << " tensors blocked";
+}
+
+TEST(LayoutPlan, NothingIsBlockedWhenTheBackendSaysNo) {
+  ir::Graph g = conv_block({"out", "out2"});
+  auto backend = exec::make_cpu_backend({/*blocked_layout=*/false});
+  EXPECT_TRUE(exec::plan_blocked_layout(g, *backend, {}).empty());
+}
+
+TEST(LayoutPlan, BlockedRunsEqualPlainRunsBitwise) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  ir::Graph g = conv_block({"out", "out2"});
+  expect_layout_blind(g, {{"x", wave({2, 3, 12, 12}, 0.7, 1.0)}});
+}
+
+TEST(LayoutPlan, ConversionsRoundTrip) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  const ir::Shape s = {2, 16, 3, 5};
+  ir::Tensor x = wave(s, 0.3, 1.0);
+  std::vector<float> blocked(static_cast<size_t>(x.numel())), back(blocked.size());
+  exec::cpu::to_blocked(x.data<float>(), blocked.data(), s);
+  exec::cpu::from_blocked(blocked.data(), back.data(), s);
+  EXPECT_EQ(std::memcmp(back.data(), x.raw(), x.nbytes()), 0);
+  // Element (n, c, h, w) = (1, 9, 2, 4) where the layout formula puts it.
+  const int64_t b = exec::cpu::channel_block(16), n = 1, c = 9, h = 2, w = 4;
+  const int64_t at = (((n * 16 / b + c / b) * 3 + h) * 5 + w) * b + c % b;
+  EXPECT_EQ(blocked[static_cast<size_t>(at)], x.data<float>()[((n * 16 + c) * 3 + h) * 5 + w]);
+}
+
+// A small VGG (convolution, ReLU and max-pool chains), forward as an
+// inference run and as a whole training step with its gradients.
+TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  models::ZooOptions opts;
+  opts.batch = 2;
+  opts.image_size = 224;
+  opts.width_divisor = 8;
+  opts.num_classes = 10;
+  opts.seed = 3;
+  onnx::ModelProto proto = models::build_zoo_model("vgg16", opts);
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+  auto backend = exec::make_cpu_backend();
+  std::set<std::string> outputs(model.outputs.begin(), model.outputs.end());
+  EXPECT_GE(exec::plan_blocked_layout(model, *backend, outputs).tensors.size(), 20u)
+      << "vgg16's convolution chains should stay blocked";
+  std::mt19937_64 rng(11);
+  ir::Tensor x = test::random_tensor(model.tensor(model.inputs[0]).shape, test::Gen::kUniform, rng);
+  expect_layout_blind(model, {{model.inputs[0], x}});
+
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  Tensors feeds = {{model.inputs[0], x}};
+  for (const auto& in : tg.graph.inputs)
+    if (!feeds.count(in)) feeds[in] = ir::Tensor::from_i64({3, 7}, {2});
+  expect_layout_blind(tg.graph, feeds);
+}
+
+}  // namespace
+}  // namespace pipetrain
