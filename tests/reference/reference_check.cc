@@ -9,7 +9,12 @@
 // float64 (torch32_error.txt) and the float64 result's own movement under
 // float32-sized perturbations of weights and inputs (float64_spread.txt).
 // Deep BatchNorm nets on batch statistics amplify float32 rounding whoever
-// computes them, and near a ReLU kink a gradient jumps.
+// computes them, and near a ReLU kink a gradient jumps. A gradient that is
+// zero in exact arithmetic (a convolution's bias before an InstanceNorm: its
+// float64 reference is 1e-14 where the model's gradients are 10-100) has no
+// scale of its own, so its error is measured against the model's largest
+// gradient instead, with the 1e-3 bound (float32's rounding noise divided by
+// float64's, the plain measure there, differs by the summation order alone).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -53,14 +58,19 @@ double bound_for(const std::map<std::string, double>& torch32, const std::string
   return it == torch32.end() ? base : std::max(base, 2 * it->second);
 }
 
-double relative_error(const ir::Tensor& got, const ir::Tensor& want) {
+double max_abs(const ir::Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.at(i)));
+  return m;
+}
+
+/// max |got - want| / max(max |want|, floor).
+double relative_error(const ir::Tensor& got, const ir::Tensor& want, double floor = 1e-30) {
   if (got.shape() != want.shape()) return INFINITY;
-  double diff = 0, scale = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
+  double diff = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
     diff = std::max(diff, std::abs(got.at(i) - want.at(i)));
-    scale = std::max(scale, std::abs(want.at(i)));
-  }
-  return std::isnan(diff) ? INFINITY : diff / std::max(scale, 1e-30);
+  return std::isnan(diff) ? INFINITY : diff / std::max(max_abs(want), floor);
 }
 
 // Appends loss = sum_k ReduceSum(output_k * seed_k), differentiates with respect
@@ -99,16 +109,23 @@ bool check_gradients(const fs::path& dir, ir::Graph g,
   autodiff::BackwardResult bw = autodiff::build_backward(g, loss, opts);
   auto backend = exec::make_cpu_backend();
   auto outs = exec::ForwardRunner(g, *backend).run(feeds);
+  std::map<std::string, ir::Tensor> want;
+  double model_scale = 0;  // the largest reference gradient element
+  for (const auto& [name, file] : expected) {
+    want[name] = ir::load_npy((dir / "grads" / file).string());
+    model_scale = std::max(model_scale, max_abs(want[name]));
+  }
   double worst = 0;  // the largest error / bound
   std::string worst_name;
   int failed = 0;
   for (const auto& [name, file] : expected) {
     auto it = bw.grads.find(name);
-    double err =
-        it == bw.grads.end()
-            ? INFINITY
-            : relative_error(outs.at(it->second), ir::load_npy((dir / "grads" / file).string()));
-    const double bound = bound_for(torch32, "grad " + name, kGradientBound);
+    // Zero in float32 at the model's scale: zero in exact arithmetic.
+    const bool zero = max_abs(want[name]) < 0x1p-24 * model_scale;
+    double err = it == bw.grads.end()
+                     ? INFINITY
+                     : relative_error(outs.at(it->second), want[name], zero ? model_scale : 1e-30);
+    const double bound = zero ? kGradientBound : bound_for(torch32, "grad " + name, kGradientBound);
     if (!(err <= bound)) {
       ++failed;
       std::printf("  %-12s   gradient of %s: rel. error %.2e, bound %.2e\n", dir.filename().c_str(),
