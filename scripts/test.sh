@@ -8,21 +8,29 @@
 # runs each fuzzer N seconds, 20 by default, 0 skips them; GPU_BUNDLE=0 skips the bundle)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Each phase's end on the clock, so that a slow CI run shows where its time went.
+phase() { echo "== test.sh: $1 done, $((SECONDS / 60)) min $((SECONDS % 60)) s in =="; }
 "$root/scripts/build.sh"
+phase build
 cd "$root/build"
 export OMP_WAIT_POLICY=passive  # 2 shared cores: spinning OpenMP barriers cost milliseconds per oneDNN call
 ctest --output-on-failure -j "$(nproc)" --timeout 1200
+phase ctest
 # The sanitizer builds (scripts/sanitize.sh; times on 2 cores in the README).
 if [[ ${ASAN:-1} != 0 ]]; then
   "$root/scripts/sanitize.sh" address
+  phase "AddressSanitizer"
 fi
 if [[ ${TSAN:-1} != 0 ]]; then
   "$root/scripts/sanitize.sh" thread
+  phase "ThreadSanitizer"
 fi
 if [[ ${FUZZ_SECONDS:-20} != 0 ]]; then
   "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-20}"
+  phase fuzz
 fi
 # The bundle a bare GPU machine runs benchmarks/gpu_check.sh from, and its CPU proof.
 if [[ ${GPU_BUNDLE:-1} != 0 ]]; then
   "$root/scripts/gpu_bundle.sh" --check
+  phase "GPU bundle"
 fi
