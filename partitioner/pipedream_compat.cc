@@ -34,42 +34,43 @@ struct Table {
   Cell& at(int i, int j, int m) { return cells[(size_t(i) * n + j) * machines + m]; }
 };
 
+// A range's compute (c), activations (a) and parameters (p) for chain
+// positions i..j (row 0 is layers 0..j, row i > 0 layers i..j): differences of
+// prefix sums, as the reference's matrices hold them. Only c changes between
+// levels (a level's times become the next level's compute), so it alone is a
+// table, column-major so that a split scan's reads of c(k + 1, j) over
+// consecutive k share cache lines; a and p, read at the same points, come from
+// the prefix sums in L1.
 struct Matrices {
   int n;
-  std::vector<Opt> compute, acts, params;  // (n + 1) x n
-  std::vector<double> out_act;             // n
-  Opt& c(int i, int j) { return compute[size_t(i) * n + j]; }
-  Opt a(int i, int j) const { return acts[size_t(i) * n + j]; }
-  Opt p(int i, int j) const { return params[size_t(i) * n + j]; }
+  std::vector<Opt> compute;                      // (n + 1) x n; none where j < i
+  std::vector<double> cum_c, cum_a, cum_p;       // n prefix sums
+  std::vector<double> out_act;                   // n
+  size_t at(int i, int j) const { return size_t(j) * (n + 1) + i; }
+  Opt& c(int i, int j) { return compute[at(i, j)]; }
+  static double range(const std::vector<double>& cum, int i, int j) {
+    return i == 0 ? cum[j] : cum[j] - cum[i - 1];
+  }
+  double a(int i, int j) const { return range(cum_a, i, j); }  // j >= i
+  double p(int i, int j) const { return range(cum_p, i, j); }
+  double prefix_c(int i, int j) const { return range(cum_c, i, j); }  // the lowest level's c
 };
 
 Matrices build_matrices(const Profile& profile) {
   Matrices mx;
   int n = mx.n = static_cast<int>(profile.layers.size());
   // States: state j is everything up to layer j; its totals are cumulative.
-  std::vector<double> cum_c(n), cum_a(n), cum_p(n);
   double c = 0, a = 0, p = 0;
   for (int j = 0; j < n; ++j) {
     const LayerProfile& l = profile.layers[j];
-    cum_c[j] = c += l.forward_s + l.backward_s;
-    cum_a[j] = a += static_cast<double>(l.output_bytes);
-    cum_p[j] = p += static_cast<double>(l.param_bytes);
+    mx.cum_c.push_back(c += l.forward_s + l.backward_s);
+    mx.cum_a.push_back(a += static_cast<double>(l.output_bytes));
+    mx.cum_p.push_back(p += static_cast<double>(l.param_bytes));
     mx.out_act.push_back(static_cast<double>(l.cut_bytes));
   }
   mx.compute.resize(size_t(n + 1) * n);
-  mx.acts.resize(size_t(n + 1) * n);
-  mx.params.resize(size_t(n + 1) * n);
-  for (int i = 0; i <= n; ++i)
-    for (int j = 0; j < n; ++j) {
-      size_t k = size_t(i) * n + j;
-      if (i == 0) {
-        mx.compute[k] = cum_c[j], mx.acts[k] = cum_a[j], mx.params[k] = cum_p[j];
-      } else if (j > i - 1) {
-        mx.compute[k] = cum_c[j] - cum_c[i - 1];
-        mx.acts[k] = cum_a[j] - cum_a[i - 1];
-        mx.params[k] = cum_p[j] - cum_p[i - 1];
-      }
-    }
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i <= j; ++i) mx.c(i, j) = mx.prefix_c(i, j);
   return mx;
 }
 
@@ -88,20 +89,23 @@ Table compute_partitioning(Matrices& mx, int num_machines, int within, double ba
   const bool use_memory = o.memory_limit && memory > 0;
   for (int i = 0; i < rows; ++i)
     for (int j = i; j < n; ++j) {
-      Opt cum_c = mx.c(i, j), cum_a = mx.a(i, j), cum_p = mx.p(i, j);
+      const Opt cum_c = mx.c(i, j);
+      const double cum_a = mx.a(i, j), cum_p = mx.p(i, j);
       int max_m = o.straight ? 1 : num_machines;
       for (int m = 0; m < max_m; ++m) {
         if (!cum_c) continue;  // stays (None, None, None)
-        double stashed = ceil_div(num_machines - (m + 1), m + 1) * (*cum_a + *cum_p);
+        double stashed = ceil_div(num_machines - (m + 1), m + 1) * (cum_a + cum_p);
         if (use_memory && stashed > memory) continue;
-        double dp_comm = (4.0 * m * *cum_p) / (bandwidth * (m + 1));
+        double dp_comm = (4.0 * m * cum_p) / (bandwidth * (m + 1));
         dp_comm /= within;
         A.at(i, j, m) = {(*cum_c + dp_comm) / (m + 1), -1, -1, m + 1};
       }
     }
   const int max_i = final_level ? 1 : rows;
+  std::vector<double> stash_copies(num_machines + 1);  // the reference's ceil, per m and mp
   for (int i = 0; i < max_i; ++i)
-    for (int m = 1; m < num_machines; ++m)
+    for (int m = 1; m < num_machines; ++m) {
+      for (int mp = 1; mp <= m; ++mp) stash_copies[mp] = ceil_div(num_machines - (m + 1), mp);
       for (int j = i + 1; j < n; ++j) {
         Cell best = A.at(i, j, m);
         if (o.fewer_workers) {
@@ -110,24 +114,28 @@ Table compute_partitioning(Matrices& mx, int num_machines, int within, double ba
         }
         // The reference's time for split k (chain i..k on m - mp + 1
         // machines, k + 1..j on mp); nothing where it skips the split.
+        // (The same arithmetic as the reference's, in an order that computes
+        // the transfers and the stash only where they count.)
         auto split_time = [&](int k, int mp, double* last_t_out) -> Opt {
-          double in_t = (2.0 * mx.out_act[k]) / (bandwidth * mp);
-          Opt out_t;
-          if (j < n - 1) out_t = (2.0 * mx.out_act[j]) / (bandwidth * mp);
           Opt last = mx.c(k + 1, j);
           if (!last) return std::nullopt;
-          double last_p = *mx.p(k + 1, j);
-          double stashed = (*mx.a(k + 1, j) + last_p) * ceil_div(num_machines - (m + 1), mp);
-          if (use_memory && stashed > memory) return std::nullopt;
+          double last_p = mx.p(k + 1, j);
+          if (use_memory) {
+            double stashed = (mx.a(k + 1, j) + last_p) * stash_copies[mp];
+            if (stashed > memory) return std::nullopt;
+          }
           double last_t = (*last + (4.0 * (mp - 1) * last_p) / (bandwidth * mp)) / mp;
           if (last_t_out) *last_t_out = last_t;
           const Cell& prev = A.at(i, k, m - mp);
           if (!prev.time) return std::nullopt;
           double t = std::max(*prev.time, last_t);
           if (o.compression_ratio > 0) {
-            in_t /= o.compression_ratio;
-            t = std::max(t, in_t);
-            if (out_t) t = std::max(t, *out_t / o.compression_ratio);
+            double in_t = (2.0 * mx.out_act[k]) / (bandwidth * mp);
+            t = std::max(t, in_t / o.compression_ratio);
+            if (j < n - 1) {
+              double out_t = (2.0 * mx.out_act[j]) / (bandwidth * mp);
+              t = std::max(t, out_t / o.compression_ratio);
+            }
           }
           return t;
         };
@@ -147,11 +155,31 @@ Table compute_partitioning(Matrices& mx, int num_machines, int within, double ba
           // so far ends the scan. Ties go where the reference's order puts
           // them (the smallest k, then the smallest mp; the unsplit cell
           // unless strictly beaten), so the answer is the same.
+          //
+          // And the first part's time A(i, k, m - mp) is at least its average,
+          // C(i..k) / (m - mp + 1) (no plan's slowest stage beats it; the slack
+          // covers rounding), which grows with k: the scan starts below the k
+          // whose first part alone is slower than the best so far, found by
+          // bisection. Both bounds leave a window of a few splits around the
+          // balance point; the skipped ones are strictly slower, so no tie moves.
           constexpr double kInf = std::numeric_limits<double>::infinity();
           double best_t = best.time ? *best.time : kInf;
           int best_k = -1, best_mp = -1;
-          for (int mp = 1; mp < max_mp; ++mp)
-            for (int k = j - 1; k >= k_lo; --k) {
+          for (int mp = 1; mp < max_mp; ++mp) {
+            const double parts = m - mp + 1;
+            auto head_too_slow = [&](int k) {  // (k = i - 1: no head, false)
+              return k >= i && mx.prefix_c(i, k) * (1 - 1e-9) > best_t * parts;
+            };
+            int start = j - 1;
+            if (head_too_slow(start)) {
+              int fast = k_lo - 1, slow = start;  // head_too_slow(slow); fast: not, or none
+              while (slow - fast > 1) {
+                const int mid = fast + (slow - fast) / 2;
+                (head_too_slow(mid) ? slow : fast) = mid;
+              }
+              start = fast;
+            }
+            for (int k = start; k >= k_lo; --k) {
               double last_t = kInf;
               const Opt t = split_time(k, mp, &last_t);
               if (last_t > best_t) break;  // (and infeasible last stages: inf)
@@ -160,10 +188,12 @@ Table compute_partitioning(Matrices& mx, int num_machines, int within, double ba
                                                 (k < best_k || (k == best_k && mp < best_mp)));
               if (wins) best_t = *t, best_k = k, best_mp = mp;
             }
+          }
           if (best_k >= 0) best = {best_t, best_k, m - best_mp, best_mp};
         }
         A.at(i, j, m) = best;
       }
+    }
   return A;
 }
 

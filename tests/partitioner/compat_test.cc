@@ -122,15 +122,15 @@ TEST(PipeDreamCompat, LevelByLevelCannotSpanAFractionOfAServer) {
 TEST(PipeDreamCompat, PrunedScanGivesTheExhaustiveScansAnswers) {
   // The pruned scan of each cell's split points against the reference's
   // scan of every one (PipeDreamOptions::exhaustive): the same stages, workers and
-  // times on random chains (zero-cost layers included, for ties), one and
-  // two levels, with and without the reference's options.
+  // times on random chains (zero-cost layers included, for ties; 150 layers
+  // in a few), one and two levels, with and without the reference's options.
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> t(1e-4, 5e-3);
   std::uniform_int_distribution<int64_t> bytes(1 << 16, 1 << 26);
   std::uniform_int_distribution<int> coin(0, 5);
   int compared = 0;
   for (int trial = 0; trial < 400; ++trial) {
-    const int n = 2 + trial % 40;
+    const int n = trial % 50 == 7 ? 150 : 2 + trial % 40;  // long chains: wide bisections
     Profile p;
     for (int i = 0; i < n; ++i) {
       const double f = coin(rng) == 0 ? 0.0 : t(rng);
@@ -147,6 +147,7 @@ TEST(PipeDreamCompat, PrunedScanGivesTheExhaustiveScansAnswers) {
     PipeDreamOptions o;
     o.straight = trial % 5 == 1;
     o.fewer_workers = trial % 4 == 2;
+    if (trial % 7 == 4) o.compression_ratio = 2.0;
     if (trial % 6 == 3) {
       o.memory_limit = true;
       top.memory_bytes = 6e8;
