@@ -6,6 +6,7 @@
 // conformance data pins down; two cases also carry PyTorch autograd values.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -279,6 +280,40 @@ TEST(ConvGrad, OnlyTheRequestedOutputs) {
       if (part[k].defined()) expect_close(part[k], full[k]);
     }
   }
+}
+
+// The backward-data primitive's weights are cached as the forward's are
+// (conv_test's WeightCacheFollowsValuesVersion): per (buffer, values_version)
+// of a graph value, so the microbatches of one update reorder them once. The
+// same version reuses them even if the bytes changed; a new version, a
+// non-value or version 0 reorders anew.
+TEST(ConvGrad, BackwardDataWeightCacheFollowsValuesVersion) {
+  const Case c{"Conv", {2, 16, 7, 7}, {8, 16, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}};
+  Tensor x = wave(c.x, 0.3), w = wave(c.w, 1.1, 0.5), dy = wave({2, 8, 7, 7}, 2.0);
+  const Tensor w1 = wave(c.w, 1.1, 0.5), w2 = wave(c.w, 0.7, 0.1);
+  auto dx_of = [&](const Tensor& weights, bool dnnl, bool is_value, uint64_t version) {
+    Grads r{zeros(x.shape()), zeros(w.shape()), zeros({8})};
+    exec::cpu::ConvGradArgs g = grad_args(c, x, weights, dy, r);
+    g.dw = g.db = nullptr;
+    g.conv.w_is_value = is_value;
+    g.conv.values_version = version;
+    if (dnnl)
+      EXPECT_TRUE(exec::cpu::conv_grad_dnnl(g));
+    else
+      exec::cpu::conv_grad_plain(g);
+    return r.dx;
+  };
+  const Tensor want1 = dx_of(w1, false, false, 0), want2 = dx_of(w2, false, false, 0);
+  const uint64_t v = 0x5eed0002;  // a version no other test uses
+  expect_close(dx_of(w, true, true, v), want1);
+  std::memcpy(w.raw(), w2.raw(), w.nbytes());  // changed in place, version not bumped
+  expect_close(dx_of(w, true, true, v), want1);
+  expect_close(dx_of(w, true, false, v), want2);
+  expect_close(dx_of(w, true, true, v + 1), want2);
+  std::memcpy(w.raw(), w1.raw(), w.nbytes());
+  expect_close(dx_of(w, true, true, 0), want1);
+  std::memcpy(w.raw(), w2.raw(), w.nbytes());
+  expect_close(dx_of(w, true, true, 0), want2);
 }
 
 TEST(ConvGrad, RefusesADyThatDoesNotMatchTheForward) {

@@ -5,7 +5,6 @@
 // per shapes + attributes + layouts; the scratchpad is ours (user mode) so
 // one primitive may run on several threads.
 #include <cassert>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -21,25 +20,13 @@ namespace {
 using dnnl::memory;
 namespace du = dnnl_util;
 
-// Weights in the primitive's layout, reordered once per (weight buffer,
-// values_version) for weights that are graph values.
-struct CachedWeights {
-  uint64_t version = 0;
-  memory w;
-};
-
 struct ConvPrimitive {
   dnnl::primitive prim;
   memory::desc user_src, user_w, user_dst, user_b;
   memory::desc src, w, dst, scratch;
   std::optional<dnnl::reorder> src_in, w_in, dst_out;  // set when layouts differ
-  std::mutex weights_mu;
-  std::unordered_map<const float*, CachedWeights> weights;  // guarded by weights_mu
+  du::WeightCache weights;
 };
-
-// Bounds the weight cache of one primitive (weights reallocated by their
-// owner leave stale entries keyed by dead addresses).
-constexpr size_t kMaxCachedWeights = 64;
 
 int64_t product(const ir::Shape& s, size_t from) {
   int64_t p = 1;
@@ -101,31 +88,6 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
     return nullptr;  // not expressible in oneDNN: the plain path runs instead
   }
   return p;
-}
-
-// The weights in p.w's layout: from the cache when they are a graph value
-// reordered at the current values_version, else reordered now (and cached
-// when they are a value). The returned handle keeps its buffer alive even if
-// another thread replaces the cache entry meanwhile.
-memory reordered_weights(ConvPrimitive& p, const ConvArgs& a, memory user_w) {
-  auto& eng = du::engine();
-  auto& s = du::stream();
-  // Version 0 promises nothing: another model's weights may since sit at this address.
-  const bool cacheable = a.w_is_value && a.values_version != 0;
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(p.weights_mu);
-    auto it = p.weights.find(a.w_data);
-    if (it != p.weights.end() && it->second.version == a.values_version) return it->second.w;
-  }
-  memory w(p.w, eng);
-  p.w_in->execute(s, user_w, w);
-  s.wait();
-  if (cacheable) {
-    std::lock_guard<std::mutex> lock(p.weights_mu);
-    if (p.weights.size() >= kMaxCachedWeights && !p.weights.count(a.w_data)) p.weights.clear();
-    p.weights[a.w_data] = CachedWeights{a.values_version, w};
-  }
-  return w;
 }
 
 }  // namespace
@@ -192,7 +154,7 @@ bool conv_dnnl(const ConvArgs& a) {
     src = memory(p->src, eng);
     p->src_in->execute(s, user_src, src);
   }
-  if (p->w_in) w = reordered_weights(*p, a, user_w);
+  if (p->w_in) w = p->weights.get(*p->w_in, user_w, p->w, a.w_data, a.w_is_value, a.values_version);
   if (p->dst_out) dst = memory(p->dst, eng);
   memory scratch(p->scratch, eng);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},

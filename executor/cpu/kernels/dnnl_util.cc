@@ -47,4 +47,25 @@ std::string key_of(const ir::Shape& s) {
   return ir::shape_str(s);
 }
 
+dnnl::memory WeightCache::get(const dnnl::reorder& reorder, dnnl::memory user,
+                              const dnnl::memory::desc& inner, const float* data, bool is_value,
+                              uint64_t version) {
+  // Version 0 promises nothing: another model's weights may since sit at this address.
+  const bool cacheable = is_value && version != 0;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(data);
+    if (it != entries_.end() && it->second.version == version) return it->second.w;
+  }
+  dnnl::memory w(inner, engine());
+  reorder.execute(stream(), user, w);
+  stream().wait();
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() >= kMaxEntries && !entries_.count(data)) entries_.clear();
+    entries_[data] = Entry{version, w};
+  }
+  return w;
+}
+
 }  // namespace pipetrain::exec::cpu::dnnl_util

@@ -3,9 +3,12 @@
 // (creating a primitive costs far more than running a small one).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -27,6 +30,31 @@ std::shared_ptr<T> cached_as(const std::string& key,
                              const std::function<std::shared_ptr<T>()>& make) {
   return std::static_pointer_cast<T>(cached(key, [&] { return std::shared_ptr<void>(make()); }));
 }
+
+/// Weights in one primitive's layout, reordered once per (buffer, values_version)
+/// when they are a graph value (KernelContext::values_version: the same bytes until
+/// it changes); anything else is reordered on every call. A training step then
+/// reorders each weight once per update and layout it is read in (the forward's,
+/// the backward-data's), not once per microbatch.
+class WeightCache {
+ public:
+  /// `user` in the layout `inner` via `reorder`; the handle keeps its buffer alive
+  /// even if another thread replaces the entry meanwhile.
+  dnnl::memory get(const dnnl::reorder& reorder, dnnl::memory user,
+                   const dnnl::memory::desc& inner, const float* data, bool is_value,
+                   uint64_t version);
+
+ private:
+  // Bounds the entries (weights reallocated by their owner leave stale ones keyed
+  // by dead addresses).
+  static constexpr size_t kMaxEntries = 64;
+  struct Entry {
+    uint64_t version = 0;
+    dnnl::memory w;
+  };
+  std::mutex mu_;
+  std::unordered_map<const float*, Entry> entries_;  // guarded by mu_
+};
 
 /// Plain (row-major) f32 descriptor with explicit strides in elements.
 dnnl::memory::desc plain_desc(const ir::Shape& dims, const ir::Shape& strides);

@@ -67,6 +67,7 @@ struct DataPrimitive {
   dnnl::primitive prim;
   Operand dy, w, dx;
   memory::desc scratch;
+  du::WeightCache weights;  // W in its layout (not the forward's), once per update
 };
 
 // dW (and dB when fused) = backward_weights(X, dY).
@@ -211,7 +212,11 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
   memory dy_data;  // dY in dp's layout, reused by wp when the layouts agree
   if (dp) {
     dy_data = dp->dy.bind_input(g.dy);
-    memory w = dp->w.bind_input(a.w_data);
+    memory w = dp->w.reorder ? dp->weights.get(*dp->w.reorder,
+                                               memory(dp->w.user, eng, const_cast<float*>(a.w_data)),
+                                               dp->w.inner, a.w_data, a.w_is_value,
+                                               a.values_version)
+                             : dp->w.bind_input(a.w_data);
     memory dx = dp->dx.bind_output(g.dx);
     memory scratch(dp->scratch, eng);
     dp->prim.execute(s, {{DNNL_ARG_DIFF_DST, dy_data},
@@ -346,6 +351,8 @@ ConvGradArgs grad_args(KernelContext& ctx, bool transposed) {
   check_conv_grad_shapes(n, a);
   a.x_data = x.data<float>();
   a.w_data = w.data<float>();
+  a.w_is_value = ctx.in_is_value(2);
+  a.values_version = ctx.values_version;
   g.dy = dy.data<float>();
   g.dx = ctx.has_out(0) ? ctx.out(0).data<float>() : nullptr;
   g.dw = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;
