@@ -23,11 +23,14 @@ case $kind in
     # mpi/gpu jobs, ONNX conformance, the PyTorch references and the accuracy runs are covered
     # by the plain build and are too slow under ASan.
     select=(-LE "mpi|gpu|conformance|reference|slow" -E "sentencepiece|lm_train")
+    # The unit tests' own sources uninstrumented (tests/CMakeLists.txt says why).
+    extra=(-DPIPETRAIN_SANITIZE_TESTS=OFF)
     export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:halt_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ;;
   thread)
     flags="-fsanitize=thread"
+    extra=(-DPIPETRAIN_SANITIZE_TESTS=ON)
     targets=(executor_pipeline_test executor_pipeline_fault_test executor_local_communicator_test
              executor_stage_program_test data_batch_loader_test importer_checkpoint_files_test
              pipetrain)
@@ -42,7 +45,7 @@ esac
 # time of Release's -O3, with line numbers in reports. No benchmarks: no test runs them.
 flags="-O1 -g1 $flags"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DPIPETRAIN_CUDA=OFF \
-  -DPIPETRAIN_BENCHMARKS=OFF -DPIPETRAIN_WERROR=OFF "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
+  -DPIPETRAIN_BENCHMARKS=OFF -DPIPETRAIN_WERROR=OFF "${extra[@]}" "-DCMAKE_CXX_FLAGS=$flags" "-DCMAKE_C_FLAGS=$flags" \
   "-DCMAKE_EXE_LINKER_FLAGS=$flags" "-DCMAKE_SHARED_LINKER_FLAGS=$flags" >/dev/null
 ninja -C "$build" "${targets[@]}"
 cd "$build"
