@@ -154,7 +154,8 @@ bool conv_dnnl(const ConvArgs& a) {
     src = memory(p->src, eng);
     p->src_in->execute(s, user_src, src);
   }
-  if (p->w_in) w = p->weights.get(*p->w_in, user_w, p->w, a.w_data, a.w_is_value, a.values_version);
+  if (p->w_in)
+    w = p->weights.get(*p->w_in, p->user_w, p->w, a.w_data, a.w_is_value, a.values_version);
   if (p->dst_out) dst = memory(p->dst, eng);
   memory scratch(p->scratch, eng);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},

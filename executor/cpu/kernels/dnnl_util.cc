@@ -47,7 +47,7 @@ std::string key_of(const ir::Shape& s) {
   return ir::shape_str(s);
 }
 
-dnnl::memory WeightCache::get(const dnnl::reorder& reorder, dnnl::memory user,
+dnnl::memory WeightCache::get(const dnnl::reorder& reorder, const dnnl::memory::desc& user,
                               const dnnl::memory::desc& inner, const float* data, bool is_value,
                               uint64_t version) {
   // Version 0 promises nothing: another model's weights may since sit at this address.
@@ -57,8 +57,9 @@ dnnl::memory WeightCache::get(const dnnl::reorder& reorder, dnnl::memory user,
     auto it = entries_.find(data);
     if (it != entries_.end() && it->second.version == version) return it->second.w;
   }
+  dnnl::memory from(user, engine(), const_cast<float*>(data));  // only read
   dnnl::memory w(inner, engine());
-  reorder.execute(stream(), user, w);
+  reorder.execute(stream(), from, w);
   stream().wait();
   if (cacheable) {
     std::lock_guard<std::mutex> lock(mu_);

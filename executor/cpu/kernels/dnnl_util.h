@@ -38,9 +38,9 @@ std::shared_ptr<T> cached_as(const std::string& key,
 /// the backward-data's), not once per microbatch.
 class WeightCache {
  public:
-  /// `user` in the layout `inner` via `reorder`; the handle keeps its buffer alive
-  /// even if another thread replaces the entry meanwhile.
-  dnnl::memory get(const dnnl::reorder& reorder, dnnl::memory user,
+  /// `data` (described by `user`) in the layout `inner` via `reorder`; the handle keeps
+  /// its buffer alive even if another thread replaces the entry meanwhile.
+  dnnl::memory get(const dnnl::reorder& reorder, const dnnl::memory::desc& user,
                    const dnnl::memory::desc& inner, const float* data, bool is_value,
                    uint64_t version);
 

@@ -212,10 +212,8 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
   memory dy_data;  // dY in dp's layout, reused by wp when the layouts agree
   if (dp) {
     dy_data = dp->dy.bind_input(g.dy);
-    memory w = dp->w.reorder ? dp->weights.get(*dp->w.reorder,
-                                               memory(dp->w.user, eng, const_cast<float*>(a.w_data)),
-                                               dp->w.inner, a.w_data, a.w_is_value,
-                                               a.values_version)
+    memory w = dp->w.reorder ? dp->weights.get(*dp->w.reorder, dp->w.user, dp->w.inner, a.w_data,
+                                               a.w_is_value, a.values_version)
                              : dp->w.bind_input(a.w_data);
     memory dx = dp->dx.bind_output(g.dx);
     memory scratch(dp->scratch, eng);
