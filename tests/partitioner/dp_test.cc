@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -119,6 +120,84 @@ TEST(Dp, MatchesBruteForceOnRandomChains) {
     EXPECT_DOUBLE_EQ(slowest, plan.time_per_minibatch_s);
   }
   EXPECT_GE(exact, solved - 1);
+}
+
+// The DP's recurrence (dp.cc) with no pruning at all: every split point and
+// replication count of every cell, the same tie rule. The pruned DP must
+// reach the same best time on chains far longer than brute force can take.
+double unpruned_dp(const ChainCosts& c, double memory, bool straight) {
+  const int n = c.size(), workers = c.topology().workers();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto at = [&](int i, int u) { return size_t(i) * (workers + 1) + u; };
+  std::vector<double> best(size_t(n + 1) * (workers + 1), inf), extra(best.size(), 0.0);
+  std::vector<int> reps(best.size(), 0);
+  auto fitting = [&](int i, int k, int first, int r, int u) -> std::optional<StageCost> {
+    StageCost s = c.stage(i, k, first, r, u);
+    if (memory > 0 && s.memory_bytes > memory) s = c.stage(i, k, first, r, u, true);
+    if (memory > 0 && s.memory_bytes > memory) return std::nullopt;
+    return s;
+  };
+  for (int i = n - 1; i >= 0; --i)
+    for (int u = 1; u <= workers; ++u) {
+      const int first = workers - u;
+      double& b = best[at(i, u)];
+      if (!straight || u == 1)
+        if (auto s = fitting(i, n - 1, first, u, u)) {
+          b = s->time_s;
+          reps[at(i, u)] = u;
+          extra[at(i, u)] = s->recompute ? c.forward(i, n - 1) : 0.0;
+        }
+      for (int r = 1; r <= (straight ? std::min(1, u - 1) : u - 1); ++r)
+        for (int k = i; k < n - 1; ++k) {
+          const double rest = best[at(k + 1, u - r)];
+          auto s = fitting(i, k, first, r, u);
+          if (rest == inf || !s) continue;
+          const double e = 2.0 * c.message(k, first, r + reps[at(k + 1, u - r)]) +
+                           (s->recompute ? c.forward(i, k) : 0.0) + extra[at(k + 1, u - r)];
+          const double t = std::max({s->time_s, rest, c.round_trip(i, r, u, e)});
+          if (t < b || (t == b && e < extra[at(i, u)])) {
+            b = t;
+            reps[at(i, u)] = r;
+            extra[at(i, u)] = e;
+          }
+        }
+    }
+  return best[at(0, workers)];
+}
+
+// Long chains with heavy-tailed layer times (many tiny layers between a few
+// large ones, where the pruning's search for a first split point walks far):
+// the pruned DP finds the unpruned one's time, with and without a memory limit.
+TEST(Dp, PruningKeepsTheUnprunedDpsAnswerOnLongChains) {
+  std::mt19937 rng(11);
+  std::lognormal_distribution<double> heavy(-6.0, 2.0);
+  std::uniform_real_distribution<double> even(0.9e-3, 1.1e-3);
+  std::uniform_int_distribution<int64_t> bytes(1 << 10, 1 << 24);
+  for (int trial = 0; trial < 24; ++trial) {
+    SCOPED_TRACE(named("trial ", trial));
+    const int n = 40 + int(rng() % 80);
+    // Half the chains nearly even, with small messages: there the average
+    // stage bounds the best time closely, and a pruning that starts its
+    // search one split point late loses the optimum.
+    const bool evened = trial % 2 == 1;
+    Profile p;
+    for (int i = 0; i < n; ++i) {
+      const double f = evened ? even(rng) : heavy(rng);
+      const int64_t a = evened ? bytes(rng) / 1024 : bytes(rng);
+      p.layers.push_back({named("l", i), f, 2 * f, a, a, bytes(rng), {}});
+    }
+    Topology topo;
+    topo.levels = {{1 + int(rng() % 4), 3e9}, {1 + int(rng() % 8), 100e9}};
+    if (trial % 3 == 2) topo.memory_bytes = 6e7;
+    PartitionOptions o;
+    o.straight = trial % 4 == 3;
+    const double want = unpruned_dp(ChainCosts(p, topo), topo.memory_bytes, o.straight);
+    if (want == std::numeric_limits<double>::infinity()) {
+      EXPECT_THROW(partition(p, topo, o), PlanError);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(partition(p, topo, o).time_per_minibatch_s, want);
+  }
 }
 
 // VGG-16's shape: 13 conv layers heavy in compute and light in weights,
