@@ -503,7 +503,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // meanwhile, polling in the collective that waits for this profile. On
     // the workers' own backend (a GPU's times, not the CPU's), without
     // neighbours there: each worker has a device of its own.
-    const int beside = comm || worker_backend ? 0 : plan.workers_used() - 1;
+    const int beside = comm || worker_backend ? 0 : workers - 1;  // interleaved: P workers, not P x v
     // Medians of 25 steps where that takes under about 4 s (7 at least):
     // with 7 the LeNet demo's prediction moved by a third between runs, with
     // 25 by under 2%.
