@@ -147,6 +147,7 @@ partitioner::Profile measure_training_profile(
     for (auto& l : p.layers) {
       l.forward_s *= factor;
       l.backward_s *= factor;
+      if (l.backward_input_s > 0) l.backward_input_s *= factor;
     }
   }
   if (!optimizer) return p;
@@ -176,6 +177,7 @@ void scale_profile(partitioner::Profile& p, int factor) {
   for (auto& l : p.layers) {
     l.forward_s *= factor;
     l.backward_s *= factor;
+    if (l.backward_input_s > 0) l.backward_input_s *= factor;
     l.output_bytes *= factor;
     l.cut_bytes *= factor;
     l.cut_stash_bytes *= factor;

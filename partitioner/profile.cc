@@ -47,6 +47,8 @@ void validate(const Profile& p) {
     check(l.backward_s, "backward_s");
     check(l.update_s, "update_s");
     check(l.accumulate_s, "accumulate_s");
+    if (l.backward_input_s > l.backward_s * (1 + 1e-9) || std::isnan(l.backward_input_s))
+      throw PlanError(where + ": backward_input_s must be at most backward_s (negative: unknown)");
     check(static_cast<double>(l.output_bytes), "output_bytes");
     check(static_cast<double>(l.cut_bytes), "cut_bytes");
     check(static_cast<double>(l.param_bytes), "param_bytes");
@@ -74,6 +76,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"backward_s", l.backward_s},
                       {"update_s", l.update_s},
                       {"accumulate_s", l.accumulate_s},
+                      {"backward_input_s", l.backward_input_s},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
                       {"cut_stash_bytes", l.cut_stash_bytes},
@@ -127,6 +130,8 @@ Profile profile_from_json(const nlohmann::json& j) {
     l.backward_s = ju::number(lj, "backward_s", w);
     if (lj.contains("update_s")) l.update_s = ju::number(lj, "update_s", w);
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
+    if (lj.contains("backward_input_s"))
+      l.backward_input_s = ju::number(lj, "backward_input_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);
     if (lj.contains("cut_stash_bytes")) l.cut_stash_bytes = ju::integer(lj, "cut_stash_bytes", w);

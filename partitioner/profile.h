@@ -41,6 +41,12 @@ struct LayerProfile {
   /// layer's forward: what a recomputing stage keeps per microbatch in
   /// flight besides what it receives.
   int64_t input_bytes = 0;
+  /// The part of backward_s that computes gradients of activations (the
+  /// layer's inputs and what leads to them) rather than of its params: what
+  /// a zero-bubble schedule's B op runs, W running the rest. A stage whose
+  /// input is the model's data runs all its backward as W. Negative: not
+  /// measured (the simulator takes half of backward_s).
+  double backward_input_s = -1;
 };
 
 /// A parameter read by more than one layer (tied weights: GPT's token

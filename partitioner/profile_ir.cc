@@ -201,6 +201,49 @@ Profile analytic_profile(const ir::Graph& g, const DeviceSpec& device,
   return p;
 }
 
+namespace {
+
+/// Per node, the share of its time that goes to activation gradients: 1
+/// for a backward node some gradient crossing a layer boundary depends on
+/// (what a zero-bubble schedule's B op runs, for any cut), 0.5 for such a
+/// convolution gradient that also makes weight gradients (split_backward
+/// runs those halves apart: the two are the same FLOPs), 0 otherwise.
+std::vector<double> input_gradient_share(const ir::Graph& g) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].backward)
+      for (const auto& t : g.nodes[i].outputs)
+        if (!t.empty()) producer[t] = i;
+  std::vector<char> on_path(g.nodes.size(), 0);
+  std::vector<size_t> todo;
+  for (const auto& n : g.nodes) {
+    if (!n.backward) continue;
+    for (const auto& in : n.inputs) {
+      auto it = producer.find(in);
+      if (it != producer.end() && g.nodes[it->second].layer > n.layer) todo.push_back(it->second);
+    }
+  }
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    if (on_path[i]) continue;
+    on_path[i] = 1;
+    for (const auto& in : g.nodes[i].inputs)
+      if (auto it = producer.find(in); it != producer.end()) todo.push_back(it->second);
+  }
+  std::vector<double> share(g.nodes.size(), 0.0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!on_path[i]) continue;
+    const ir::Node& n = g.nodes[i];
+    const bool conv = n.op_type == "ConvGrad" || n.op_type == "ConvTransposeGrad";
+    const bool weights_too = conv && (n.has_output(1) || n.has_output(2));
+    share[i] = weights_too ? 0.5 : 1.0;
+  }
+  return share;
+}
+
+}  // namespace
+
 Profile measured_profile(const ir::Graph& g, const NodeTimer& run_once, int warmup, int runs,
                          const std::string& device) {
   if (runs < 1) throw PlanError("measured profile: need at least one timed run");
@@ -215,6 +258,11 @@ Profile measured_profile(const ir::Graph& g, const NodeTimer& run_once, int warm
     if (r < warmup) continue;
     for (size_t i = 0; i < g.nodes.size(); ++i) samples[i].push_back(node_seconds[i]);
   }
+  const std::vector<double> share = input_gradient_share(g);
+  const bool any_backward =
+      std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.backward; });
+  if (any_backward)
+    for (auto& l : p.layers) l.backward_input_s = 0.0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     auto& s = samples[i];
     std::sort(s.begin(), s.end());
@@ -222,6 +270,7 @@ Profile measured_profile(const ir::Graph& g, const NodeTimer& run_once, int warm
     double median = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
     LayerProfile& lp = p.layers[g.nodes[i].layer];
     (g.nodes[i].backward ? lp.backward_s : lp.forward_s) += median;
+    if (g.nodes[i].backward) lp.backward_input_s += share[i] * median;
   }
   finish_backward(g, p);
   return p;

@@ -15,6 +15,7 @@ namespace pipetrain::partitioner {
 namespace {
 
 struct StageData {
+  double backward_input_s = -1;  // negative: not measured
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
          stash_bytes = 0, cut_out = 0, cut_in = 0, inputs = 0;
   bool recompute = false;  // the plan's stage, or SimOptions::recompute for all
@@ -25,8 +26,12 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
   for (const auto& st : plan.stages) {
     StageData d;
     d.recompute = recompute || st.recompute;
+    bool split_known = true;
+    double input_part = 0;
     for (int l = st.first_layer; l <= st.last_layer; ++l) {
       const LayerProfile& lp = profile.layers[l];
+      split_known = split_known && lp.backward_input_s >= 0;
+      input_part += std::max(0.0, lp.backward_input_s);
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
@@ -35,6 +40,8 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       d.stash_bytes += static_cast<double>(lp.output_bytes);
       d.inputs += static_cast<double>(lp.input_bytes);
     }
+    // The first stage sends no gradient upstream: its B op has nothing to do.
+    if (split_known) d.backward_input_s = st.first_layer > 0 ? input_part : 0.0;
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
       // With the stash at its readers: received tensors whose first reader
@@ -69,10 +76,14 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
       const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
       LayerProfile l;
       l.name = fmt::format("virtual stage {}", c * workers + w);
+      l.backward_input_s = 0;
       for (int k = st.first_layer; k <= st.last_layer; ++k) {
         const auto& src = prof.layers[static_cast<size_t>(k)];
         l.forward_s += src.forward_s;
         l.backward_s += src.backward_s;
+        l.backward_input_s = l.backward_input_s < 0 || src.backward_input_s < 0
+                                 ? -1.0
+                                 : l.backward_input_s + src.backward_input_s;
         l.update_s += src.update_s;
         l.accumulate_s += src.accumulate_s;
         l.output_bytes += src.output_bytes;
@@ -162,6 +173,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   double mean_cut = 0;
   for (const auto& d : data) mean_cut += d.cut_out / std::max(1, p - 1);
 
+  auto input_part = [](const StageData& d) {
+    return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s) : 0.5 * d.backward_s;
+  };
   ScheduleCosts costs;
   costs.compute = [&](int, const ScheduleOp& op) {
     const StageData& d = data[plan_stage(op.stage)];
@@ -174,8 +188,11 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
         // gradients into the step's sum.
         return again + d.backward_s * scale / v +
                (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m / v);
-      case OpKind::kBackwardInput: return again + 0.5 * d.backward_s * scale / v;
-      case OpKind::kBackwardWeight: return 0.5 * d.backward_s * scale / v;
+      // Zero-bubble: B as measured (half the backward where not), W the rest
+      // with the gradient accumulation, which adds the weight gradients.
+      case OpKind::kBackwardInput: return again + input_part(d) * scale / v;
+      case OpKind::kBackwardWeight:
+        return (d.backward_s - input_part(d)) * scale / v + d.accumulate_s * (m - 1) / m / v;
       case OpKind::kStep: return d.update_s / v;  // once per step, whatever the microbatches
       default: return 0.0;
     }

@@ -17,6 +17,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
+#include "partitioner/profile_ir.h"
 #include "tests/executor/test_models.h"
 
 namespace pipetrain {
@@ -253,6 +254,42 @@ TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
     conv_in_backward += node.op_type == "ConvGrad";
   EXPECT_GT(conv_in_backward, 0);
   EXPECT_EQ(conv_weight_parts, conv_in_backward);
+}
+
+// The profile's input-gradient share (what the simulator charges a
+// zero-bubble B op) is what split_backward puts in the input part, for every
+// cut of LeNet: with each node timed 1 s, a stage's B costs its input part's
+// node count, a split convolution gradient counting half.
+TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
+  models::ZooOptions opts;
+  opts.batch = 2;
+  onnx::ModelProto proto = models::build_zoo_model("lenet", opts);
+  importer::ImportOptions io;  // one node per layer
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
+  auto tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  const int n = static_cast<int>(tg.graph.layers.size());
+  const partitioner::Profile p = partitioner::measured_profile(
+      tg.graph, [](std::vector<double>& s) { std::fill(s.begin(), s.end(), 1.0); }, 0, 1, "cpu");
+  for (int cut = 1; cut < n; ++cut) {
+    SCOPED_TRACE("stage 1 from layer " + std::to_string(cut));
+    auto programs = exec::build_stage_programs(tg, {{0, cut - 1}, {cut, n - 1}});
+    exec::split_backward(programs[1]);
+    double want = 0;
+    for (const auto& node : programs[1].backward_input.nodes) {
+      const bool split_conv = node.op_type == "ConvGrad" &&
+                              std::any_of(programs[1].backward_weight.nodes.begin(),
+                                          programs[1].backward_weight.nodes.end(),
+                                          [&](const ir::Node& w) { return w.name == node.name + "/weight"; });
+      want += split_conv ? 0.5 : 1.0;
+    }
+    double got = 0, backward = 0;
+    for (int l = cut; l < n; ++l) {
+      got += p.layers[static_cast<size_t>(l)].backward_input_s;
+      backward += p.layers[static_cast<size_t>(l)].backward_s;
+    }
+    EXPECT_DOUBLE_EQ(got, want);
+    EXPECT_LT(got, backward);  // the weight gradients are left for W
+  }
 }
 
 // A param read by two stages (tied weights): each stage keeps a copy, its

@@ -28,8 +28,11 @@ Profile three_layers() {
 
 TEST(Profile, JsonRoundTrip) {
   Profile p = three_layers();
+  p.layers[1].backward_input_s = 1.5e-3;
   Profile q = profile_from_json(to_json(p));
   EXPECT_EQ(to_json(q), to_json(p));
+  EXPECT_DOUBLE_EQ(q.layers[1].backward_input_s, 1.5e-3);
+  EXPECT_LT(q.layers[0].backward_input_s, 0);  // not measured stays so
   EXPECT_EQ(q.layers[1].nodes, (std::vector<std::string>{"n1", "n2"}));
   EXPECT_TRUE(q.backward_estimated);
   EXPECT_DOUBLE_EQ(q.compute_s(), 18e-3);
@@ -49,6 +52,9 @@ TEST(Profile, MalformedJsonNamesTheField) {
   }
   j = to_json(three_layers());
   j["layers"][2]["forward_s"] = -1.0;
+  EXPECT_THROW(profile_from_json(j), PlanError);
+  j = to_json(three_layers());
+  j["layers"][0]["backward_input_s"] = 3e-3;  // more than the whole backward
   EXPECT_THROW(profile_from_json(j), PlanError);
   j = to_json(three_layers());
   j["layers"] = nlohmann::json::array();

@@ -272,6 +272,32 @@ TEST(Simulator, InterleavedAndZeroBubbleShrinkTheBubble) {
   for (const auto& s : {inter.schedule_ops, zb.schedule_ops}) validate(s);
 }
 
+// ZB-H1 charges B the measured input-gradient part of the backward and W
+// the rest with the gradient accumulation; the first stage, which sends no
+// gradient upstream, has no B work at all. Unmeasured: half and half.
+TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
+  auto [prof, plan] = two_stages_across_a_cut(1.0, 4.0, 0);
+  for (auto& l : prof.layers) l.accumulate_s = 0.5;
+  SimOptions o;
+  o.microbatches = 2;
+  auto durations = [&](const Profile& pr) {
+    std::map<std::pair<int, OpKind>, double> d;  // (stage, kind) -> one op's time
+    for (const auto& t : simulate(plan, pr, ScheduleKind::kZeroBubbleH1, o).run.ops)
+      d[{t.op.stage, t.op.kind}] = t.end - t.start;
+    return d;
+  };
+  auto half = durations(prof);
+  EXPECT_DOUBLE_EQ((half[{1, OpKind::kBackwardInput}]), 1.0);  // 4 s / 2 microbatches / 2
+  EXPECT_DOUBLE_EQ((half[{1, OpKind::kBackwardWeight}]), 1.0 + 0.25);
+  prof.layers[0].backward_input_s = 1.0;  // stage 0's: no gradient leaves it
+  prof.layers[1].backward_input_s = 3.0;
+  auto measured = durations(prof);
+  EXPECT_DOUBLE_EQ((measured[{0, OpKind::kBackwardInput}]), 0.0);
+  EXPECT_DOUBLE_EQ((measured[{0, OpKind::kBackwardWeight}]), 2.0 + 0.25);
+  EXPECT_DOUBLE_EQ((measured[{1, OpKind::kBackwardInput}]), 1.5);
+  EXPECT_DOUBLE_EQ((measured[{1, OpKind::kBackwardWeight}]), 0.5 + 0.25);
+}
+
 TEST(Simulator, TransfersAndAllreduceTakeTime) {
   // 1e9 bytes cross the cut at 1e9 B/s: 2 s each way per minibatch, which
   // overlaps compute but is longer than it.
