@@ -181,6 +181,7 @@ void scale_profile(partitioner::Profile& p, int factor) {
     l.output_bytes *= factor;
     l.cut_bytes *= factor;
     l.cut_stash_bytes *= factor;
+    l.carry_bytes *= factor;
     l.input_bytes *= factor;
   }
 }

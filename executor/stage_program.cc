@@ -300,13 +300,18 @@ void split_backward(StageProgram& prog) {
   const std::set<std::string> b_made = made_by(b_spec), w_reads = read_by(w_spec);
   const std::set<std::string> b_reads = read_by(b_spec);
   // Carried from the input part to the weight part: what the weight part
-  // reads of it, and backward outputs (param gradients) it computed.
+  // reads of it, and backward outputs (param gradients) it computed. Not
+  // the gradients it sends upstream, unless the weight part reads them:
+  // kept until W, each was a second copy of an activation-sized tensor per
+  // microbatch in flight.
+  std::set<std::string> sent;
+  for (const auto& tr : prog.send_bwd) sent.insert(tr.tensor);
   prog.carry.clear();
   for (size_t i : w_spec.nodes)
     for (const auto& in : split.nodes[i].inputs)
       if (b_made.count(in)) add_once(prog.carry, in);
   for (const auto& out : g.outputs)
-    if (b_made.count(out)) add_once(prog.carry, out);
+    if (b_made.count(out) && !sent.count(out)) add_once(prog.carry, out);
   for (const auto& in : g.inputs) {
     if (b_reads.count(in)) b_spec.inputs.push_back(in);
     if (w_reads.count(in)) w_spec.inputs.push_back(in);

@@ -51,6 +51,7 @@ void validate(const Profile& p) {
       throw PlanError(where + ": backward_input_s must be at most backward_s (negative: unknown)");
     check(static_cast<double>(l.output_bytes), "output_bytes");
     check(static_cast<double>(l.cut_bytes), "cut_bytes");
+    check(static_cast<double>(l.carry_bytes), "carry_bytes");
     check(static_cast<double>(l.param_bytes), "param_bytes");
   }
   int n = static_cast<int>(p.layers.size());
@@ -77,6 +78,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"update_s", l.update_s},
                       {"accumulate_s", l.accumulate_s},
                       {"backward_input_s", l.backward_input_s},
+                      {"carry_bytes", l.carry_bytes},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
                       {"cut_stash_bytes", l.cut_stash_bytes},
@@ -130,6 +132,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     l.backward_s = ju::number(lj, "backward_s", w);
     if (lj.contains("update_s")) l.update_s = ju::number(lj, "update_s", w);
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
+    if (lj.contains("carry_bytes")) l.carry_bytes = ju::integer(lj, "carry_bytes", w);
     if (lj.contains("backward_input_s"))
       l.backward_input_s = ju::number(lj, "backward_input_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);

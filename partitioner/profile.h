@@ -47,6 +47,10 @@ struct LayerProfile {
   /// input is the model's data runs all its backward as W. Negative: not
   /// measured (the simulator takes half of backward_s).
   double backward_input_s = -1;
+  /// Bytes a zero-bubble schedule keeps per microbatch from B to W for this
+  /// layer: activation gradients B makes that W reads here (at their last
+  /// W reader's layer).
+  int64_t carry_bytes = 0;
 };
 
 /// A parameter read by more than one layer (tied weights: GPT's token

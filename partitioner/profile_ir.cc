@@ -22,6 +22,45 @@ void require_layers(const ir::Graph& g) {
       throw ModelError(n.describe() + " belongs to no layer");
 }
 
+/// Per node, the share of its time that goes to activation gradients: 1
+/// for a backward node some gradient crossing a layer boundary depends on
+/// (what a zero-bubble schedule's B op runs, for any cut), 0.5 for such a
+/// convolution gradient that also makes weight gradients (split_backward
+/// runs those halves apart: the two are the same FLOPs), 0 otherwise.
+std::vector<double> input_gradient_share(const ir::Graph& g) {
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].backward)
+      for (const auto& t : g.nodes[i].outputs)
+        if (!t.empty()) producer[t] = i;
+  std::vector<char> on_path(g.nodes.size(), 0);
+  std::vector<size_t> todo;
+  for (const auto& n : g.nodes) {
+    if (!n.backward) continue;
+    for (const auto& in : n.inputs) {
+      auto it = producer.find(in);
+      if (it != producer.end() && g.nodes[it->second].layer > n.layer) todo.push_back(it->second);
+    }
+  }
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    if (on_path[i]) continue;
+    on_path[i] = 1;
+    for (const auto& in : g.nodes[i].inputs)
+      if (auto it = producer.find(in); it != producer.end()) todo.push_back(it->second);
+  }
+  std::vector<double> share(g.nodes.size(), 0.0);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (!on_path[i]) continue;
+    const ir::Node& n = g.nodes[i];
+    const bool conv = n.op_type == "ConvGrad" || n.op_type == "ConvTransposeGrad";
+    const bool weights_too = conv && (n.has_output(1) || n.has_output(2));
+    share[i] = weights_too ? 0.5 : 1.0;
+  }
+  return share;
+}
+
 // Sets backward_s = 2 forward_s when the graph has no backward nodes.
 void finish_backward(const ir::Graph& g, Profile& p) {
   bool any_backward =
@@ -127,6 +166,23 @@ Profile structural_profile(const ir::Graph& g) {
     p.layers[static_cast<size_t>(layer)].input_bytes +=
         static_cast<int64_t>(g.tensor(name).nbytes());
   if (training) {
+    // Zero-bubble carry: tensors the input part (B) makes that the weight
+    // part (W) reads, at the layer of their last W reader.
+    const std::vector<double> share = input_gradient_share(g);
+    std::map<std::string, int> carried;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const ir::Node& n = g.nodes[i];
+      if (!n.backward || share[i] >= 1.0 || n.layer < 0) continue;  // no W part
+      for (const auto& in : n.inputs) {
+        auto it = producer.find(in);
+        if (it == producer.end() || share[it->second] <= 0.0) continue;
+        auto [slot, fresh] = carried.try_emplace(in, n.layer);
+        slot->second = std::max(slot->second, n.layer);
+      }
+    }
+    for (const auto& [name, layer] : carried)
+      p.layers[static_cast<size_t>(layer)].carry_bytes +=
+          static_cast<int64_t>(g.tensor(name).nbytes());
     // Forward nodes' outputs at the layer of their first backward reader
     // (data inputs are fed again to the backward, not stashed).
     std::map<std::string, std::pair<int, int>> readers;  // first and last reader layer
@@ -200,49 +256,6 @@ Profile analytic_profile(const ir::Graph& g, const DeviceSpec& device,
   finish_backward(g, p);
   return p;
 }
-
-namespace {
-
-/// Per node, the share of its time that goes to activation gradients: 1
-/// for a backward node some gradient crossing a layer boundary depends on
-/// (what a zero-bubble schedule's B op runs, for any cut), 0.5 for such a
-/// convolution gradient that also makes weight gradients (split_backward
-/// runs those halves apart: the two are the same FLOPs), 0 otherwise.
-std::vector<double> input_gradient_share(const ir::Graph& g) {
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].backward)
-      for (const auto& t : g.nodes[i].outputs)
-        if (!t.empty()) producer[t] = i;
-  std::vector<char> on_path(g.nodes.size(), 0);
-  std::vector<size_t> todo;
-  for (const auto& n : g.nodes) {
-    if (!n.backward) continue;
-    for (const auto& in : n.inputs) {
-      auto it = producer.find(in);
-      if (it != producer.end() && g.nodes[it->second].layer > n.layer) todo.push_back(it->second);
-    }
-  }
-  while (!todo.empty()) {
-    const size_t i = todo.back();
-    todo.pop_back();
-    if (on_path[i]) continue;
-    on_path[i] = 1;
-    for (const auto& in : g.nodes[i].inputs)
-      if (auto it = producer.find(in); it != producer.end()) todo.push_back(it->second);
-  }
-  std::vector<double> share(g.nodes.size(), 0.0);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (!on_path[i]) continue;
-    const ir::Node& n = g.nodes[i];
-    const bool conv = n.op_type == "ConvGrad" || n.op_type == "ConvTransposeGrad";
-    const bool weights_too = conv && (n.has_output(1) || n.has_output(2));
-    share[i] = weights_too ? 0.5 : 1.0;
-  }
-  return share;
-}
-
-}  // namespace
 
 Profile measured_profile(const ir::Graph& g, const NodeTimer& run_once, int warmup, int runs,
                          const std::string& device) {

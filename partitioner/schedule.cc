@@ -73,6 +73,11 @@ struct MemoryTracker {
       bytes[w] -= b;
     }
   }
+  /// Bytes held outside the stashes, e.g. from a B op to its W op.
+  void hold(int w, double b) {
+    bytes[w] += b;
+    peak_bytes[w] = std::max(peak_bytes[w], bytes[w]);
+  }
   void step(int w, int s) {
     ++version[{w, s}];
     count_versions(w, s);
@@ -209,6 +214,10 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         // A microbatch's stash lives until its last backward op.
         bool release =
             s.split_backward ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
+        if (op.kind == OpKind::kBackwardInput && costs.carry_bytes)
+          memory.hold(w, costs.carry_bytes(op.stage));
+        if (op.kind == OpKind::kBackwardWeight && costs.carry_bytes)
+          memory.hold(w, -costs.carry_bytes(op.stage));
         if (op.kind == OpKind::kForward)
           memory.stash(w, op.stage, op.microbatch, act_bytes(op.stage));
         else if (release)

@@ -68,6 +68,9 @@ struct ScheduleCosts {
   std::function<double(int group)> tied_allreduce;
   /// Bytes one microbatch stashes on `stage` (for peak memory); empty: 1.
   std::function<double(int stage)> activation_bytes;
+  /// Bytes a microbatch keeps from its B op to its W op (split backward);
+  /// null: none.
+  std::function<double(int stage)> carry_bytes;
 };
 
 struct TimedOp {

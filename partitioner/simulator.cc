@@ -16,6 +16,7 @@ namespace {
 
 struct StageData {
   double backward_input_s = -1;  // negative: not measured
+  double carry = 0;              // kept from B to W under zero-bubble schedules
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
          stash_bytes = 0, cut_out = 0, cut_in = 0, inputs = 0;
   bool recompute = false;  // the plan's stage, or SimOptions::recompute for all
@@ -39,6 +40,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       d.param_bytes += static_cast<double>(lp.param_bytes);
       d.stash_bytes += static_cast<double>(lp.output_bytes);
       d.inputs += static_cast<double>(lp.input_bytes);
+      d.carry += static_cast<double>(lp.carry_bytes);
     }
     // The first stage sends no gradient upstream: its B op has nothing to do.
     if (split_known) d.backward_input_s = st.first_layer > 0 ? input_part : 0.0;
@@ -53,6 +55,9 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     d.cut_out = st.last_layer + 1 < static_cast<int>(profile.layers.size())
                     ? static_cast<double>(profile.layers[st.last_layer].cut_bytes)
                     : 0.0;
+    // The first stage's B does nothing: it carries only the gradient it
+    // received (its W computes the rest itself), as large as what it sent.
+    if (st.first_layer == 0) d.carry = d.cut_out;
     out.push_back(d);
   }
   return out;
@@ -236,6 +241,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     // Recomputation keeps the forward's inputs: received and fed.
     return (d.recompute ? d.cut_in + d.inputs : d.stash_bytes) * scale / v;
   };
+  costs.carry_bytes = [&](int stage) { return data[plan_stage(stage)].carry * scale / v; };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
   res.makespan_s = run.makespan;

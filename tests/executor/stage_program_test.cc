@@ -167,6 +167,11 @@ void check_equivalence(const autodiff::TrainingGraph& tg, const std::vector<Laye
       EXPECT_EQ(prog.backward_input.nodes.size() + prog.backward_weight.nodes.size(),
                 prog.backward.nodes.size() + copies)
           << "stage " << prog.stage;
+      // A gradient sent upstream is carried to W only when W reads it.
+      for (const auto& tr : prog.send_bwd)
+        if (!contains(prog.backward_weight.inputs, tr.tensor)) {
+          EXPECT_FALSE(contains(prog.carry, tr.tensor)) << tr.tensor << " carried for nothing";
+        }
       for (const auto& n : prog.backward_input.nodes)  // no weight gradient waits for W
         for (const auto& [param, grad] : prog.grads)
           if (!prog.send_bwd.empty() && n.op_type == "Gemm") {
@@ -259,7 +264,9 @@ TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
 // The profile's input-gradient share (what the simulator charges a
 // zero-bubble B op) is what split_backward puts in the input part, for every
 // cut of LeNet: with each node timed 1 s, a stage's B costs its input part's
-// node count, a split convolution gradient counting half.
+// node count, a split convolution gradient counting half. Its carry bytes
+// are what the stage keeps from B to W: the carried tensors and the received
+// gradients W reads (the first stage: only those).
 TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
   models::ZooOptions opts;
   opts.batch = 2;
@@ -289,6 +296,21 @@ TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
     }
     EXPECT_DOUBLE_EQ(got, want);
     EXPECT_LT(got, backward);  // the weight gradients are left for W
+    auto kept = [](const exec::StageProgram& prog) {
+      int64_t bytes = 0;
+      for (const auto& t : prog.carry)
+        bytes += static_cast<int64_t>(prog.backward_input.tensor(t).nbytes());
+      for (const auto& tr : prog.recv_bwd)
+        if (contains(prog.backward_weight.inputs, tr.tensor))
+          bytes += static_cast<int64_t>(prog.backward_weight.tensor(tr.tensor).nbytes());
+      return bytes;
+    };
+    int64_t carried = 0;
+    for (int l = cut; l < n; ++l) carried += p.layers[static_cast<size_t>(l)].carry_bytes;
+    EXPECT_EQ(carried, kept(programs[1]));
+    exec::split_backward(programs[0]);
+    EXPECT_TRUE(programs[0].backward_input.nodes.empty());
+    EXPECT_EQ(p.layers[static_cast<size_t>(cut - 1)].cut_bytes, kept(programs[0]));
   }
 }
 

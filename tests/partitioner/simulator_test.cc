@@ -296,6 +296,19 @@ TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
   EXPECT_DOUBLE_EQ((measured[{0, OpKind::kBackwardWeight}]), 2.0 + 0.25);
   EXPECT_DOUBLE_EQ((measured[{1, OpKind::kBackwardInput}]), 1.5);
   EXPECT_DOUBLE_EQ((measured[{1, OpKind::kBackwardWeight}]), 0.5 + 0.25);
+  // What B makes for W is held from B to W, on top of the stashes (none
+  // here): 1,000 bytes per minibatch, 500 per microbatch, times the most
+  // microbatches between their B and W at once on stage 1.
+  EXPECT_DOUBLE_EQ(
+      simulate(plan, prof, ScheduleKind::kZeroBubbleH1, o).stages[1].peak_activation_bytes, 0);
+  prof.layers[1].carry_bytes = 1000;
+  const SimResult r = simulate(plan, prof, ScheduleKind::kZeroBubbleH1, o);
+  int between = 0, most = 0;
+  for (const auto& t : r.run.ops)
+    if (t.op.stage == 1 && t.op.kind == OpKind::kBackwardInput) most = std::max(most, ++between);
+    else if (t.op.stage == 1 && t.op.kind == OpKind::kBackwardWeight) --between;
+  EXPECT_GE(most, 1);
+  EXPECT_DOUBLE_EQ(r.stages[1].peak_activation_bytes, 500.0 * most);
 }
 
 TEST(Simulator, TransfersAndAllreduceTakeTime) {
