@@ -63,6 +63,62 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
   return out;
 }
 
+// Interleaved 1F1B: what each chunk (virtual stage c * p + w of worker w)
+// runs and keeps. On interleaved_worker_view's plan, whose worker stages hold
+// one profile layer per chunk, each chunk's own figures (the stash and
+// cuts of the chunks either side in the model, not in the profile's order);
+// on any other plan, equal slices of the worker's stage. `per_chunk` says
+// which.
+std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
+                                  const std::vector<StageData>& data, int v, bool recompute,
+                                  bool* per_chunk) {
+  const int p = static_cast<int>(plan.stages.size());
+  *per_chunk = v > 1 && std::all_of(plan.stages.begin(), plan.stages.end(), [&](const auto& st) {
+    return st.last_layer - st.first_layer + 1 == v;
+  });
+  std::vector<StageData> out;
+  auto layer_of = [&](int s) -> const LayerProfile& {
+    return profile.layers[static_cast<size_t>(plan.stages[static_cast<size_t>(s % p)].first_layer +
+                                              s / p)];
+  };
+  for (int s = 0; s < p * v; ++s) {
+    StageData d = data[static_cast<size_t>(s % p)];
+    if (!*per_chunk) {
+      for (double* f : {&d.forward_s, &d.backward_s, &d.update_s, &d.accumulate_s, &d.param_bytes,
+                        &d.stash_bytes, &d.cut_in, &d.inputs, &d.carry})
+        *f /= v;
+      if (d.backward_input_s > 0) d.backward_input_s /= v;
+      out.push_back(d);
+      continue;
+    }
+    const LayerProfile& l = layer_of(s);
+    d = StageData();
+    d.recompute = recompute || plan.stages[static_cast<size_t>(s % p)].recompute;
+    d.forward_s = l.forward_s;
+    d.backward_s = l.backward_s;
+    d.update_s = l.update_s;
+    d.accumulate_s = l.accumulate_s;
+    d.param_bytes = static_cast<double>(l.param_bytes);
+    d.stash_bytes = static_cast<double>(l.output_bytes);
+    d.inputs = static_cast<double>(l.input_bytes);
+    d.carry = static_cast<double>(l.carry_bytes);
+    d.backward_input_s = l.backward_input_s;
+    if (s > 0) {
+      const LayerProfile& before = layer_of(s - 1);
+      d.cut_in = static_cast<double>(before.cut_bytes);
+      d.stash_bytes += profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes)
+                                                : d.cut_in;
+    }
+    d.cut_out = s + 1 < p * v ? static_cast<double>(l.cut_bytes) : 0.0;
+    if (s == 0) {  // as stage_data's first stage
+      if (d.backward_input_s >= 0) d.backward_input_s = 0;
+      d.carry = d.cut_out;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& prof,
@@ -177,28 +233,32 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     }
   double mean_cut = 0;
   for (const auto& d : data) mean_cut += d.cut_out / std::max(1, p - 1);
+  // Per schedule stage (a chunk when interleaved): what its ops run and keep.
+  bool per_chunk = false;
+  const std::vector<StageData> sched =
+      interleaved ? chunk_data(plan, profile, data, v, options.recompute, &per_chunk) : data;
 
   auto input_part = [](const StageData& d) {
     return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s) : 0.5 * d.backward_s;
   };
   ScheduleCosts costs;
   costs.compute = [&](int, const ScheduleOp& op) {
-    const StageData& d = data[plan_stage(op.stage)];
+    const StageData& d = sched[static_cast<size_t>(op.stage)];
     // Recomputation runs the forward again before the backward.
-    const double again = d.recompute ? d.forward_s * scale / v : 0.0;
+    const double again = d.recompute ? d.forward_s * scale : 0.0;
     switch (op.kind) {
-      case OpKind::kForward: return d.forward_s * scale / v;
+      case OpKind::kForward: return d.forward_s * scale;
       case OpKind::kBackward:
         // With m microbatches per step, m - 1 of every m backwards add their
         // gradients into the step's sum.
-        return again + d.backward_s * scale / v +
-               (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m / v);
+        return again + d.backward_s * scale +
+               (kind == ScheduleKind::kPipeDream ? 0.0 : d.accumulate_s * (m - 1) / m);
       // Zero-bubble: B as measured (half the backward where not), W the rest
       // with the gradient accumulation, which adds the weight gradients.
-      case OpKind::kBackwardInput: return again + input_part(d) * scale / v;
+      case OpKind::kBackwardInput: return again + input_part(d) * scale;
       case OpKind::kBackwardWeight:
-        return (d.backward_s - input_part(d)) * scale / v + d.accumulate_s * (m - 1) / m / v;
-      case OpKind::kStep: return d.update_s / v;  // once per step, whatever the microbatches
+        return (d.backward_s - input_part(d)) * scale + d.accumulate_s * (m - 1) / m;
+      case OpKind::kStep: return d.update_s;  // once per step, whatever the microbatches
       default: return 0.0;
     }
   };
@@ -208,8 +268,12 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     // The producer's cut: after stage op.stage going forward, before it going back.
     int ps = plan_stage(op.stage);
     double bytes;
-    if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
-                        (op.payload == Payload::kGradient && ps == 0)))
+    if (per_chunk)  // the cut after the sending chunk, or after the one before it
+      bytes = sched[static_cast<size_t>(op.payload == Payload::kActivation ? op.stage
+                                                                              : op.stage - 1)]
+                  .cut_out;
+    else if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
+                             (op.payload == Payload::kGradient && ps == 0)))
       bytes = mean_cut;  // the wrap-around between chunks
     else
       bytes = op.payload == Payload::kActivation ? data[ps].cut_out : data[ps - 1].cut_out;
@@ -224,7 +288,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
         plan.topology.slowest_link(st.workers.front(), st.workers.back() - st.workers.front() + 1);
     const double latency = plan.topology.slowest_link_latency(
         st.workers.front(), st.workers.back() - st.workers.front() + 1);
-    return 4.0 * (r - 1) * data[plan_stage(stage)].param_bytes / v / (bw * r) +
+    return 4.0 * (r - 1) * sched[static_cast<size_t>(stage)].param_bytes / (bw * r) +
            2.0 * (r - 1) * latency;  // a ring's 2(r - 1) steps
   };
   costs.tied_allreduce = [&](int group) {
@@ -237,11 +301,11 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
            2.0 * (k - 1) * plan.topology.slowest_link_latency(lo, hi - lo + 1);
   };
   costs.activation_bytes = [&](int stage) {
-    const StageData& d = data[plan_stage(stage)];
+    const StageData& d = sched[static_cast<size_t>(stage)];
     // Recomputation keeps the forward's inputs: received and fed.
-    return (d.recompute ? d.cut_in + d.inputs : d.stash_bytes) * scale / v;
+    return (d.recompute ? d.cut_in + d.inputs : d.stash_bytes) * scale;
   };
-  costs.carry_bytes = [&](int stage) { return data[plan_stage(stage)].carry * scale / v; };
+  costs.carry_bytes = [&](int stage) { return sched[static_cast<size_t>(stage)].carry * scale; };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
   res.makespan_s = run.makespan;

@@ -311,6 +311,35 @@ TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
   EXPECT_DOUBLE_EQ(r.stages[1].peak_activation_bytes, 500.0 * most);
 }
 
+// Interleaved 1F1B on the worker view of p x v virtual stages: each chunk
+// runs and keeps its own, not an equal slice of its worker's total.
+TEST(Simulator, InterleavedChunksRunAndKeepTheirOwn) {
+  Profile prof;
+  prof.stash_at_readers = true;
+  // Virtual stages 0..3 (worker 0 holds 0 and 2, worker 1 holds 1 and 3);
+  // only the last one stashes anything.
+  const double forward[4] = {1, 2, 3, 6};
+  for (int s = 0; s < 4; ++s)
+    prof.layers.push_back({std::string(1, char('a' + s)), forward[s], 2 * forward[s],
+                           s == 3 ? 800 : 0, 0, 0, {}, 0});
+  Topology t;
+  t.levels = {{4, 1e9}};
+  const Plan virtual_plan = evaluate_plan(prof, t, {0, 1, 2, 3}, {1, 1, 1, 1}, "test");
+  auto [plan, view] = interleaved_worker_view(virtual_plan, prof, 2);
+  SimOptions o;
+  o.microbatches = 4;
+  o.chunks = 2;
+  const SimResult r = simulate(plan, view, ScheduleKind::kInterleaved, o);
+  for (const auto& op : r.run.ops)
+    if (op.op.kind == OpKind::kForward) {
+      EXPECT_DOUBLE_EQ(op.end - op.start, forward[op.op.stage] / 4) << "stage " << op.op.stage;
+    }
+  // Virtual stage 3, the last, runs each microbatch's backward right after
+  // its forward: one stash of 800 / 4 bytes at a time on worker 1.
+  EXPECT_DOUBLE_EQ(r.stages[1].peak_activation_bytes, 200.0);
+  EXPECT_DOUBLE_EQ(r.stages[0].peak_activation_bytes, 0.0);
+}
+
 TEST(Simulator, TransfersAndAllreduceTakeTime) {
   // 1e9 bytes cross the cut at 1e9 B/s: 2 s each way per minibatch, which
   // overlaps compute but is longer than it.
