@@ -27,7 +27,9 @@ struct Model {
 };
 
 Model load(const std::string& name, const std::string& path) {
-  Model m{name, importer::import_model(path), {}};
+  importer::ImportOptions options;
+  options.inference = true;  // forward only: the forward-only fusions too, as `pipetrain run`
+  Model m{name, importer::import_model(path, options), {}};
   std::mt19937 rng(0);
   std::normal_distribution<float> dist;
   for (const auto& in : m.graph.inputs) {

@@ -61,6 +61,7 @@ void run(const RunArgs& a) {
   // half types), as train runs them; inputs in the half type are widened.
   importer::ImportOptions options = a.model.import_options();
   options.half_as_float32 = true;
+  options.inference = true;
   ir::Graph g = importer::import_model(a.model.path, options);
   std::map<std::string, ir::Tensor> feeds;
   for (const auto& spec : a.inputs) {

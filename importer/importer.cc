@@ -90,7 +90,7 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
   ir::Graph g = detail::graph_from_model(model, opset, base_dir, options);
   g.source_opset = source_opset;
   detail::infer_and_fold(g, options.fold_constants);
-  if (options.fuse) ir::passes::fuse(g);
+  if (options.fuse) ir::passes::fuse(g, options.inference);
   detail::elide_identities(g);
   detail::drop_unused_values(g);
   g.sort_topologically();

@@ -33,6 +33,10 @@ struct ImportOptions {
   /// Rewrite exporters' op chains into fused ops (ir/passes/fusion.h: GELU,
   /// weight GEMMs with their bias, idle Dropouts) before layers are formed.
   bool fuse = true;
+  /// The graph will only run forward (pipetrain run, the forward benchmark):
+  /// with `fuse`, also the fusions a backward pass would not take
+  /// (fuse_conv_relu).
+  bool inference = false;
 };
 
 /// Reads a model file (with external data files next to it). Throws

@@ -15,6 +15,8 @@ void conv_like_grad(GradBuilder& b, const char* grad_op) {
     if (!outs[i].empty()) b.set_GI(i, outs[i]);
 }
 void conv_grad(GradBuilder& b) {
+  if (b.node().has_attr("activation"))
+    b.unsupported("a Conv fused with its activation (an inference import: import for training)");
   conv_like_grad(b, "ConvGrad");
 }
 void conv_transpose_grad(GradBuilder& b) {

@@ -123,7 +123,9 @@ class CudaBackend final : public Backend {
       a.w_data = args.in[1].data<float>();
       a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
       a.y_data = args.out[0].data<float>();
-      return cuda::cudnn_conv(ex, cudnn_, conv_algos_, a);
+      if (!cuda::cudnn_conv(ex, cudnn_, conv_algos_, a)) return false;  // the shared path's
+      device::fused_activation(ex, n, a.y_data, ir::numel(a.y));
+      return true;
     }
     cpu::ConvArgs a =
         device::conv_grad_shapes(n, false, args.in[0].shape, args.in[1].shape, args.in[2].shape);

@@ -62,6 +62,18 @@ struct Col2Im {
 };
 
 /// y[m, i] += b[m] over (channels, size) blocks of one group.
+/// A fused Conv's ReLU (activation "Relu"), over its output in place.
+struct ReluInPlace {
+  float* y;
+  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = y[i] < 0.0f ? 0.0f : y[i]; }
+};
+
+/// The ReLU of a Conv fused with one (ir/passes/fusion.h), after its output is written.
+template <typename Exec>
+void fused_activation(Exec& ex, const ir::Node& n, float* y, int64_t count) {
+  if (n.attr_string("activation", "") == "Relu") ex.for_each(count, ReluInPlace{y});
+}
+
 struct AddBias {
   float* y;
   const float* b;
@@ -137,6 +149,7 @@ void conv_op(Exec& ex, DeviceOpArgs& args) {
   a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
   a.y_data = args.out[0].data<float>();
   conv_run(ex, a);
+  if (!kTransposed) fused_activation(ex, args.n(), a.y_data, ir::numel(a.y));
 }
 
 /// The forward a ConvGrad / ConvTransposeGrad node (dY, X, W) differentiates;

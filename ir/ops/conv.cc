@@ -53,7 +53,12 @@ OpSchema schema_Conv() {
   s.min_inputs = 2;
   s.max_inputs = 3;
   s.attrs = kWindowAttrs;
+  // pipetrain's own: the ReLU fused into it (ir/passes/fusion.h, inference graphs).
+  s.attrs.push_back({"activation", AttrType::kString});
   s.infer = [](InferContext& c) {
+    const std::string activation = c.node().attr_string("activation", "");
+    if (!activation.empty() && activation != "Relu")
+      c.fail("activation '" + activation + "' is not supported (Relu only)");
     const Shape& x = c.shape(0);
     const Shape& w = c.shape(1);
     int64_t group = check_ranks(c);

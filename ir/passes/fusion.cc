@@ -294,13 +294,32 @@ int drop_idle_dropout(Graph& g) {
   });
 }
 
-FusionCounts fuse(Graph& g) {
+int fuse_conv_relu(Graph& g) {
+  return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
+    const Node& conv = g.nodes[ci];
+    if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation")) return false;
+    if (g.tensor(conv.outputs[0]).dtype != DType::kF32) return false;
+    auto ri = uses.sole_reader(conv.outputs[0]);
+    if (!ri || rw.claimed(*ri)) return false;
+    const Node& relu = g.nodes[*ri];
+    if (relu.op_type != "Relu" || !relu.has_output(0)) return false;
+    Node fused = conv;
+    fused.name = unique_node_name(g, rw.new_names, conv.name + "/Relu");
+    fused.attrs["activation"] = Attribute(std::string("Relu"));
+    fused.outputs = {relu.outputs[0]};
+    rw.replace({ci, *ri}, {fused});
+    return true;
+  });
+}
+
+FusionCounts fuse(Graph& g, bool inference) {
   FusionCounts c;
   // Dropout first: an idle one between a GEMM and its bias or inside a GELU
   // would hide the pattern.
   c.idle_dropout = drop_idle_dropout(g);
   c.gelu = fuse_gelu(g);
   c.weight_gemm = fuse_weight_gemm(g);
+  if (inference) c.conv_relu = fuse_conv_relu(g);
   return c;
 }
 

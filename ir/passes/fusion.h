@@ -14,6 +14,7 @@ struct FusionCounts {
   int gelu = 0;            // Div/Erf/Add/Mul/Mul chains -> Gelu
   int weight_gemm = 0;     // MatMul on a transposed weight and/or + bias -> Gemm
   int idle_dropout = 0;    // Dropout that drops nothing: removed
+  int conv_relu = 0;       // inference only: Conv -> Relu as one Conv (activation "Relu")
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -33,7 +34,15 @@ int fuse_weight_gemm(Graph& g);
 /// Identity where its output is a graph output).
 int drop_idle_dropout(Graph& g);
 
-/// All of the above, in an order where each sees the others' results.
-FusionCounts fuse(Graph& g);
+/// Conv whose output only a Relu reads -> that Conv with the attribute
+/// activation = "Relu" writing the Relu's output (oneDNN applies it as a
+/// post-op, before the result leaves the cache). For graphs that only run
+/// forward: a training graph keeps the two (its layers follow the file's
+/// nodes, and the backward of such a Conv is refused).
+int fuse_conv_relu(Graph& g);
+
+/// All of the above, in an order where each sees the others' results;
+/// `inference`: also the forward-only fusions (fuse_conv_relu).
+FusionCounts fuse(Graph& g, bool inference = false);
 
 }  // namespace pipetrain::ir::passes

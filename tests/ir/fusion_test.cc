@@ -12,6 +12,7 @@
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "ir/error.h"
 #include "tests/autodiff/grad_check.h"
 
 namespace pipetrain {
@@ -195,6 +196,81 @@ TEST(Fusion, PatternsOthersStillReadAreLeftAlone) {
     for (const auto& n : g.nodes) transposes += n.op_type == "Transpose";
     EXPECT_EQ(transposes, 1);
   }
+}
+
+// x (2, 3, 8, 8) -> Conv + bias -> Relu -> Conv -> Relu -> y: a CNN's
+// blocks as exporters write them (BatchNorm folded away in eval mode).
+// `read_conv1`: the first Conv's output is a graph output too.
+ir::Graph conv_block(bool read_conv1) {
+  std::mt19937_64 rng(9);
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {2, 3, 8, 8}, ir::Role::kInput});
+  g.inputs = {"x"};
+  for (auto [name, shape] : std::vector<std::pair<std::string, ir::Shape>>{
+           {"w1", {4, 3, 3, 3}}, {"b1", {4}}, {"w2", {8, 4, 3, 3}}})
+    g.set_value(name, test::random_tensor(shape, test::Gen::kUniform, rng), ir::Role::kParam);
+  const std::map<std::string, Attribute> pads = {
+      {"pads", Attribute(std::vector<int64_t>{1, 1, 1, 1})}};
+  g.nodes.push_back({"/c1/Conv", "Conv", {"x", "w1", "b1"}, {"h1"}, pads});
+  g.nodes.push_back({"/r1/Relu", "Relu", {"h1"}, {"a1"}, {}});
+  g.nodes.push_back({"/c2/Conv", "Conv", {"a1", "w2"}, {"h2"}, pads});
+  g.nodes.push_back({"/r2/Relu", "Relu", {"h2"}, {"y"}, {}});
+  g.outputs = {"y"};
+  if (read_conv1) g.outputs.push_back("h1");
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+// Conv + ReLU for forward-only graphs: the fused Conv gives the unfused
+// pair's outputs on the CPU backend (oneDNN's post-op) and the portable one
+// (the shared kernels), exactly: the same convolution, then max(y, 0).
+TEST(Fusion, ConvReluForwardOnlyMatchesTheUnfusedPair) {
+  ir::Graph plain = conv_block(false), fused = conv_block(false);
+  EXPECT_EQ(ir::passes::fuse(fused).conv_relu, 0);  // not without `inference`
+  EXPECT_EQ(ir::passes::fuse(fused, /*inference=*/true).conv_relu, 2);
+  fused.infer_shapes();
+  fused.verify();
+  EXPECT_EQ(op_sequence(fused), (std::vector<std::string>{"Conv", "Conv"}));
+  EXPECT_EQ(fused.nodes[1].attr_string("activation", ""), "Relu");
+  EXPECT_EQ(fused.nodes[1].outputs, std::vector<std::string>{"y"});
+  std::mt19937_64 rng(4);
+  const std::map<std::string, ir::Tensor> feeds = {
+      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
+  for (auto make : {+[] { return exec::make_cpu_backend(); },
+                    +[] { return exec::make_portable_backend(); }}) {
+    auto backend = make();
+    SCOPED_TRACE(backend->name());
+    const ir::Tensor want = exec::ForwardRunner(plain, *backend).run(feeds, {}).at("y");
+    const ir::Tensor got = exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y");
+    ASSERT_EQ(got.shape(), want.shape());
+    int zeros = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
+      zeros += want.at(i) == 0.0f;
+    }
+    EXPECT_GT(zeros, 0);  // the ReLU clipped something
+  }
+  // A Conv fused so cannot be differentiated: one clear error.
+  fused.nodes.push_back({"/loss", "ReduceMean", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}});
+  fused.outputs = {"loss"};
+  fused.infer_shapes();
+  try {
+    autodiff::build_backward(fused, "loss");
+    FAIL() << "the fused Conv was differentiated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused with its activation"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Fusion, ConvReluLeavesAConvOutputOthersRead) {
+  ir::Graph g = conv_block(/*read_conv1=*/true);
+  EXPECT_EQ(ir::passes::fuse_conv_relu(g), 1);  // the second pair only
+  g.infer_shapes();
+  g.verify();
+  EXPECT_EQ(op_sequence(g), (std::vector<std::string>{"Conv", "Relu", "Conv"}));
+  EXPECT_FALSE(g.nodes[0].has_attr("activation"));
 }
 
 }  // namespace

@@ -32,15 +32,13 @@ ConvArgs conv_args(KernelContext& ctx, bool transposed) {
   a.values_version = ctx.values_version;
   a.x_blocked = ctx.in_blocked(0);
   a.y_blocked = ctx.out_blocked(0);
+  a.relu = !transposed && ctx.n().attr_string("activation", "") == "Relu";
   return a;
 }
 
-void run_conv(KernelContext& ctx, bool transposed) {
-  ConvArgs a = conv_args(ctx, transposed);
-  if (ir::numel(a.y) == 0) return;
-  if (conv_dnnl(a)) return;
+// The plain path computes row-major: convert around it.
+void conv_plain_any_layout(const ConvArgs& a) {
   if (!a.x_blocked && !a.y_blocked) return conv_plain(a);
-  // The plain path computes row-major: convert around it.
   std::vector<float> x, y;
   ConvArgs plain = a;
   if (a.x_blocked) {
@@ -57,7 +55,20 @@ void run_conv(KernelContext& ctx, bool transposed) {
   if (a.y_blocked) to_blocked(y.data(), a.y_data, a.y);
 }
 
+void run_conv(KernelContext& ctx, bool transposed) {
+  ConvArgs a = conv_args(ctx, transposed);
+  if (ir::numel(a.y) == 0) return;
+  if (conv_dnnl(a)) return;  // a fused ReLU ran as its post-op
+  conv_plain_any_layout(a);
+  // Elementwise, so in either layout (a blocked tensor has no padding lanes).
+  if (a.relu) relu_in_place(a.y_data, ir::numel(a.y));
+}
+
 }  // namespace
+
+void relu_in_place(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+}
 
 CpuKernel kernel_Conv() {
   return {[](KernelContext& ctx) { run_conv(ctx, false); }, {ir::DType::kF32}, 0};

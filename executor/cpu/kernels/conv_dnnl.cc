@@ -55,6 +55,11 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
   };
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (a.relu) {  // applied to each block of the output before it is stored
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
   auto& eng = du::engine();
   auto finish = [&](const auto& pd) {
     p->src = pd.src_desc();
@@ -137,7 +142,8 @@ std::string conv_cache_key(const ConvArgs& a) {
          du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
          " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
          (a.b_data ? " bias" : "") + (a.x_blocked ? " x:blocked" : "") +
-         (a.y_blocked ? " y:blocked" : "") + " threads " + std::to_string(dnnl_threads());
+         (a.y_blocked ? " y:blocked" : "") + (a.relu ? " relu" : "") + " threads " +
+         std::to_string(dnnl_threads());
 }
 
 bool conv_dnnl(const ConvArgs& a) {

@@ -31,7 +31,12 @@ struct ConvArgs {
   /// x_data / y_data are in the blocked layout (blocked_layout.h), not
   /// row-major; Conv only, 4-D only.
   bool x_blocked = false, y_blocked = false;
+  /// Conv with activation "Relu" (ir/passes/fusion.h): max(y, 0) on the way out.
+  bool relu = false;
 };
+
+/// max(y, 0) over a fused Conv's output, after a path that could not fuse it.
+void relu_in_place(float* y, int64_t n);
 
 /// Runs the convolution with oneDNN; false when oneDNN cannot express it
 /// (a negative begin padding), in which case nothing was written.
