@@ -230,14 +230,19 @@ TEST(StagePrograms, SkipConnectionIsOneDirectTransfer) {
   EXPECT_EQ(s2.inputs, (std::vector<std::string>{"labels"}));
 }
 
-TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
+// The zoo's LeNet at batch 2, one node per layer, with its loss and backward.
+autodiff::TrainingGraph lenet_training_graph() {
   models::ZooOptions opts;
   opts.batch = 2;
   opts.seed = 3;
   onnx::ModelProto proto = models::build_zoo_model("lenet", opts);
   importer::ImportOptions io;  // one node per layer
   ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
-  auto tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  return autodiff::build_training_graph(model, {"cross-entropy", ""});
+}
+
+TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
+  auto tg = lenet_training_graph();
   const int n = static_cast<int>(tg.graph.layers.size());
   ASSERT_GE(n, 3);
   check_equivalence(tg, {{{0, n - 1}},
@@ -268,12 +273,7 @@ TEST(StagePrograms, LenetMatchesWholeGraphBitwise) {
 // are what the stage keeps from B to W: the carried tensors and the received
 // gradients W reads (the first stage: only those).
 TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
-  models::ZooOptions opts;
-  opts.batch = 2;
-  onnx::ModelProto proto = models::build_zoo_model("lenet", opts);
-  importer::ImportOptions io;  // one node per layer
-  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
-  auto tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  auto tg = lenet_training_graph();
   const int n = static_cast<int>(tg.graph.layers.size());
   const partitioner::Profile p = partitioner::measured_profile(
       tg.graph, [](std::vector<double>& s) { std::fill(s.begin(), s.end(), 1.0); }, 0, 1, "cpu");
