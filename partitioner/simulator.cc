@@ -148,6 +148,7 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
         l.update_s += src.update_s;
         l.accumulate_s += src.accumulate_s;
         l.output_bytes += src.output_bytes;
+        l.carry_bytes += src.carry_bytes;
         l.input_bytes += src.input_bytes;
         l.param_bytes += src.param_bytes;
       }

@@ -61,7 +61,6 @@ struct Col2Im {
   }
 };
 
-/// y[m, i] += b[m] over (channels, size) blocks of one group.
 /// A fused Conv's ReLU (activation "Relu"), over its output in place.
 struct ReluInPlace {
   float* y;
@@ -74,6 +73,7 @@ void fused_activation(Exec& ex, const ir::Node& n, float* y, int64_t count) {
   if (n.attr_string("activation", "") == "Relu") ex.for_each(count, ReluInPlace{y});
 }
 
+/// y[m, i] += b[m] over (channels, size) blocks of one group.
 struct AddBias {
   float* y;
   const float* b;
