@@ -6,6 +6,7 @@
 #pragma once
 
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/device/elementwise_math.h"
 #include "executor/device/ops_pool.h"
 #include "executor/device/row_math.h"
 
@@ -64,7 +65,7 @@ struct Col2Im {
 /// A fused Conv's ReLU (activation "Relu"), over its output in place.
 struct ReluInPlace {
   float* y;
-  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = y[i] < 0.0f ? 0.0f : y[i]; }
+  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = ReluFn{}(y[i]); }
 };
 
 /// The ReLU of a Conv fused with one (ir/passes/fusion.h), after its output is written.

@@ -5,6 +5,7 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/device/elementwise_math.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -55,6 +56,12 @@ void conv_plain_any_layout(const ConvArgs& a) {
   if (a.y_blocked) to_blocked(y.data(), a.y_data, a.y);
 }
 
+// max(y, 0) over a fused Conv's output, after a path that could not fuse it
+// (the Relu kernel's own function).
+void relu_in_place(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = device::ReluFn{}(y[i]);
+}
+
 void run_conv(KernelContext& ctx, bool transposed) {
   ConvArgs a = conv_args(ctx, transposed);
   if (ir::numel(a.y) == 0) return;
@@ -65,10 +72,6 @@ void run_conv(KernelContext& ctx, bool transposed) {
 }
 
 }  // namespace
-
-void relu_in_place(float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
-}
 
 CpuKernel kernel_Conv() {
   return {[](KernelContext& ctx) { run_conv(ctx, false); }, {ir::DType::kF32}, 0};

@@ -35,9 +35,6 @@ struct ConvArgs {
   bool relu = false;
 };
 
-/// max(y, 0) over a fused Conv's output, after a path that could not fuse it.
-void relu_in_place(float* y, int64_t n);
-
 /// Runs the convolution with oneDNN; false when oneDNN cannot express it
 /// (a negative begin padding), in which case nothing was written.
 bool conv_dnnl(const ConvArgs& a);
