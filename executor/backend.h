@@ -80,7 +80,14 @@ class Backend {
   virtual void to_host(const ir::Tensor& t) { (void)t; }
   /// The run no longer reads t (its last reader ran).
   virtual void release(const ir::Tensor& t) { (void)t; }
-  /// Ends the run (also after an exception); what was not brought to the host is gone.
+  /// Instead of to_host(): a handle on t that outlives the run (t may be an
+  /// arena slot the next run reuses) for a later run of this backend to read,
+  /// not the host. The CPU's is a copy; a device backend's keeps the bytes on
+  /// the device, the handle's host bytes undefined (a stage's stashed
+  /// activations, read again by its backward run).
+  virtual ir::Tensor keep(const ir::Tensor& t) { return t.clone(); }
+  /// Ends the run (also after an exception); what was not brought to the host
+  /// or kept is gone.
   virtual void end_run() {}
   /// Host-device traffic so far (zero for the CPU backend).
   virtual TransferStats transfers() const { return {}; }

@@ -215,8 +215,11 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
   }
   std::map<std::string, ir::Tensor> result;
   for (const auto& o : graph_.outputs) {
+    if (result.count(o)) continue;  // listed twice
     auto it = live.find(o);
-    if (it != live.end()) {
+    if (it != live.end() && options.keep_on_device && options.keep_on_device->count(o)) {
+      result[o] = backend_.keep(it->second);
+    } else if (it != live.end()) {
       backend_.to_host(it->second);
       result[o] = it->second;
     } else if (const ir::Tensor* v = graph_.value(o)) {

@@ -33,6 +33,10 @@ struct RunOptions {
   /// buffer itself (GEMM beta = 1): no copy, no extra pass over memory.
   const std::map<std::string, ir::Tensor>* sinks = nullptr;
   bool sinks_overwrite = false;
+  /// Graph outputs the caller hands only to later runs of this backend, not
+  /// the host: returned by Backend::keep() (owned, not arena views; on a
+  /// device backend still on the device) instead of brought to the host.
+  const std::set<std::string>* keep_on_device = nullptr;
 };
 
 /// A values_version no run has used before (process-wide, never 0). Kernels

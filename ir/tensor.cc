@@ -33,6 +33,14 @@ std::shared_ptr<std::byte[]> Tensor::allocate(size_t bytes) {
   return alloc_aligned(bytes);
 }
 
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = alloc_aligned(t.nbytes(), /*zero=*/false);
+  return t;
+}
+
 Tensor Tensor::clone() const {
   Tensor t;
   t.dtype_ = dtype_;

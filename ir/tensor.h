@@ -43,6 +43,12 @@ class Tensor {
                      Shape shape);
   /// Zero-filled 64-byte aligned storage of `bytes` bytes (an arena).
   static std::shared_ptr<std::byte[]> allocate(size_t bytes);
+  /// Storage for the shape that is not written here: its bytes are undefined
+  /// until someone writes them (a device tensor's host stand-in, whose large
+  /// pages are never touched unless it comes back to the host).
+  static Tensor uninitialized(DType dtype, Shape shape);
+  /// The buffer's owner, for whoever must notice when the last handle goes.
+  std::weak_ptr<std::byte[]> storage() const { return data_; }
 
   /// Deep copy.
   Tensor clone() const;

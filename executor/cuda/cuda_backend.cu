@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
     residency_.to_host(t);
   }
   void release(const ir::Tensor& t) override { residency_.release(t); }
+  ir::Tensor keep(const ir::Tensor& t) override { return residency_.keep(t); }
   void end_run() override { residency_.end_run(); }
   TransferStats transfers() const override {
     return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};

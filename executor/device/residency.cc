@@ -13,8 +13,13 @@ Residency::~Residency() {
 void Residency::begin_run(uint64_t values_version) {
   if (active_) throw RuntimeFault("a device run began inside another");
   active_ = true;
+  sweep();
   if (values_version != values_version_) {
-    for (auto it = entries_.begin(); it != entries_.end();) drop(it++);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      if (!it->second.kept) drop(it);
+      it = next;
+    }
     values_version_ = values_version;
   }
 }
@@ -24,20 +29,59 @@ void Residency::end_run() {
     auto next = std::next(it);
     // Version 0 promises nothing about the values (the next run's may be
     // other buffers at the same addresses): only real versions keep them.
-    if (!it->second.value || values_version_ == 0) drop(it);
+    if (!it->second.kept && (!it->second.value || values_version_ == 0)) drop(it);
     it = next;
   }
+  sweep();
   active_ = false;
 }
 
-void Residency::drop(std::map<const void*, Entry>::iterator it) {
+void Residency::drop(Entries::iterator it) {
   memory_.release(it->second.device, alloc_size(it->second.bytes));
   entries_.erase(it);
 }
 
+Residency::Entries::iterator Residency::find(const ir::Tensor& t) {
+  auto it = entries_.find(t.raw());
+  if (it != entries_.end() && it->second.kept && it->second.owner.expired()) {
+    drop(it);
+    return entries_.end();
+  }
+  return it;
+}
+
+void Residency::sweep() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (it->second.kept && it->second.owner.expired()) drop(it);
+    it = next;
+  }
+}
+
+size_t Residency::kept_count() const {
+  size_t n = 0;
+  for (const auto& [host, e] : entries_) n += e.kept && !e.owner.expired();
+  return n;
+}
+
+ir::Tensor Residency::keep(const ir::Tensor& t) {
+  auto it = find(t);
+  if (it == entries_.end() || !it->second.device_newer || it->second.bytes != t.nbytes())
+    return t.clone();
+  ir::Tensor keeper = ir::Tensor::uninitialized(t.dtype(), t.shape());
+  if (poison_ && t.nbytes()) std::memset(keeper.raw(), 0xFF, t.nbytes());
+  Entry e = it->second;  // the device buffer changes hands, no copy
+  entries_.erase(it);
+  e.kept = true;
+  e.value = false;
+  e.owner = keeper.storage();
+  entries_.emplace(keeper.raw(), std::move(e));
+  return keeper;
+}
+
 const void* Residency::input(const ir::Tensor& t, bool is_value) {
   const size_t bytes = t.nbytes();
-  auto it = entries_.find(t.raw());
+  auto it = find(t);
   if (it != entries_.end() && it->second.bytes == bytes) return it->second.device;
   if (it != entries_.end()) {  // another tensor at this address: settle it first
     if (it->second.device_newer)
@@ -56,7 +100,7 @@ const void* Residency::input(const ir::Tensor& t, bool is_value) {
 }
 
 void* Residency::output(const ir::Tensor& t) {
-  auto it = entries_.find(t.raw());
+  auto it = find(t);
   if (it != entries_.end()) drop(it);  // an earlier tensor in this slot, or stale bytes
   Entry e;
   e.bytes = t.nbytes();
@@ -68,7 +112,7 @@ void* Residency::output(const ir::Tensor& t) {
 }
 
 void Residency::to_host(const ir::Tensor& t) {
-  auto it = entries_.find(t.raw());
+  auto it = find(t);
   if (it == entries_.end() || !it->second.device_newer) return;
   if (it->second.bytes != t.nbytes())
     throw RuntimeFault("device residency: reading " + std::to_string(t.nbytes()) + " bytes of a " +
@@ -80,13 +124,13 @@ void Residency::to_host(const ir::Tensor& t) {
 }
 
 void Residency::host_wrote(const ir::Tensor& t) {
-  auto it = entries_.find(t.raw());
+  auto it = find(t);
   if (it != entries_.end()) drop(it);
 }
 
 void Residency::release(const ir::Tensor& t) {
-  auto it = entries_.find(t.raw());
-  if (it != entries_.end() && !it->second.value) drop(it);
+  auto it = find(t);
+  if (it != entries_.end() && !it->second.value && !it->second.kept) drop(it);
 }
 
 }  // namespace pipetrain::exec::device

@@ -6,6 +6,10 @@
 // back (the run's outputs, a host op's inputs). The host copy of a tensor
 // whose newest bytes are on the device is stale until to_host().
 //
+// A run's output may also outlive the run on the device (keep()): a stage
+// worker's stashed activations, which its backward run reads again, need
+// not go down to the host and back up in between.
+//
 // The bookkeeping is host code shared by the CUDA backend and the portable
 // backend, whose "device" is separate host memory and which poisons stale
 // host copies (NaN bytes), so the CPU test suite catches a host read that
@@ -70,8 +74,16 @@ class Residency {
   void to_host(const ir::Tensor& t);
   /// The host wrote t (a host op's output): any device copy is out of date.
   void host_wrote(const ir::Tensor& t);
-  /// The run no longer needs t: its device copy goes.
+  /// The run no longer needs t: its device copy goes (a kept one stays).
   void release(const ir::Tensor& t);
+  /// t's device copy outlives the run under the returned host tensor, whose
+  /// bytes are stale (poisoned in tests) until to_host(): later runs read it
+  /// without an upload, until the returned tensor's buffer is freed. t's own
+  /// address (an arena slot the next run reuses) no longer names it. A t
+  /// whose host bytes are current comes back as a host copy.
+  ir::Tensor keep(const ir::Tensor& t);
+  /// Device copies held past their runs by keep().
+  size_t kept_count() const;
 
   /// Bytes moved so far, for tests and reports.
   size_t uploaded_bytes() const { return uploaded_; }
@@ -83,15 +95,23 @@ class Residency {
     size_t bytes = 0;
     bool device_newer = false;  // the host copy is stale
     bool value = false;         // cached across runs (for values_version)
+    bool kept = false;          // keep(): held while `owner`'s buffer lives
+    std::weak_ptr<std::byte[]> owner;
   };
-  void drop(std::map<const void*, Entry>::iterator it);
+  using Entries = std::map<const void*, Entry>;
+  void drop(Entries::iterator it);
+  /// t's entry, or end() (a kept entry whose buffer was freed is dropped:
+  /// another tensor may have its address now).
+  Entries::iterator find(const ir::Tensor& t);
+  /// Drops the kept entries whose buffers were freed.
+  void sweep();
   static size_t alloc_size(size_t bytes) { return bytes ? bytes : 1; }
 
   DeviceMemory& memory_;
   const bool poison_;
   bool active_ = false;
   uint64_t values_version_ = 0;
-  std::map<const void*, Entry> entries_;  // by host address
+  Entries entries_;  // by host address
   size_t uploaded_ = 0, downloaded_ = 0;
 };
 

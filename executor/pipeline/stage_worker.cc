@@ -96,6 +96,14 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
   // A stage of parameter-free layers (a lone Relu) has nothing to update.
   if (!trained.empty()) optimizer_ = Optimizer::create(optimizer, state_, trained);
 
+  std::set<std::string> host_read;
+  for (const auto& tr : program_.send_fwd) host_read.insert(tr.tensor);
+  host_read.insert(program_.results.begin(), program_.results.end());
+  const auto& fwd_out = program_.forward.outputs;
+  for (const auto& name : program_.stash)
+    if (!host_read.count(name) && std::find(fwd_out.begin(), fwd_out.end(), name) != fwd_out.end())
+      kept_stash_.insert(name);
+
   // The param gradients are summed into the accumulators (RunOptions::sinks).
   forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
   if (split_backward) {
@@ -135,6 +143,7 @@ StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const Tenso
   run.training = true;
   run.seed = seed;
   run.values_version = values_version_;
+  if (!recompute_) run.keep_on_device = &kept_stash_;
   TensorMap outs = forward_runner_->run(select_inputs(program_.forward, feeds), run);
 
   // Outputs are views into the runner's arena: keep copies.
@@ -154,7 +163,9 @@ StageForwardResult StageWorker::forward(int64_t mb, int64_t version, const Tenso
     st.seed = seed;
   } else {
     for (const auto& name : program_.stash) {
-      if (outs.count(name))
+      if (kept_stash_.count(name))
+        st.tensors[name] = outs.at(name);  // Backend::keep()'s own handle
+      else if (outs.count(name))
         st.tensors[name] = keep(name);  // shared with what is sent, when it is both
       else if (auto it = feeds.find(name); it != feeds.end())
         st.tensors[name] = it->second;  // received: already this worker's

@@ -129,6 +129,10 @@ class StageWorker {
   TensorMap stash_tensors(const TensorMap& outs, const TensorMap& feeds, bool copy) const;
   bool recompute_ = false;
   bool overlapping_rounds_ = true;
+  /// Stashed forward outputs only this worker's backward reads (not sent,
+  /// not results): Backend::keep() holds them (a device backend on the
+  /// device) instead of the host.
+  std::set<std::string> kept_stash_;
   size_t peak_stash_bytes_ = 0;
   Stash& stash_of(int64_t mb, const char* what);
   /// Options of a run of backward subgraph `g`: training, on the current

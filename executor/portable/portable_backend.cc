@@ -61,6 +61,7 @@ class PortableBackend final : public Backend {
   void begin_run(uint64_t values_version) override { residency_.begin_run(values_version); }
   void to_host(const ir::Tensor& t) override { residency_.to_host(t); }
   void release(const ir::Tensor& t) override { residency_.release(t); }
+  ir::Tensor keep(const ir::Tensor& t) override { return residency_.keep(t); }
   void end_run() override { residency_.end_run(); }
   TransferStats transfers() const override {
     return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};

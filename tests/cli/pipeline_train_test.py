@@ -318,14 +318,18 @@ class PipelineTrainTest(unittest.TestCase):
 
     def test_portable_backend_trains_as_the_cpu_backend(self):
         # The CUDA kernels' shared code, run on the CPU: the MLP's ops (Gemm
-        # is the CPU's in both) give bitwise the CPU backend's weights.
-        for extra in ([], ["--stages", 2]):
-            self.ok(self.train("c", *extra, "--max-steps", 20, "-o", self.path("c.onnx")))
+        # is the CPU's in both) give bitwise the CPU backend's weights. The
+        # stages keep their stashes on the (poisoned) device between forward
+        # and backward, and zb-h1's weight half reads them a second time.
+        for extra, schedule in (([], []), (["--stages", 2], []),
+                                (["--stages", 2], ["--schedule", "zb-h1", "--microbatches", 4])):
+            self.ok(self.train("c", *extra, *schedule, "--max-steps", 20,
+                               "-o", self.path("c.onnx")))
             # The cpu run's cut: asynchronous 1F1B's weights depend on it, and
             # --stages cuts by measured time (an ASan build cut the two apart).
             same_cut = ["--plan", self.path("c/plan.json")] if extra else []
-            r = self.ok(self.train("p", *same_cut, "--max-steps", 20, "--backend", "portable",
-                                   "-o", self.path("p.onnx")))
+            r = self.ok(self.train("p", *same_cut, *schedule, "--max-steps", 20,
+                                   "--backend", "portable", "-o", self.path("p.onnx")))
             if extra:
                 self.assertIn("backend portable", r.stdout)
                 # The prediction times the workers' own backend, not the CPU's.
@@ -333,6 +337,26 @@ class PipelineTrainTest(unittest.TestCase):
             else:  # one worker reports what its device traffic was
                 self.assertRegex(r.stdout, r"host-device traffic: [\d.]+ MiB to the device")
             self.assert_same_weights(self.path("c.onnx"), self.path("p.onnx"))
+
+    def test_device_backends_keep_stashes_on_the_device_with_the_same_gradients(self):
+        # LeNet's stashed convolution and pooling outputs are made and read
+        # by device kernels only, so the portable backend keeps them on its
+        # (poisoned) device between a microbatch's forward and its input and
+        # weight halves; recomputation refills the stash on the host instead.
+        # Both must give bitwise the same weights.
+        lenet = self.path("lenet.onnx")
+        self.ok(run("zoo", "export", "lenet", "-o", lenet))
+        out = {}
+        # One cut for both (--stages cuts by measured time).
+        for name, extra in (("kept", ["--stages", 2]),
+                            ("recomputed", ["--plan", self.path("kept/plan.json"), "--recompute"])):
+            args = self.args(name, "--schedule", "zb-h1", "--microbatches", 4,
+                             "--max-samples", 512, "--max-steps", 6, "--backend", "portable",
+                             *extra, "-o", self.path(name + ".onnx"))
+            args[1:4] = [lenet, "--data", "fashion-mnist"]
+            self.ok(run(*args))
+            out[name] = self.path(name + ".onnx")
+        self.assert_same_weights(out["kept"], out["recomputed"])
 
     def test_bf16_mixed_precision_trains_and_needs_a_device_backend(self):
         # The same cut for both: asynchronous 1F1B's weights depend on it, and

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
@@ -130,6 +131,58 @@ TEST(Residency, AnotherSizeAtTheAddressOfANewerDeviceTensorIsAnError) {
   EXPECT_EQ(mem.live, 0);
 }
 
+// A stage's stash: its forward run's output stays on the device under the
+// handle keep() returns, across runs and a values_version change, read
+// without an upload and brought back only when asked; it goes with the
+// handle's buffer.
+TEST(Residency, AKeptTensorOutlivesItsRunOnTheDeviceUntilItsHandleGoes) {
+  CountingMemory mem;
+  Residency r(mem, /*poison_stale=*/true);
+  ir::Tensor slot = floats({0, 0, 0});  // an arena slot the next run reuses
+  r.begin_run(1);
+  auto* d = static_cast<float*>(r.output(slot));
+  for (int i = 0; i < 3; ++i) d[i] = static_cast<float>(i) + 0.5f;
+  ir::Tensor kept = r.keep(slot);
+  EXPECT_NE(kept.raw(), slot.raw());
+  EXPECT_TRUE(std::isnan(kept.data<float>()[1]));  // not on the host
+  EXPECT_EQ(r.input(kept, false), d);               // the same device buffer, moved
+  r.end_run();
+  EXPECT_EQ(mem.live, 1);
+  EXPECT_EQ(r.kept_count(), 1u);
+
+  r.begin_run(2);  // another values_version: the kept tensor stays all the same
+  auto* back = static_cast<const float*>(r.input(kept, false));
+  EXPECT_EQ(back, d);
+  EXPECT_EQ(back[2], 2.5f);
+  EXPECT_EQ(mem.uploads, 0);
+  r.release(kept);  // a run's last reader: a later run (the weight half) may read it again
+  r.output(slot);   // the slot's next tensor is its own
+  r.end_run();
+  EXPECT_EQ(mem.live, 1);
+  r.to_host(kept);
+  EXPECT_EQ(mem.downloads, 1);
+  EXPECT_EQ(kept.data<float>()[2], 2.5f);
+
+  kept = ir::Tensor();  // the stash entry goes: so does its device copy, at the next run
+  r.begin_run(2);
+  r.end_run();
+  EXPECT_EQ(mem.live, 0);
+  EXPECT_EQ(r.kept_count(), 0u);
+}
+
+TEST(Residency, KeepingAHostCurrentTensorCopiesItOnTheHost) {
+  CountingMemory mem;
+  Residency r(mem, /*poison_stale=*/true);
+  ir::Tensor feed = floats({3, 4});
+  r.begin_run(0);
+  r.input(feed, false);  // uploaded, the host copy current
+  ir::Tensor kept = r.keep(feed);
+  r.end_run();
+  EXPECT_NE(kept.raw(), feed.raw());
+  EXPECT_EQ(kept.data<float>()[1], 4.0f);
+  EXPECT_EQ(mem.live, 0);
+}
+
 TEST(Residency, RunsDoNotNest) {
   CountingMemory mem;
   Residency r(mem);
@@ -183,6 +236,31 @@ TEST(Residency, APortableRunMovesFeedsValuesAndOutputsOnly) {
   runner.run(feeds, opts);
   EXPECT_EQ(portable->transfers().to_device, x + w + b + x);  // the values stayed
   EXPECT_EQ(portable->transfers().to_host, 2 * y);
+
+  // A stage's forward and backward: the forward keeps its output m on the
+  // device for a second graph (z = Relu(m)), which reads it with no upload.
+  g.outputs = {"y", "m"};
+  ir::Graph g2;
+  g2.set_tensor({"m", ir::DType::kF32, {4, 8}, ir::Role::kInput});
+  g2.inputs = {"m"};
+  g2.nodes = {node("relu2", "Relu", {"m"}, {"z"})};
+  g2.outputs = {"z"};
+  g2.set_layers({{"l0", {0}}});
+  g2.infer_shapes();
+  g2.verify();
+  const std::set<std::string> keep = {"m"};
+  RunOptions keeping = opts;
+  keeping.keep_on_device = &keep;
+  const auto cpu_out = ForwardRunner(g, *cpu, true).run(feeds, keeping);
+  const ir::Tensor want_z = ForwardRunner(g2, *cpu, true).run({{"m", cpu_out.at("m")}}, opts).at("z");
+  ForwardRunner first(g, *portable, true), second(g2, *portable, true);
+  const auto before = portable->transfers();
+  const auto out = first.run(feeds, keeping);
+  EXPECT_EQ(portable->transfers().to_host - before.to_host, y);  // y only, not m
+  EXPECT_TRUE(std::isnan(out.at("m").data<float>()[0]));        // m is on the device
+  const ir::Tensor z = second.run({{"m", out.at("m")}}, opts).at("z");
+  EXPECT_EQ(portable->transfers().to_device - before.to_device, x);  // m was not uploaded
+  EXPECT_EQ(std::memcmp(z.raw(), want_z.raw(), want_z.nbytes()), 0);
 }
 
 }  // namespace
