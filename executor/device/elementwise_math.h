@@ -421,9 +421,7 @@ inline constexpr float kGeluCubic = 0.044715f;
 /// sqrt 2)) over 8 lanes, at an absolute error under 1e-6; what it gives up
 /// is relative accuracy where gelu(x) < 1e-5 (x < -4.3), as PyTorch's does.
 struct GeluFn {
-  PIPETRAIN_HD float operator()(float v) const {
-    return 0.5f * v * (1.0f + erf_f32(v * kSqrt1_2));
-  }
+  PIPETRAIN_HD float operator()(float v) const { return 0.5f * v * (1.0f + erf_f32(v * kSqrt1_2)); }
 };
 /// approximate = "tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 struct GeluTanhFn {

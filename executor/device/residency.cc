@@ -13,14 +13,13 @@ Residency::~Residency() {
 void Residency::begin_run(uint64_t values_version) {
   if (active_) throw RuntimeFault("a device run began inside another");
   active_ = true;
-  sweep();
-  if (values_version != values_version_) {
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      auto next = std::next(it);
-      if (!it->second.kept) drop(it);
-      it = next;
-    }
-    values_version_ = values_version;
+  // Another version drops the cached values; kept tensors go with their handles only.
+  const bool new_version = values_version != values_version_;
+  values_version_ = values_version;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (it->second.kept ? it->second.owner.expired() : new_version) drop(it);
+    it = next;
   }
 }
 
@@ -29,10 +28,10 @@ void Residency::end_run() {
     auto next = std::next(it);
     // Version 0 promises nothing about the values (the next run's may be
     // other buffers at the same addresses): only real versions keep them.
-    if (!it->second.kept && (!it->second.value || values_version_ == 0)) drop(it);
+    const Entry& e = it->second;
+    if (e.kept ? e.owner.expired() : (!e.value || values_version_ == 0)) drop(it);
     it = next;
   }
-  sweep();
   active_ = false;
 }
 
@@ -48,14 +47,6 @@ Residency::Entries::iterator Residency::find(const ir::Tensor& t) {
     return entries_.end();
   }
   return it;
-}
-
-void Residency::sweep() {
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto next = std::next(it);
-    if (it->second.kept && it->second.owner.expired()) drop(it);
-    it = next;
-  }
 }
 
 size_t Residency::kept_count() const {

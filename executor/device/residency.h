@@ -103,8 +103,6 @@ class Residency {
   /// t's entry, or end() (a kept entry whose buffer was freed is dropped:
   /// another tensor may have its address now).
   Entries::iterator find(const ir::Tensor& t);
-  /// Drops the kept entries whose buffers were freed.
-  void sweep();
   static size_t alloc_size(size_t bytes) { return bytes ? bytes : 1; }
 
   DeviceMemory& memory_;

@@ -145,7 +145,7 @@ TEST(Residency, AKeptTensorOutlivesItsRunOnTheDeviceUntilItsHandleGoes) {
   ir::Tensor kept = r.keep(slot);
   EXPECT_NE(kept.raw(), slot.raw());
   EXPECT_TRUE(std::isnan(kept.data<float>()[1]));  // not on the host
-  EXPECT_EQ(r.input(kept, false), d);               // the same device buffer, moved
+  EXPECT_EQ(r.input(kept, false), d);              // the same device buffer, moved
   r.end_run();
   EXPECT_EQ(mem.live, 1);
   EXPECT_EQ(r.kept_count(), 1u);
@@ -252,12 +252,13 @@ TEST(Residency, APortableRunMovesFeedsValuesAndOutputsOnly) {
   RunOptions keeping = opts;
   keeping.keep_on_device = &keep;
   const auto cpu_out = ForwardRunner(g, *cpu, true).run(feeds, keeping);
-  const ir::Tensor want_z = ForwardRunner(g2, *cpu, true).run({{"m", cpu_out.at("m")}}, opts).at("z");
+  const ir::Tensor want_z =
+      ForwardRunner(g2, *cpu, true).run({{"m", cpu_out.at("m")}}, opts).at("z");
   ForwardRunner first(g, *portable, true), second(g2, *portable, true);
   const auto before = portable->transfers();
   const auto out = first.run(feeds, keeping);
   EXPECT_EQ(portable->transfers().to_host - before.to_host, y);  // y only, not m
-  EXPECT_TRUE(std::isnan(out.at("m").data<float>()[0]));        // m is on the device
+  EXPECT_TRUE(std::isnan(out.at("m").data<float>()[0]));         // m is on the device
   const ir::Tensor z = second.run({{"m", out.at("m")}}, opts).at("z");
   EXPECT_EQ(portable->transfers().to_device - before.to_device, x);  // m was not uploaded
   EXPECT_EQ(std::memcmp(z.raw(), want_z.raw(), want_z.nbytes()), 0);
