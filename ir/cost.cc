@@ -43,7 +43,7 @@ int64_t node_flops(const Graph& g, const Node& n) {
   if (op == "Gemm" || op == "MatMul") {
     const Shape& a = g.tensor(n.inputs[0]).shape;
     int64_t k = a.empty() ? 1 : a.back();
-    if (op == "Gemm" && n.attr_int("transA", 0)) k = a.front();
+    if (n.attr_int("transA", 0)) k = a[a.size() - 2];  // Gemm's A is 2-D; MatMul's is >= 2-D
     return 2 * out_numel(g, n) * k;
   }
   if (op == "LSTM") {

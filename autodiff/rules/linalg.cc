@@ -38,21 +38,23 @@ void gemm_grad(GradBuilder& b) {
   }
 }
 
-/// Swaps the last two axes.
-std::string transpose_last2(GradBuilder& b, const std::string& t) {
-  const int64_t r = static_cast<int64_t>(b.shape(t).size());
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < r - 2; ++i) perm.push_back(i);
-  perm.push_back(r - 1);
-  perm.push_back(r - 2);
-  return b.emit1("Transpose", {t}, {{"perm", Attribute(perm)}});
+/// MatMul(x, y) reading x and/or y with their last two axes swapped (the
+/// kernels' transA / transB), so no Transpose node copies an operand.
+std::string matmul_t(GradBuilder& b, const std::string& x, bool tx, const std::string& y, bool ty) {
+  std::map<std::string, Attribute> attrs;
+  if (tx) attrs["transA"] = i64(1);
+  if (ty) attrs["transB"] = i64(1);
+  return b.emit1("MatMul", {x, y}, attrs);
 }
 
-// Y = A @ B with numpy semantics. 1-D operands are lifted to matrices ((K) ->
-// (1, K) for A, (K, 1) for B) and dY reshaped to match; batch axes broadcast.
-// dA = dY B^T, dB = A^T dY, each summed back over its broadcast batch axes.
+// Y = op(A) @ op(B) with numpy semantics, op a swap of the last two axes where
+// transA / transB say so. 1-D operands are lifted to matrices ((K) -> (1, K)
+// for A, (K, 1) for B) and dY reshaped to match; batch axes broadcast.
+// dA = dY op(B)^T (transposed back when transA), dB = op(A)^T dY (likewise),
+// each summed back over its broadcast batch axes.
 void matmul_grad(GradBuilder& b) {
   const std::string a = b.I(0), w = b.I(1);
+  const bool ta = b.node().attr_int("transA", 0) != 0, tb = b.node().attr_int("transB", 0) != 0;
   const ir::Shape sa = b.shape(a), sw = b.shape(w), sy = b.shape(b.O(0));
   ir::Shape a2 = sa.size() == 1 ? ir::Shape{1, sa[0]} : sa;
   ir::Shape w2 = sw.size() == 1 ? ir::Shape{sw[0], 1} : sw;
@@ -60,25 +62,28 @@ void matmul_grad(GradBuilder& b) {
   if (sa.size() == 1) y2.insert(y2.end() - (sw.size() == 1 ? 0 : 1), 1);
   if (sw.size() == 1) y2.push_back(1);
   const std::string al = b.reshape(a, a2), wl = b.reshape(w, w2), dy = b.reshape(b.GO(0), y2);
-  const int64_t k = a2.back(), m = w2.back();
-  if (w2.size() == 2 && a2.size() >= 2) {
+  const int64_t k = a2.back(), m = tb ? w2[0] : w2.back();
+  if (w2.size() == 2 && a2.size() >= 2 && !ta) {
     // The common linear layer: fold the batch axes of A into rows and use one GEMM each.
     const int64_t rows = ir::numel(a2) / k;
     const std::string a_rows = b.reshape(al, {rows, k}), dy_rows = b.reshape(dy, {rows, m});
     if (b.wants(0)) {
-      std::string da = b.emit1("Gemm", {dy_rows, wl}, {{"transB", i64(1)}});
+      std::string da = b.emit1("Gemm", {dy_rows, wl}, {{"transB", i64(tb ? 0 : 1)}});
       b.set_GI(0, b.reshape(da, sa));
     }
-    if (b.wants(1))
-      b.set_GI(1, b.reshape(b.emit1("Gemm", {a_rows, dy_rows}, {{"transA", i64(1)}}), sw));
+    if (b.wants(1)) {
+      std::string dw = tb ? b.emit1("Gemm", {dy_rows, a_rows}, {{"transA", i64(1)}})
+                          : b.emit1("Gemm", {a_rows, dy_rows}, {{"transA", i64(1)}});
+      b.set_GI(1, b.reshape(dw, sw));
+    }
     return;
   }
   if (b.wants(0)) {
-    std::string da = b.emit1("MatMul", {dy, transpose_last2(b, wl)});
+    std::string da = ta ? matmul_t(b, wl, tb, dy, true) : matmul_t(b, dy, false, wl, !tb);
     b.set_GI(0, b.reshape(b.reduce_to(da, a2), sa));
   }
   if (b.wants(1)) {
-    std::string dw = b.emit1("MatMul", {transpose_last2(b, al), dy});
+    std::string dw = tb ? matmul_t(b, dy, true, al, ta) : matmul_t(b, al, !ta, dy, false);
     b.set_GI(1, b.reshape(b.reduce_to(dw, w2), sw));
   }
 }

@@ -42,11 +42,13 @@ void gemm_op(CudaExec& ex, device::DeviceOpArgs& a) {
 
 void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
   const device::DeviceTensor &A = a.in[0], &B = a.in[1], &Y = a.out[0];
-  const auto mb = device::matmul_batches(A.shape, B.shape);
+  const auto mb = device::matmul_batches(A.shape, B.shape, a.n().attr_int("transA", 0) != 0,
+                                         a.n().attr_int("transB", 0) != 0);
   const int64_t m = mb.m, n = mb.n, k = mb.k;
-  if (ir::numel(mb.batch_b) == 1) {
-    ex.gemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, A.data<float>(), k,
-            B.data<float>(), n, 0.0f, Y.data<float>(), n);
+  if (ir::numel(mb.batch_b) == 1 && !mb.ta) {
+    // One B matrix: A's matrices stack into one of rows.
+    ex.gemm(false, mb.tb, ir::numel(mb.batch_a) * m, n, k, 1.0f, A.data<float>(), k,
+            B.data<float>(), mb.ldb, 0.0f, Y.data<float>(), n);
     return;
   }
   // Broadcast batches: one pointer triple per output matrix, batched.
@@ -62,23 +64,24 @@ void matmul_op(CudaExec& ex, device::DeviceOpArgs& a) {
   if (k == 0) {  // an empty sum: zeros (the outputs arrive zeroed)
     return;
   }
+  // Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T.
+  const cublasOperation_t op_b = mb.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_a = mb.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   const float alpha = 1.0f, beta = 0.0f;
   if (ex.bf16_tensor_cores) {
     PIPETRAIN_CUBLAS_CHECK(cublasGemmBatchedEx(
-        ex.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-        static_cast<int>(k), &alpha, reinterpret_cast<const void* const*>(ex.upload(pb)),
-        CUDA_R_32F, static_cast<int>(n), reinterpret_cast<const void* const*>(ex.upload(pa)),
-        CUDA_R_32F, static_cast<int>(k), &beta,
-        reinterpret_cast<void* const*>(const_cast<float* const*>(ex.upload(py))), CUDA_R_32F,
+        ex.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+        reinterpret_cast<const void* const*>(ex.upload(pb)), CUDA_R_32F, static_cast<int>(mb.ldb),
+        reinterpret_cast<const void* const*>(ex.upload(pa)), CUDA_R_32F, static_cast<int>(mb.lda),
+        &beta, reinterpret_cast<void* const*>(const_cast<float* const*>(ex.upload(py))), CUDA_R_32F,
         static_cast<int>(n), static_cast<int>(count), CUBLAS_COMPUTE_32F_FAST_16BF,
         CUBLAS_GEMM_DEFAULT));
     return;
   }
   PIPETRAIN_CUBLAS_CHECK(cublasSgemmBatched(
-      ex.blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-      static_cast<int>(k), &alpha, ex.upload(pb), static_cast<int>(n), ex.upload(pa),
-      static_cast<int>(k), &beta, const_cast<float* const*>(ex.upload(py)), static_cast<int>(n),
-      static_cast<int>(count)));
+      ex.blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+      ex.upload(pb), static_cast<int>(mb.ldb), ex.upload(pa), static_cast<int>(mb.lda), &beta,
+      const_cast<float* const*>(ex.upload(py)), static_cast<int>(n), static_cast<int>(count)));
 }
 
 }  // namespace pipetrain::exec::cuda

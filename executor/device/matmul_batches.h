@@ -1,5 +1,7 @@
 // MatMul's operands as numpy sees them: (batch..., M, K) x (batch..., K, N)
 // with the batch dims broadcast (a 1-D operand gains and loses a unit dim).
+// The gradient pass's MatMuls may read an operand transposed in its last two
+// axes (transA: A stored (batch..., K, M); transB: B stored (batch..., N, K)).
 // Shared by the CPU kernel and the cuBLAS one.
 #pragma once
 
@@ -14,17 +16,25 @@ namespace pipetrain::exec::device {
 
 struct MatmulBatches {
   int64_t m = 1, n = 1, k = 1;
+  bool ta = false, tb = false;
+  int64_t lda = 1, ldb = 1;  // row lengths of A's and B's matrices as stored
   ir::Shape batch_a, batch_b;
   /// Per output matrix t (row-major over the broadcast batch), the element
   /// offsets of its A and B matrices.
   std::vector<std::pair<int64_t, int64_t>> offsets;
 };
 
-inline MatmulBatches matmul_batches(const ir::Shape& as, const ir::Shape& bs) {
+inline MatmulBatches matmul_batches(const ir::Shape& as, const ir::Shape& bs, bool ta = false,
+                                    bool tb = false) {
   MatmulBatches r;
-  r.m = as.size() >= 2 ? as[as.size() - 2] : 1;
-  r.k = as.back();
-  r.n = bs.size() >= 2 ? bs.back() : 1;
+  r.ta = ta && as.size() >= 2;
+  r.tb = tb && bs.size() >= 2;
+  const size_t ra = as.size(), rb = bs.size();
+  r.m = ra >= 2 ? as[ra - (r.ta ? 1 : 2)] : 1;
+  r.k = r.ta ? as[ra - 2] : as.back();
+  r.n = rb >= 2 ? bs[rb - (r.tb ? 2 : 1)] : 1;
+  r.lda = r.ta ? r.m : r.k;
+  r.ldb = r.tb ? r.k : r.n;
   r.batch_a.assign(as.begin(), as.end() - (as.size() >= 2 ? 2 : 1));
   r.batch_b.assign(bs.begin(), bs.end() - (bs.size() >= 2 ? 2 : 1));
   const size_t rank = std::max(r.batch_a.size(), r.batch_b.size());

@@ -1,5 +1,6 @@
 // Gemm and MatMul.
 #include <string>
+#include <utility>
 
 #include "ir/error.h"
 #include "ir/op_registry.h"
@@ -47,16 +48,26 @@ OpSchema schema_Gemm() {
 }
 
 // numpy matmul: a 1-D A is (1, K) and a 1-D B is (K, 1) with the added axis
-// dropped from the result; leading (batch) axes broadcast.
+// dropped from the result; leading (batch) axes broadcast. transA / transB
+// (not ONNX's: the gradient pass sets them, ONNX's checker refuses them in a
+// model file) read a matrix operand with its last two axes swapped, so dY B^T
+// and A^T dY need no Transpose node.
 OpSchema schema_MatMul() {
   OpSchema s;
   s.min_inputs = 2;
   s.max_inputs = 2;
+  s.attrs = {{"transA", AttrType::kInt}, {"transB", AttrType::kInt}};
   s.infer = [](InferContext& c) {
-    const Shape& a = c.shape(0);
-    const Shape& b = c.shape(1);
+    Shape a = c.shape(0);
+    Shape b = c.shape(1);
     if (a.empty() || b.empty())
       c.fail("operands must have rank >= 1, got " + shape_str(a) + " and " + shape_str(b));
+    for (auto [key, operand] : {std::pair{"transA", &a}, std::pair{"transB", &b}}) {
+      if (c.node().attr_int(key, 0) == 0) continue;
+      if (operand->size() < 2)
+        c.fail(std::string(key) + " needs a matrix operand, got " + shape_str(*operand));
+      std::swap(operand->back(), (*operand)[operand->size() - 2]);
+    }
     if (c.dtype(1) != c.dtype(0)) c.fail("A and B must have the same dtype");
     int64_t k_a = a.back();
     int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];

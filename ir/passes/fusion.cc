@@ -189,7 +189,8 @@ int fuse_gelu(Graph& g) {
 int fuse_weight_gemm(Graph& g) {
   return run_pass(g, [&](size_t mi, const Uses& uses, Rewrite& rw) {
     const Node& mm = g.nodes[mi];
-    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || !mm.has_output(0) || rw.claimed(mi))
+    if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || !mm.has_output(0) || rw.claimed(mi) ||
+        mm.has_attr("transA") || mm.has_attr("transB"))
       return false;
     const std::string a = mm.inputs[0];
     if (!g.has_tensor(a) || g.tensor(a).dtype != DType::kF32 || g.tensor(a).shape.size() < 2)

@@ -60,6 +60,34 @@ TEST(Backward, SumsFanOutAndComputesOnlyWhatIsNeeded) {
   }
 }
 
+// A batched MatMul's gradients read its operands transposed in place (the
+// kernels' transA / transB): dA = dY B^T and dB = A^T dY copy nothing.
+TEST(Backward, BatchedMatMulGradientsReadOperandsTransposedWithoutCopies) {
+  ir::Graph g;
+  g.set_value("a", ir::Tensor::from_f32(std::vector<float>(24, 0.5f), {2, 3, 4}), ir::Role::kParam);
+  g.set_value("b", ir::Tensor::from_f32(std::vector<float>(40, 0.25f), {2, 4, 5}),
+              ir::Role::kParam);
+  g.nodes.push_back(node("mm", "MatMul", {"a", "b"}, {"y"}));
+  g.nodes.push_back(
+      node("sum", "ReduceSum", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}));
+  g.outputs = {"loss"};
+  g.infer_shapes();
+  autodiff::BackwardResult r = autodiff::build_backward(g, "loss");
+  std::vector<std::pair<int64_t, int64_t>> flags;  // (transA, transB) of each backward MatMul
+  for (size_t i = r.forward_nodes; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    EXPECT_NE(n.op_type, "Transpose") << n.name;
+    if (n.op_type == "MatMul") flags.emplace_back(n.attr_int("transA", 0), n.attr_int("transB", 0));
+  }
+  EXPECT_EQ(flags, (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}}));
+  auto backend = exec::make_cpu_backend();
+  auto outs = exec::ForwardRunner(g, *backend).run({});
+  // dA = ones (3, 5) B^T: every element 5 * 0.25; dB = A^T ones (3, 5): 3 * 0.5.
+  const ir::Tensor &da = outs.at(r.grads.at("a")), &db = outs.at(r.grads.at("b"));
+  for (int64_t i = 0; i < da.numel(); ++i) EXPECT_FLOAT_EQ(da.data<float>()[i], 1.25f);
+  for (int64_t i = 0; i < db.numel(); ++i) EXPECT_FLOAT_EQ(db.data<float>()[i], 1.5f);
+}
+
 TEST(Backward, BackwardNodesJoinTheirForwardLayer) {
   ir::Graph g = fan_out_graph();
   autodiff::BackwardResult r = autodiff::build_backward(g, "loss");

@@ -147,6 +147,14 @@ inline std::vector<GradCase> linalg_cases() {
   v.push_back(K("matmul_vec_mat", "MatMul", {P({4}), P({4, 5})}));
   v.push_back(K("matmul_mat_vec", "MatMul", {P({2, 3, 4}), P({4})}));
   v.push_back(K("matmul_vec_vec", "MatMul", {P({4}), P({4})}));
+  // transA / transB (the gradient pass's own MatMuls): batched, broadcast, and
+  // the linear-layer fold with a transposed weight.
+  v.push_back(K("matmul_tA", "MatMul", {P({2, 4, 3}), P({2, 4, 5})}, {{"transA", I(1)}}));
+  v.push_back(K("matmul_tB", "MatMul", {P({2, 3, 4}), P({2, 5, 4})}, {{"transB", I(1)}}));
+  v.push_back(K("matmul_tAB_bcast", "MatMul", {P({2, 1, 4, 3}), P({3, 5, 4})},
+                {{"transA", I(1)}, {"transB", I(1)}}));
+  v.push_back(K("matmul_tB_weight", "MatMul", {P({2, 3, 4}), P({5, 4})}, {{"transB", I(1)}}));
+  v.push_back(K("matmul_tA_matrix", "MatMul", {P({4, 3}), P({4, 5})}, {{"transA", I(1)}}));
   return v;
 }
 

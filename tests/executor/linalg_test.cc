@@ -148,6 +148,45 @@ TEST(MatMul, NumpySemantics) {
   }
 }
 
+// t with its last two axes swapped (a copy).
+Tensor swap_last2(const Tensor& t) {
+  Shape s = t.shape();
+  const int64_t r = s[s.size() - 2], c = s.back();
+  std::swap(s[s.size() - 2], s.back());
+  Tensor y(ir::DType::kF32, s);
+  for (int64_t m = 0; m < t.numel() / (r * c); ++m)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j)
+        y.data<float>()[m * r * c + j * r + i] = t.data<float>()[m * r * c + i * c + j];
+  return y;
+}
+
+// transA / transB read an operand stored with its last two axes swapped: the
+// batch loop, the broadcast batch, the stacked-rows path (one B matrix) and
+// cblas_sgemm's size.
+TEST(MatMul, TransposedOperandsEqualTheProductOfTheTransposes) {
+  struct Case {
+    Shape a, b, y;  // the logical operands, as numpy's matmul takes them
+  };
+  for (const Case& c : std::vector<Case>{{{2, 3, 4}, {2, 4, 5}, {2, 3, 5}},
+                                         {{2, 1, 3, 4}, {5, 4, 6}, {2, 5, 3, 6}},
+                                         {{2, 3, 5, 4}, {4, 6}, {2, 3, 5, 6}},
+                                         {{2, 96, 160}, {2, 160, 300}, {2, 96, 300}}})
+    for (int64_t ta : {0, 1})
+      for (int64_t tb : {0, 1}) {
+        Tensor a = wave(c.a, 0.2), b = wave(c.b, 0.9);
+        Tensor sa = ta ? swap_last2(a) : a, sb = tb ? swap_last2(b) : b;
+        auto y = run_op("MatMul", {in(sa), in(sb)}, {{"transA", ta}, {"transB", tb}})[0];
+        SCOPED_TRACE(ir::shape_str(c.a) + " x " + ir::shape_str(c.b) + " transA " +
+                     std::to_string(ta) + " transB " + std::to_string(tb));
+        EXPECT_EQ(y.shape(), c.y);
+        expect_close(y, naive_matmul(a, b, c.y));
+      }
+  EXPECT_THROW(
+      run_op("MatMul", {in(wave({4}, 0.1)), in(wave({4, 2}, 0.1))}, {{"transA", int64_t{1}}}),
+      ModelError);
+}
+
 TEST(MatMul, MismatchesAreModelErrors) {
   EXPECT_THROW(
       run_op("MatMul", {in(Tensor(ir::DType::kF32, {2, 3})), in(Tensor(ir::DType::kF32, {4, 2}))}),

@@ -74,22 +74,24 @@ void gemm(KernelContext& ctx) {
 }
 
 void matmul(KernelContext& ctx) {
-  const ir::Tensor& a = ctx.in(0);  // (batch_a..., M, K) or (K)
-  const ir::Tensor& b = ctx.in(1);  // (batch_b..., K, N) or (K)
+  const ir::Tensor& a = ctx.in(0);  // (batch_a..., M, K) or (K); (batch_a..., K, M) with transA
+  const ir::Tensor& b = ctx.in(1);  // (batch_b..., K, N) or (K); (batch_b..., N, K) with transB
   ir::Tensor& y = ctx.out(0);       // (batch..., M, N) without the axes a 1-D operand lacks
   const float* ad = a.data<float>();
   const float* bd = b.data<float>();
   float* yd = y.data<float>();
-  const auto mb = device::matmul_batches(a.shape(), b.shape());
+  const auto mb = device::matmul_batches(a.shape(), b.shape(), ctx.n().attr_int("transA", 0) != 0,
+                                         ctx.n().attr_int("transB", 0) != 0);
   const int64_t m = mb.m, n = mb.n, k = mb.k;
   const float acc = ctx.accumulates(0) ? 1.0f : 0.0f;  // 1 adds to a running sum
-  if (ir::numel(mb.batch_b) == 1) {
-    sgemm(false, false, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, n, acc, yd);
+  if (ir::numel(mb.batch_b) == 1 && !mb.ta) {
+    // One B matrix: A's matrices stack into one of rows.
+    sgemm(false, mb.tb, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, mb.ldb, acc, yd);
     return;
   }
   for (size_t t = 0; t < mb.offsets.size(); ++t)
-    sgemm(false, false, m, n, k, 1.0f, ad + mb.offsets[t].first, k, bd + mb.offsets[t].second, n,
-          acc, yd + static_cast<int64_t>(t) * m * n);
+    sgemm(mb.ta, mb.tb, m, n, k, 1.0f, ad + mb.offsets[t].first, mb.lda, bd + mb.offsets[t].second,
+          mb.ldb, acc, yd + static_cast<int64_t>(t) * m * n);
 }
 
 }  // namespace
