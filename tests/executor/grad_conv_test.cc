@@ -159,6 +159,21 @@ void check(const Case& c, bool dnnl_expressible = true) {
   expect_close(got[1], want.dw);
   expect_close(got[2], want.db);
 
+  {
+    // The batched-GEMM path takes a Conv of one group with at most 8 output
+    // positions per image, and nothing else.
+    Grads direct{zeros(x.shape()), zeros(w.shape()), zeros({dy.shape()[1]})};
+    exec::cpu::ConvGradArgs g = grad_args(c, x, w, dy, direct);
+    const int64_t positions = ir::numel(dy.shape()) / (dy.shape()[0] * dy.shape()[1]);
+    const bool small = !transposed(c) && g.conv.group == 1 && positions <= 8;
+    ASSERT_EQ(exec::cpu::conv_grad_small_output(g), small);
+    if (small) {
+      SCOPED_TRACE("batched GEMMs");
+      expect_close(direct.dx, want.dx);
+      expect_close(direct.dw, want.dw);
+      expect_close(direct.db, want.db);
+    }
+  }
   for (bool use_dnnl : {true, false}) {
     SCOPED_TRACE(use_dnnl ? "oneDNN" : "plain");
     Grads direct{zeros(x.shape()), zeros(w.shape()), zeros({dy.shape()[1]})};
@@ -219,6 +234,19 @@ TEST(ConvGrad, Conv3d) {
          {1, 2, 4, 4, 3},
          {2, 2, 2, 2, 2},
          {{"strides", Ints{1, 2, 1}}, {"pads", Ints{1, 0, 1, 0, 1, 0}}}});
+}
+
+// Outputs of at most 8 positions per image (ResNet's last stage) run as two
+// GEMMs over the whole batch (grad_conv_gemm.cc): padded, strided, 1x1, 1-D, 3-D.
+TEST(ConvGrad, SmallOutputsAsBatchedGemms) {
+  check({"Conv", {3, 4, 2, 2}, {5, 4, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}});
+  check(
+      {"Conv", {2, 3, 4, 4}, {4, 3, 3, 3}, {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}});
+  check({"Conv", {2, 3, 4, 4}, {4, 3, 1, 1}, {{"strides", Ints{2, 2}}}});
+  check({"Conv", {2, 3, 6, 3}, {2, 3, 3, 2}, {{"strides", Ints{2, 1}}, {"dilations", Ints{1, 2}}}});
+  check({"Conv", {2, 3, 7}, {2, 3, 3}, {{"strides", Ints{2}}, {"pads", Ints{1, 0}}}});
+  check({"Conv", {1, 2, 3, 3, 2}, {2, 2, 2, 2, 2}, {{"pads", Ints{0, 1, 0, 1, 0, 1}}}});
+  check({"Conv", {2, 4, 2, 2}, {4, 2, 3, 3}, {{"group", int64_t{2}}, {"pads", Ints{1, 1, 1, 1}}}});
 }
 
 TEST(ConvTransposeGrad, Deconv2dStridedOutputPadding) {

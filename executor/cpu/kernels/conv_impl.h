@@ -82,7 +82,12 @@ void dnnl_weights_view(const ConvArgs& a, ir::Shape* dims, ir::Shape* strides);
 /// Primitive cache key of a's shapes and attributes and the oneDNN thread count.
 std::string conv_cache_key(const ConvArgs& a);
 /// col (channels * K, O): col[(c, k), o] = x[c, o*s + k*d - pb] or 0 outside;
-/// x is (channels, I) over g's input sizes.
-void im2col(const float* x, int64_t channels, const Window3& g, float* col);
+/// x is (channels, I) over g's input sizes. Rows are `row_stride` apart (0: O).
+void im2col(const float* x, int64_t channels, const Window3& g, float* col, int64_t row_stride = 0);
+
+/// ConvGrad (a Conv's, one group) through two GEMMs over the whole batch, for
+/// outputs of a few positions per image where oneDNN's backward kernels are
+/// slow (grad_conv_gemm.cc); false (nothing written) when the case is not one.
+bool conv_grad_small_output(const ConvGradArgs& g);
 
 }  // namespace pipetrain::exec::cpu

@@ -1,0 +1,106 @@
+// ConvGrad for outputs of a few positions per image, as two GEMMs over the
+// whole batch. oneDNN's AVX2 backward kernels work image by image over the
+// output's positions; with 2x2 of them (ResNet's last stage at 64x64 input)
+// they ran at 16-30 GFLOP/s where its other layers get 55-65. Putting the
+// batch into the GEMMs' columns gives OpenBLAS products with N*O columns:
+//   dY' (M, N*O)     dY'[m, n*O + o] = dY[n, m, o]
+//   col (C*K, N*O)   every sample's im2col side by side
+//   dW = dY' col^T   (M, C*K), W's own layout
+//   dcol = W^T dY'   (C*K, N*O), added back into dX by im2col's adjoint
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/window3.h"
+
+namespace pipetrain::exec::cpu {
+
+namespace {
+
+// Where the batched GEMMs beat oneDNN on the AVX2 VM (benchmarks in the
+// commit that added this file): at most 16 output positions per image, and a
+// column buffer of at most 64 MiB.
+constexpr int64_t kMaxPositions = 8;
+constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
+
+// The window's rows, (c, k) outermost and every sample's O positions side by
+// side in each: col (C*K, N*O) is written (or read) one row at a time, so
+// each row stays in cache while the samples fill it. x is (N, C, I).
+template <typename Visit>
+void for_each_tap(int64_t n_batch, int64_t channels, const Window3& g, Visit visit) {
+  const int64_t o_size = g.out_size(), cols = n_batch * o_size;
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t row = ((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw;
+          for (int64_t n = 0; n < n_batch; ++n) {
+            const int64_t plane = (n * channels + c) * g.in_size(), at = row * cols + n * o_size;
+            for (int64_t od = 0; od < g.out[0]; ++od) {
+              const int64_t id = od * g.s[0] + kd * g.d[0] - g.pb[0];
+              for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+                const int64_t ih = oh * g.s[1] + kh * g.d[1] - g.pb[1];
+                const bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+                const int64_t base = at + (od * g.out[1] + oh) * g.out[2];
+                for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+                  const int64_t iw = ow * g.s[2] + kw * g.d[2] - g.pb[2];
+                  // -1: outside the input (a zero of the padding)
+                  const int64_t xi = inside && iw >= 0 && iw < g.in[2]
+                                         ? plane + (id * g.in[1] + ih) * g.in[2] + iw
+                                         : -1;
+                  visit(base + ow, xi);
+                }
+              }
+            }
+          }
+        }
+}
+
+}  // namespace
+
+bool conv_grad_small_output(const ConvGradArgs& g) {
+  const ConvArgs& a = g.conv;
+  if (a.transposed || a.group != 1 || a.x_blocked || (!g.dx && !g.dw)) return false;
+  const Window3 w = to_window3(a.geo);
+  const int64_t n_batch = a.x[0], c_in = a.x[1], m_out = a.y[1];
+  const int64_t o_size = w.out_size(), i_size = w.in_size(), taps = c_in * w.k_size();
+  const int64_t cols = n_batch * o_size;
+  if (o_size > kMaxPositions || taps * cols > kMaxColumnFloats) return false;
+
+  std::vector<float> dyt(static_cast<size_t>(m_out * cols));  // dY'
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t m = 0; m < m_out; ++m)
+      for (int64_t o = 0; o < o_size; ++o)
+        dyt[static_cast<size_t>(m * cols + n * o_size + o)] = g.dy[(n * m_out + m) * o_size + o];
+  std::vector<float> col(static_cast<size_t>(taps * cols));
+  if (g.dw) {
+    for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
+      col[static_cast<size_t>(ci)] = xi < 0 ? 0.0f : a.x_data[xi];
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m_out),
+                static_cast<int>(taps), static_cast<int>(cols), 1.0f, dyt.data(),
+                static_cast<int>(cols), col.data(), static_cast<int>(cols), 0.0f, g.dw,
+                static_cast<int>(taps));
+  }
+  if (g.dx) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(taps),
+                static_cast<int>(cols), static_cast<int>(m_out), 1.0f, a.w_data,
+                static_cast<int>(taps), dyt.data(), static_cast<int>(cols), 0.0f, col.data(),
+                static_cast<int>(cols));
+    std::fill(g.dx, g.dx + n_batch * c_in * i_size, 0.0f);
+    for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
+      if (xi >= 0) g.dx[xi] += col[static_cast<size_t>(ci)];
+    });
+  }
+  if (g.db)  // in bias_grad's order (n, then o), in double
+    for (int64_t m = 0; m < m_out; ++m) {
+      double sum = 0;
+      for (int64_t i = 0; i < cols; ++i) sum += dyt[static_cast<size_t>(m * cols + i)];
+      g.db[m] = static_cast<float>(sum);
+    }
+  return true;
+}
+
+}  // namespace pipetrain::exec::cpu
