@@ -163,7 +163,7 @@ inline std::vector<GradCase> conv_pool_cases() {
       K("conv2d", "Conv", {P({2, 3, 5, 5}), P({4, 3, 3, 3}), P({4})}),
       K("conv2d_stride_pad", "Conv", {P({1, 2, 6, 6}), P({3, 2, 3, 3}), P({3})},
         {{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}),
-      // 2x2 output positions: the batched-GEMM ConvGrad (grad_conv_gemm.cc)
+      // 2x2 output positions: the batched-GEMM ConvGrad (conv_small_output.cc)
       K("conv2d_small_output", "Conv", {P({2, 3, 4, 4}), P({4, 3, 3, 3}), P({4})},
         {{"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}),
       K("conv2d_dilation", "Conv", {P({1, 2, 7, 7}), P({2, 2, 3, 3})}, {{"dilations", Is({2, 2})}}),

@@ -161,6 +161,11 @@ const std::vector<Case> kCases = {
      {}},
     {false, {2, 16, 7, 7}, {8, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, {}},
     {false, {2, 3, 20, 20}, {8, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, false, {}},
+    // Conv with at most 8 output positions per image (conv_small_output.cc): ResNet's last
+    // stage, its strided entry, 1-D.
+    {false, {3, 8, 2, 2}, {6, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, {}},
+    {false, {2, 5, 4, 4}, {7, 5, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, false, {}},
+    {false, {2, 3, 7}, {4, 3, 3}, {2}, {1, 0}, {1}, 1, true, {}},
     // ConvTranspose: grouped + dilated + output_padding, 1-D, 3-D, ResNet-like upsampling.
     {true, {2, 4, 5, 4}, {4, 3, 3, 2}, {2, 3}, {1, 0, 0, 1}, {2, 1}, 2, true, {1, 2}},
     {true, {1, 3, 6}, {3, 2, 4}, {3}, {2, 1}, {1}, 1, false, {1}},
@@ -199,7 +204,31 @@ TEST(Conv, OneDnnAndPlainPathsMatchTheDefinition) {
         exec::cpu::conv_plain(a);
       expect_close(direct, want);
     }
+    Tensor direct(ir::DType::kF32, y.shape());
+    exec::cpu::ConvArgs a = conv_args(c, x, w, c.bias ? &b : nullptr, direct);
+    const int64_t positions = y.numel() / (y.shape()[0] * y.shape()[1]);
+    const bool small = !c.transposed && c.group == 1 && positions <= 8;
+    ASSERT_EQ(exec::cpu::conv_small_output(a), small);
+    if (small) expect_close(direct, want);
   }
+}
+
+// A Conv carrying the fused ReLU (activation "Relu") on the batched-GEMM path
+// clamps its output there too.
+TEST(Conv, SmallOutputAppliesTheFusedRelu) {
+  const Case c{false, {3, 8, 2, 2}, {6, 8, 3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, {}};
+  Tensor x = wave(c.x, 0.3), w = wave(c.w, 1.1, 0.5), b = wave({6}, 2.0);
+  auto attrs = attrs_of(c);
+  attrs["activation"] = std::string("Relu");
+  Tensor y = run_op("Conv", {in(x), in(w), in(b)}, attrs)[0];
+  Tensor want = naive(c, x, w, &b, y.shape());
+  int negatives = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    negatives += want.data<float>()[i] < 0;
+    want.data<float>()[i] = std::max(want.data<float>()[i], 0.0f);
+  }
+  EXPECT_GT(negatives, 0);  // the clamp has something to do
+  expect_close(y, want);
 }
 
 // Reordered weights of a graph value are cached per (buffer, values_version):

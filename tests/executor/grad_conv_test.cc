@@ -237,7 +237,7 @@ TEST(ConvGrad, Conv3d) {
 }
 
 // Outputs of at most 8 positions per image (ResNet's last stage) run as two
-// GEMMs over the whole batch (grad_conv_gemm.cc): padded, strided, 1x1, 1-D, 3-D.
+// GEMMs over the whole batch (conv_small_output.cc): padded, strided, 1x1, 1-D, 3-D.
 TEST(ConvGrad, SmallOutputsAsBatchedGemms) {
   check({"Conv", {3, 4, 2, 2}, {5, 4, 3, 3}, {{"pads", Ints{1, 1, 1, 1}}}});
   check(

@@ -65,7 +65,8 @@ void relu_in_place(float* y, int64_t n) {
 void run_conv(KernelContext& ctx, bool transposed) {
   ConvArgs a = conv_args(ctx, transposed);
   if (ir::numel(a.y) == 0) return;
-  if (conv_dnnl(a)) return;  // a fused ReLU ran as its post-op
+  if (conv_small_output(a)) return;  // a few output positions per image; ReLU included
+  if (conv_dnnl(a)) return;          // a fused ReLU ran as its post-op
   conv_plain_any_layout(a);
   // Elementwise, so in either layout (a blocked tensor has no padding lanes).
   if (a.relu) relu_in_place(a.y_data, ir::numel(a.y));

@@ -85,9 +85,10 @@ std::string conv_cache_key(const ConvArgs& a);
 /// x is (channels, I) over g's input sizes. Rows are `row_stride` apart (0: O).
 void im2col(const float* x, int64_t channels, const Window3& g, float* col, int64_t row_stride = 0);
 
-/// ConvGrad (a Conv's, one group) through two GEMMs over the whole batch, for
-/// outputs of a few positions per image where oneDNN's backward kernels are
-/// slow (grad_conv_gemm.cc); false (nothing written) when the case is not one.
+/// Conv and ConvGrad (one group, row-major) as GEMMs over the whole batch,
+/// for outputs of a few positions per image where oneDNN's kernels are slow
+/// (conv_small_output.cc); false (nothing written) when the case is not one.
+bool conv_small_output(const ConvArgs& a);
 bool conv_grad_small_output(const ConvGradArgs& g);
 
 }  // namespace pipetrain::exec::cpu

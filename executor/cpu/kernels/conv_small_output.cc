@@ -1,10 +1,10 @@
-// ConvGrad for outputs of a few positions per image, as two GEMMs over the
-// whole batch. oneDNN's AVX2 backward kernels work image by image over the
+// Conv and ConvGrad for outputs of a few positions per image, as GEMMs over
+// the whole batch. oneDNN's AVX2 kernels work image by image over the
 // output's positions; with 2x2 of them (ResNet's last stage at 64x64 input)
-// they ran at 16-30 GFLOP/s where its other layers get 55-65. Putting the
+// they ran at 16-37 GFLOP/s where its other layers get 55-65. Putting the
 // batch into the GEMMs' columns gives OpenBLAS products with N*O columns:
-//   dY' (M, N*O)     dY'[m, n*O + o] = dY[n, m, o]
 //   col (C*K, N*O)   every sample's im2col side by side
+//   Y' = W col       (M, N*O), Y'[m, n*O + o] = Y[n, m, o]
 //   dW = dY' col^T   (M, C*K), W's own layout
 //   dcol = W^T dY'   (C*K, N*O), added back into dX by im2col's adjoint
 #include <cblas.h>
@@ -19,9 +19,9 @@ namespace pipetrain::exec::cpu {
 
 namespace {
 
-// Where the batched GEMMs beat oneDNN on the AVX2 VM (benchmarks in the
-// commit that added this file): at most 16 output positions per image, and a
-// column buffer of at most 64 MiB.
+// Where the batched GEMMs beat oneDNN's backward on the AVX2 VM (ResNet-18's
+// training step, `train_step --profile`): 2x2 outputs 2x faster, 4x4 ones
+// 10% slower. The column buffer stays under 64 MiB.
 constexpr int64_t kMaxPositions = 8;
 constexpr int64_t kMaxColumnFloats = int64_t{16} << 20;
 
@@ -58,16 +58,47 @@ void for_each_tap(int64_t n_batch, int64_t channels, const Window3& g, Visit vis
         }
 }
 
+bool small_output(const ConvArgs& a, const Window3& w) {
+  if (a.transposed || a.group != 1 || a.x_blocked || a.y_blocked) return false;
+  const int64_t taps = a.x[1] * w.k_size(), cols = a.x[0] * w.out_size();
+  return w.out_size() <= kMaxPositions && taps * cols <= kMaxColumnFloats;
+}
+
 }  // namespace
+
+bool conv_small_output(const ConvArgs& a) {
+  const Window3 w = to_window3(a.geo);
+  if (!small_output(a, w)) return false;
+  const int64_t n_batch = a.x[0], c_in = a.x[1], m_out = a.y[1];
+  const int64_t o_size = w.out_size(), taps = c_in * w.k_size(), cols = n_batch * o_size;
+  std::vector<float> col(static_cast<size_t>(taps * cols)), yt(static_cast<size_t>(m_out * cols));
+  for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
+    col[static_cast<size_t>(ci)] = xi < 0 ? 0.0f : a.x_data[xi];
+  });
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m_out),
+              static_cast<int>(cols), static_cast<int>(taps), 1.0f, a.w_data,
+              static_cast<int>(taps), col.data(), static_cast<int>(cols), 0.0f, yt.data(),
+              static_cast<int>(cols));
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t m = 0; m < m_out; ++m) {
+      const float b = a.b_data ? a.b_data[m] : 0.0f;
+      const float* src = yt.data() + m * cols + n * o_size;
+      float* dst = a.y_data + (n * m_out + m) * o_size;
+      for (int64_t o = 0; o < o_size; ++o) {
+        const float v = src[o] + b;
+        dst[o] = a.relu && v < 0.0f ? 0.0f : v;
+      }
+    }
+  return true;
+}
 
 bool conv_grad_small_output(const ConvGradArgs& g) {
   const ConvArgs& a = g.conv;
-  if (a.transposed || a.group != 1 || a.x_blocked || (!g.dx && !g.dw)) return false;
   const Window3 w = to_window3(a.geo);
+  if ((!g.dx && !g.dw) || !small_output(a, w)) return false;
   const int64_t n_batch = a.x[0], c_in = a.x[1], m_out = a.y[1];
   const int64_t o_size = w.out_size(), i_size = w.in_size(), taps = c_in * w.k_size();
   const int64_t cols = n_batch * o_size;
-  if (o_size > kMaxPositions || taps * cols > kMaxColumnFloats) return false;
 
   std::vector<float> dyt(static_cast<size_t>(m_out * cols));  // dY'
   for (int64_t n = 0; n < n_batch; ++n)
