@@ -55,12 +55,12 @@ void expect_sum(const ir::Tensor& sum, const ir::Tensor& a, const ir::Tensor& b,
 }
 
 // Row-major (m, n) of |alpha| sum_p |A'(i, p)| |B'(p, j)| + |beta| |C(i, j)| for a
-// 2-D Gemm (C broadcast), or sum_p |A(i, p)| |B(p, j)| over MatMul's batches.
-std::vector<double> gemm_terms(const std::string& op, const ir::Tensor& a, const ir::Tensor& b,
-                               const ir::Tensor* c, int64_t ta, int64_t tb, double alpha,
-                               double beta, const ir::Shape& y) {
+// 2-D Gemm (C broadcast), or sum_p |A'(i, p)| |B'(p, j)| over MatMul's batches.
+std::vector<double> gemm_terms(const ir::Tensor& a, const ir::Tensor& b, const ir::Tensor* c,
+                               int64_t ta, int64_t tb, double alpha, double beta,
+                               const ir::Shape& y) {
   const int64_t m = y[y.size() - 2], n = y.back();
-  const int64_t k = op == "Gemm" && ta ? a.shape()[0] : a.shape().back();
+  const int64_t k = ta ? a.shape()[a.shape().size() - 2] : a.shape().back();
   const int64_t batches = ir::numel(y) / (m * n);
   const int64_t a_batches = a.numel() / (m * k), b_batches = b.numel() / (k * n);
   std::vector<double> out(static_cast<size_t>(ir::numel(y)));
@@ -89,8 +89,8 @@ TEST(GradientSinks, GemmGradientsAreWrittenInPlaceOthersAdded) {
   auto m = testing_models::reshape_mlp();
   auto backend = exec::make_cpu_backend();
   exec::ForwardRunner runner(m.graph, *backend);
-  EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w1")));  // Gemm
-  EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w2")));  // MatMul's rule: Gemm + Reshape
+  EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w1")));   // Gemm
+  EXPECT_TRUE(runner.accumulates_in_place(m.grads.at("w2")));   // MatMul's rule: Gemm + Reshape
   EXPECT_FALSE(runner.accumulates_in_place(m.grads.at("b1")));  // ReduceSum
   EXPECT_FALSE(runner.accumulates_in_place("loss"));            // not a GEMM either
 }
@@ -161,15 +161,27 @@ TEST(GradientSinks, GemmKernelsAddToTheSink) {
   std::vector<Case> cases;
   for (int64_t ta = 0; ta < 2; ++ta)
     for (int64_t tb = 0; tb < 2; ++tb) {
-      cases.push_back({"Gemm", ta ? ir::Shape{5, 3} : ir::Shape{3, 5},
-                       tb ? ir::Shape{4, 5} : ir::Shape{5, 4}, {}, ta, tb});
-      cases.push_back({"Gemm", ta ? ir::Shape{170, 130} : ir::Shape{130, 170},
-                       tb ? ir::Shape{200, 170} : ir::Shape{170, 200}, {200}, ta, tb});
+      cases.push_back({"Gemm",
+                       ta ? ir::Shape{5, 3} : ir::Shape{3, 5},
+                       tb ? ir::Shape{4, 5} : ir::Shape{5, 4},
+                       {},
+                       ta,
+                       tb});
+      cases.push_back({"Gemm",
+                       ta ? ir::Shape{170, 130} : ir::Shape{130, 170},
+                       tb ? ir::Shape{200, 170} : ir::Shape{170, 200},
+                       {200},
+                       ta,
+                       tb});
     }
   cases.push_back({"Gemm", {3, 5}, {5, 4}, {3, 1}});
   cases.push_back({"Gemm", {3, 5}, {5, 4}, {3, 4}});
   cases.push_back({"MatMul", {6, 7, 9}, {9, 5}, {}});
   cases.push_back({"MatMul", {2, 6, 7, 9}, {2, 1, 9, 5}, {}});
+  // Batches of one shape run as one oneDNN matmul (a sum post-op adds); transposed operands.
+  cases.push_back({"MatMul", {2, 6, 7, 9}, {2, 6, 9, 5}, {}});
+  cases.push_back({"MatMul", {3, 9, 7}, {3, 5, 9}, {}, 1, 1});
+  cases.push_back({"MatMul", {3, 9, 7}, {9, 5}, {}, 1, 0});  // one B, A transposed: the loop
   for (const Case& c : cases) {
     SCOPED_TRACE(c.op + " A " + ir::shape_str(c.a) + " B " + ir::shape_str(c.b) + " C " +
                  ir::shape_str(c.c));
@@ -186,6 +198,9 @@ TEST(GradientSinks, GemmKernelsAddToTheSink) {
                  {"transB", ir::Attribute(c.tb)},
                  {"alpha", ir::Attribute(0.75f)},
                  {"beta", ir::Attribute(-1.25f)}};
+    else
+      for (auto [key, on] : {std::pair{"transA", c.ta}, std::pair{"transB", c.tb}})
+        if (on) n.attrs[key] = ir::Attribute(on);
     for (const auto& [name, t] : feeds) {
       g.set_tensor({name, ir::DType::kF32, t.shape(), ir::Role::kInput});
       g.inputs.push_back(name);
@@ -203,8 +218,8 @@ TEST(GradientSinks, GemmKernelsAddToTheSink) {
     runner.run(feeds, o);
     const bool gemm = c.op == "Gemm";
     const std::vector<double> terms =
-        gemm_terms(c.op, feeds.at("a"), feeds.at("b"), c.c.empty() ? nullptr : &feeds.at("c"), c.ta,
-                   c.tb, gemm ? 0.75 : 1.0, gemm ? -1.25 : 0.0, product.shape());
+        gemm_terms(feeds.at("a"), feeds.at("b"), c.c.empty() ? nullptr : &feeds.at("c"), c.ta, c.tb,
+                   gemm ? 0.75 : 1.0, gemm ? -1.25 : 0.0, product.shape());
     expect_sum(sinks.at("y"), held, product, "y", &terms);
   }
 }
@@ -244,7 +259,8 @@ TEST(GradientSinks, AMismatchedSinkIsRefusedByName) {
   exec::ForwardRunner runner(m.graph, *backend, true);
   const std::string gw = m.grads.at("w1");
   for (const auto& [name, sink] : std::vector<std::pair<std::string, ir::Tensor>>{
-           {gw, ir::Tensor(ir::DType::kF32, {32, 16})}, {"nope", ir::Tensor(ir::DType::kF32, {1})}}) {
+           {gw, ir::Tensor(ir::DType::kF32, {32, 16})},
+           {"nope", ir::Tensor(ir::DType::kF32, {1})}}) {
     TensorMap sinks = {{name, sink}};
     exec::RunOptions o;
     o.sinks = &sinks;
