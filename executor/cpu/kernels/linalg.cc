@@ -58,7 +58,7 @@ struct BatchedMatmul {
 
 bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const float* b, float* y,
                      bool accumulate) {
-  if (mb.batch_a != mb.batch_b || mb.offsets.size() < 2) return false;
+  if (mb.batch_a != mb.batch_b || mb.offsets.size() < 2 || mb.m * mb.n * mb.k == 0) return false;
   const int64_t batch = static_cast<int64_t>(mb.offsets.size()), m = mb.m, n = mb.n, k = mb.k;
   const std::string key = "matmul b" + std::to_string(batch) + " m" + std::to_string(m) + " n" +
                           std::to_string(n) + " k" + std::to_string(k) + (mb.ta ? " ta" : "") +
