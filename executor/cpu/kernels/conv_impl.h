@@ -82,8 +82,8 @@ void dnnl_weights_view(const ConvArgs& a, ir::Shape* dims, ir::Shape* strides);
 /// Primitive cache key of a's shapes and attributes and the oneDNN thread count.
 std::string conv_cache_key(const ConvArgs& a);
 /// col (channels * K, O): col[(c, k), o] = x[c, o*s + k*d - pb] or 0 outside;
-/// x is (channels, I) over g's input sizes. Rows are `row_stride` apart (0: O).
-void im2col(const float* x, int64_t channels, const Window3& g, float* col, int64_t row_stride = 0);
+/// x is (channels, I) over g's input sizes.
+void im2col(const float* x, int64_t channels, const Window3& g, float* col);
 
 /// Conv and ConvGrad (one group, row-major) as GEMMs over the whole batch,
 /// for outputs of a few positions per image where oneDNN's kernels are slow

@@ -12,13 +12,13 @@
 namespace pipetrain::exec::cpu {
 
 // col (channels * K, O): col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pb, ...] or 0.
-void im2col(const float* x, int64_t channels, const Window3& g, float* col, int64_t row_stride) {
-  const int64_t stride = row_stride > 0 ? row_stride : g.out_size();
+void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
+  int64_t o_size = g.out_size();
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kd = 0; kd < g.k[0]; ++kd)
       for (int64_t kh = 0; kh < g.k[1]; ++kh)
         for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          float* row = col + (((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw) * stride;
+          float* row = col + (((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw) * o_size;
           const float* xc = x + c * g.in_size();
           for (int64_t od = 0; od < g.out[0]; ++od) {
             int64_t id = od * g.s[0] + kd * g.d[0] - g.pb[0];

@@ -363,10 +363,10 @@ void run_conv_grad(KernelContext& ctx, bool transposed) {
   const ConvArgs& a = g.conv;
   // Empty tensors: the zero-filled outputs already are the gradients.
   if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return;
+  if (conv_grad_small_output(g)) return;  // a few output positions per image
   // oneDNN's backward-weights kernel runs at a few GFLOP/s when each group has
   // very few input channels (a network's first conv on 1-3 channel images);
   // im2col + sgemm, with the short im2col rows, runs those at GEMM speed.
-  if (conv_grad_small_output(g)) return;  // a few output positions per image
   const int64_t taps = (a.x[1] / a.group) * to_window3(a.geo).k_size();
   if (!transposed && g.dw && taps <= 75) {
     ConvGradArgs data_only = g;
