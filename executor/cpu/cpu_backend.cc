@@ -123,6 +123,7 @@ class CpuBackend final : public Backend {
                                                  "Conv",
                                                  "ConvGrad",
                                                  "MaxPool",
+                                                 "MaxPoolGrad",
                                                  "AveragePool",
                                                  "GlobalAveragePool",
                                                  "ReduceSum",

@@ -155,6 +155,14 @@ TEST(MaxPoolGrad, RoutesToTheForwardIndices1dTo3d) {
         {"auto_pad", std::string("SAME_LOWER")}}},
       {{1, 3, 6, 7}, {{"kernel_shape", Ints{2, 2}}, {"auto_pad", std::string("VALID")}}},
       {{1, 2, 6, 6}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}},
+      // Windows that halve the rows (the pair-at-a-time path): rows of 7, 9
+      // and 17 windows, inputs outside every window, one row high, 1-D, 3-D.
+      {{2, 3, 8, 14}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}},
+      {{1, 2, 9, 19}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}},
+      {{1, 2, 6, 34}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}},
+      {{1, 2, 6, 8}, {{"kernel_shape", Ints{1, 2}}, {"strides", Ints{1, 2}}}},
+      {{2, 3, 13}, {{"kernel_shape", Ints{2}}, {"strides", Ints{2}}}},
+      {{1, 2, 3, 4, 6}, {{"kernel_shape", Ints{1, 2, 2}}, {"strides", Ints{1, 2, 2}}}},
       {{1, 1, 4, 5, 7},
        {{"kernel_shape", Ints{2, 2, 3}},
         {"strides", Ints{1, 2, 3}},
@@ -173,6 +181,17 @@ TEST(MaxPoolGrad, RoutesToTheForwardIndices1dTo3d) {
     const std::vector<int64_t> idx = fwd[1].to_i64();
     for (size_t o = 0; o < idx.size(); ++o) want.data<float>()[idx[o]] += dy.data<float>()[o];
     expect_close(max_pool_grad(dy, x, c.attrs), want, 0, 0);
+    // With NaNs and signed zeros in X, and dY's own signed zeros, bit for
+    // bit: the first NaN or the first of equal zeros takes the gradient, and
+    // dX holds 0 + dY there (+0 for a -0).
+    const Tensor xs = ties_zeros_and_nans(c.x);
+    fwd = run_op("MaxPool", {in(xs)}, c.attrs, 2);
+    Tensor dys = wave(fwd[0].shape(), 1.3);
+    for (int64_t i = 0; i < dys.numel(); i += 4) dys.data<float>()[i] = -0.0f;
+    Tensor wants(ir::DType::kF32, x.shape());
+    const std::vector<int64_t> idxs = fwd[1].to_i64();
+    for (size_t o = 0; o < idxs.size(); ++o) wants.data<float>()[idxs[o]] += dys.data<float>()[o];
+    expect_same_bits(max_pool_grad(dys, xs, c.attrs), wants);
   }
 }
 

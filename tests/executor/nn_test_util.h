@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tests/executor/op_test_util.h"
@@ -21,6 +24,31 @@ inline ir::Tensor wave(ir::Shape shape, double phase = 0.0, double scale = 1.0) 
     t.data<float>()[i] =
         static_cast<float>(std::sin(0.37 * static_cast<double>(i) + phase) * scale);
   return t;
+}
+
+/// wave() rounded to multiples of 0.5 (plateaus of ties), with signed zeros
+/// (every 7th element -0, every 5th +0) and a NaN at element 3 and at every
+/// 61st: the inputs on which a max or argmax kernel shows its tap order.
+inline ir::Tensor ties_zeros_and_nans(ir::Shape shape) {
+  ir::Tensor t = wave(std::move(shape), 0.4, 2.0);
+  float* v = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    v[i] = std::round(v[i] * 2) / 2;
+    if (i % 7 == 0) v[i] = -0.0f;
+    if (i % 5 == 0) v[i] = 0.0f;
+    if (i == 3 || i % 61 == 60) v[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return t;
+}
+
+/// Checks shape and every element's bits (signed zeros and NaNs included).
+inline void expect_same_bits(const ir::Tensor& got, const ir::Tensor& want) {
+  ASSERT_EQ(ir::shape_str(got.shape()), ir::shape_str(want.shape()));
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(got.data<float>()[i]),
+              std::bit_cast<uint32_t>(want.data<float>()[i]))
+        << "element " << i << ": got " << got.data<float>()[i] << ", want "
+        << want.data<float>()[i];
 }
 
 /// Checks shape and values; on failure names the worst element.

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "tests/executor/nn_test_util.h"
 
 namespace pipetrain::test {
@@ -8,6 +11,7 @@ namespace {
 using ir::Shape;
 using ir::Tensor;
 using Ints = std::vector<int64_t>;
+using Attrs = std::map<std::string, ir::Attribute>;
 
 TEST(MaxPool, HandComputedWithIndices) {
   // 1x1x3x4, 2x2 windows, stride 2, no padding.
@@ -86,6 +90,56 @@ TEST(MaxPool, IndicesIncludeBatchAndChannelOffsets3d) {
     EXPECT_GE(i, p * 8);
     EXPECT_LT(i, p * 8 + 8);
     EXPECT_EQ(x.data<float>()[i], out[0].data<float>()[p]);
+  }
+}
+
+TEST(MaxPool, WindowsThatHalveTheRowsEqualTheScanOrderMaximum) {
+  // Windows as wide as their stride (2, and 1 or 2 high), no padding: the
+  // kernel's pair-at-a-time path. It must give the general path's bits, a
+  // running std::max from -inf in scan order (which skips a NaN and keeps the
+  // first of +0 and -0): rows of 7, 9 and 17 windows (padded copy, the last
+  // eight again), odd sizes that leave inputs outside every window, 1-D, 3-D.
+  struct Case {
+    Shape x;
+    Ints k;
+  };
+  for (const Case& c : std::vector<Case>{{{2, 3, 8, 14}, {2, 2}},
+                                         {{1, 2, 9, 19}, {2, 2}},
+                                         {{1, 2, 6, 34}, {2, 2}},
+                                         {{1, 2, 6, 8}, {1, 2}},
+                                         {{2, 3, 13}, {2}},
+                                         {{1, 2, 3, 4, 6}, {1, 2, 2}}}) {
+    SCOPED_TRACE(ir::shape_str(c.x));
+    const Tensor x = ties_zeros_and_nans(c.x);
+    const size_t rank = c.k.size();
+    // Three spatial axes, leading ones of size 1, as (planes, D, H, W).
+    int64_t dims[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+    for (size_t i = 0; i < rank; ++i) {
+      dims[3 - rank + i] = c.x[2 + i];
+      k[3 - rank + i] = c.k[i];
+    }
+    const int64_t out[3] = {dims[0] / k[0], dims[1] / k[1], dims[2] / k[2]};
+    Shape ys(c.x.begin(), c.x.begin() + 2);
+    for (size_t i = 0; i < rank; ++i) ys.push_back(out[3 - rank + i]);
+    Tensor want(ir::DType::kF32, ys);
+    const int64_t planes = c.x[0] * c.x[1];
+    float* w = want.data<float>();
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t o0 = 0; o0 < out[0]; ++o0)
+        for (int64_t o1 = 0; o1 < out[1]; ++o1)
+          for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+            float m = -std::numeric_limits<float>::infinity();
+            for (int64_t a = 0; a < k[0]; ++a)
+              for (int64_t b = 0; b < k[1]; ++b)
+                for (int64_t d = 0; d < k[2]; ++d)
+                  m = std::max(m, x.data<float>()[((pl * dims[0] + o0 * k[0] + a) * dims[1] +
+                                                   o1 * k[1] + b) *
+                                                      dims[2] +
+                                                  o2 * k[2] + d]);
+            *w++ = m;
+          }
+    const Attrs attrs = {{"kernel_shape", c.k}, {"strides", c.k}};
+    expect_same_bits(run_op("MaxPool", {in(x)}, attrs)[0], want);
   }
 }
 

@@ -5,11 +5,13 @@
 // form one contiguous range (last_axis_ranges), so the inner loops are
 // branch-free and vectorise. Every order is fixed: deterministic.
 #include <cassert>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/pool_halving.h"
 #include "executor/cpu/kernels/pool_window.h"
 #include "executor/cpu/kernels/vec_math.h"
 #include "ir/error.h"
@@ -46,15 +48,22 @@ void argmax_tap(float* best, int32_t* where, const float* xp, int64_t base, int6
 void max_pool_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.in(0);  // (N, C, O...)
   const Tensor& x = ctx.in(1);   // (N, C, D...)
-  Tensor& dx = ctx.out(0);       // (N, C, D...), zero-filled
+  Tensor& dx = ctx.out(0);       // (N, C, D...), every element written
   const Window3 p = pool_geometry(ctx.n(), x.shape());
+  const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
+  assert(dy.numel() == planes * p.out_size());
+  if (const int64_t rows = halving_window_rows(p); rows == 2)
+    return max_pool_grad_halving<2>(p, planes, dy.data<float>(), x.data<float>(),
+                                    dx.data<float>());
+  else if (rows == 1)
+    return max_pool_grad_halving<1>(p, planes, dy.data<float>(), x.data<float>(),
+                                    dx.data<float>());
+  std::memset(dx.raw(), 0, dx.nbytes());  // the general path adds into dX
   if (p.in_size() > std::numeric_limits<int32_t>::max())
     throw UnsupportedOp(ctx.n().describe() + ": a plane of " + std::to_string(p.in_size()) +
                         " elements is too large for MaxPoolGrad (2^31 at most)");
   const std::array<AxisTaps, 3> taps = axis_taps(p);
   const LastAxisRanges r = last_axis_ranges(p);
-  const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
-  assert(dy.numel() == planes * p.out_size());
   std::vector<float> best(static_cast<size_t>(ow));     // (OW)
   std::vector<int32_t> where(static_cast<size_t>(ow));  // (OW) offset in the plane, -1: none
   for (int64_t pl = 0; pl < planes; ++pl) {

@@ -7,6 +7,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/pool_halving.h"
 #include "executor/cpu/kernels/pool_window.h"
 
 namespace pipetrain::exec::cpu {
@@ -79,6 +80,11 @@ void max_pool(KernelContext& ctx) {
   int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
   bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
   Window3 p = pool_geometry(ctx.n(), x.shape());
+  const int64_t halving_rows = idx ? 0 : halving_window_rows(p);
+  if (halving_rows == 2)
+    return max_pool_halving<2>(p, x.shape()[0] * x.shape()[1], x.data<float>(), y.data<float>());
+  if (halving_rows == 1)
+    return max_pool_halving<1>(p, x.shape()[0] * x.shape()[1], x.data<float>(), y.data<float>());
   std::array<AxisTaps, 3> taps = axis_taps(p);
   int64_t planes = x.shape()[0] * x.shape()[1];
   for (int64_t pl = 0; pl < planes; ++pl) {
