@@ -53,8 +53,11 @@ provided_by_host() {
   esac
   return 1
 }
+# The programs load OpenBLAS's OpenMP build through their RUNPATH, which the
+# bundle's $ORIGIN/../lib replaces: ldd is pointed at it to copy that one.
+blas_openmp=/usr/lib/$(gcc -dumpmachine)/openblas-openmp
 for p in "$stage"/bin/*; do
-  ldd "$p" | awk '$2 == "=>" { print $1, $3 }'
+  LD_LIBRARY_PATH=$blas_openmp ldd "$p" | awk '$2 == "=>" { print $1, $3 }'
 done | sort -u | while read -r name path; do
   provided_by_host "$name" && continue
   [[ $path == not ]] && { echo "gpu_bundle: $name is not found on this machine" >&2; exit 1; }

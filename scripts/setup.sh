@@ -6,7 +6,7 @@ set -euo pipefail
 DEB_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libopenblas-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
+  libopenblas-dev libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-testdata clang libclang-rt-14-dev

@@ -161,6 +161,7 @@ class CpuBackend final : public Backend {
     auto it = kernels_.find(ctx.n().op_type);
     if (it == kernels_.end())
       throw UnsupportedOp(ctx.n().describe() + ": no CPU kernel for this op");
+    cpu::apply_dnnl_threads();  // oneDNN and OpenBLAS run on this thread's OpenMP team
     it->second.fn(ctx);
   }
 

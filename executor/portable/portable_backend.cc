@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include "executor/backend.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
@@ -68,6 +69,7 @@ class PortableBackend final : public Backend {
   }
 
   void run(KernelContext& ctx) override {
+    cpu::apply_dnnl_threads();  // for the GEMMs in OpenBLAS, as the CPU backend's kernels
     device::run_in_a_run(residency_, ctx, [&] { run_node(ctx); });
   }
 

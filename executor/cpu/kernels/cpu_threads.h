@@ -1,7 +1,8 @@
-// Thread count of the CPU kernels' libraries. OpenBLAS keeps one global
-// count; Debian's libdnnl uses the OpenMP runtime, whose count is a
-// per-thread setting, so the process-wide value is stored here and applied on
-// the calling thread just before each oneDNN primitive runs.
+// Thread count of the CPU kernels' libraries. Debian's libdnnl and the
+// OpenMP build of OpenBLAS that pipetrain links both run on the OpenMP
+// runtime, whose count is a per-thread setting, so the process-wide value is
+// stored here and applied on the calling thread before each kernel runs (a
+// pipeline worker's thread would otherwise run them on every core).
 #pragma once
 
 namespace pipetrain::exec::cpu {
