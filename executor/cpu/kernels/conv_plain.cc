@@ -20,17 +20,28 @@ void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
         for (int64_t kw = 0; kw < g.k[2]; ++kw) {
           float* row = col + (((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw) * o_size;
           const float* xc = x + c * g.in_size();
+          // Along the last axis, output ow reads iw = ow s + off: inside the
+          // input for ow in [lo, hi), padding (zeros) on either side.
+          const int64_t off = kw * g.d[2] - g.pb[2], s = g.s[2], ow_n = g.out[2];
+          const int64_t lo = std::min(off >= 0 ? 0 : (-off + s - 1) / s, ow_n);
+          const int64_t hi =
+              std::max(lo, std::min(g.in[2] - off <= 0 ? 0 : (g.in[2] - off + s - 1) / s, ow_n));
           for (int64_t od = 0; od < g.out[0]; ++od) {
             int64_t id = od * g.s[0] + kd * g.d[0] - g.pb[0];
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
               int64_t ih = oh * g.s[1] + kh * g.d[1] - g.pb[1];
-              float* dst = row + (od * g.out[1] + oh) * g.out[2];
-              bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
-              const float* src = xc + (id * g.in[1] + ih) * g.in[2];
-              for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-                int64_t iw = ow * g.s[2] + kw * g.d[2] - g.pb[2];
-                dst[ow] = inside && iw >= 0 && iw < g.in[2] ? src[iw] : 0.0f;
+              float* dst = row + (od * g.out[1] + oh) * ow_n;
+              if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+                std::fill(dst, dst + ow_n, 0.0f);
+                continue;
               }
+              const float* src = xc + (id * g.in[1] + ih) * g.in[2];
+              std::fill(dst, dst + lo, 0.0f);
+              if (s == 1)  // a contiguous copy
+                std::copy(src + lo + off, src + hi + off, dst + lo);
+              else
+                for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * s + off];
+              std::fill(dst + hi, dst + ow_n, 0.0f);
             }
           }
         }

@@ -14,6 +14,7 @@
 
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/window3.h"
+#include "executor/device/row_math.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -125,10 +126,11 @@ bool conv_grad_small_output(const ConvGradArgs& g) {
       if (xi >= 0) g.dx[xi] += col[static_cast<size_t>(ci)];
     });
   }
-  if (g.db)  // in bias_grad's order (n, then o), in double
+  if (g.db)  // in bias_grad's order: per (n, m) plane in sum_row's lanes, then over n
     for (int64_t m = 0; m < m_out; ++m) {
       double sum = 0;
-      for (int64_t i = 0; i < cols; ++i) sum += dyt[static_cast<size_t>(m * cols + i)];
+      for (int64_t n = 0; n < n_batch; ++n)
+        sum += device::sum_row(dyt.data() + m * cols + n * o_size, o_size);
       g.db[m] = static_cast<float>(sum);
     }
   return true;
