@@ -90,8 +90,10 @@ ir::Graph import_proto(onnx::ModelProto& model, const std::string& base_dir,
   ir::Graph g = detail::graph_from_model(model, opset, base_dir, options);
   g.source_opset = source_opset;
   detail::infer_and_fold(g, options.fold_constants);
-  if (options.fuse) ir::passes::fuse(g, options.inference);
+  // Identities first: exporters share equal initializers through them (every
+  // fresh BatchNorm's scale and bias), and the fusions look for values.
   detail::elide_identities(g);
+  if (options.fuse) ir::passes::fuse(g, options.inference);
   detail::drop_unused_values(g);
   g.sort_topologically();
   g.infer_shapes();

@@ -313,6 +313,56 @@ int fuse_conv_relu(Graph& g) {
   });
 }
 
+int fold_conv_batchnorm(Graph& g) {
+  return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
+    const Node& conv = g.nodes[ci];
+    if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation") ||
+        conv.inputs.size() < 2)
+      return false;
+    const Tensor* w = g.value(conv.inputs[1]);
+    const Tensor* b = conv.has_input(2) ? g.value(conv.inputs[2]) : nullptr;
+    if (!w || w->dtype() != DType::kF32 || w->rank() < 3 || (conv.has_input(2) && !b)) return false;
+    const int64_t m_out = w->shape()[0];
+    auto bi = uses.sole_reader(conv.outputs[0]);
+    if (!bi || rw.claimed(*bi)) return false;
+    const Node& bn = g.nodes[*bi];
+    if (bn.op_type != "BatchNormalization" || bn.attr_int("training_mode", 0) != 0 ||
+        bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0] || !bn.has_output(0) ||
+        bn.has_output(1) || bn.has_output(2))
+      return false;
+    std::vector<const Tensor*> stats;  // scale, B, mean, var
+    for (size_t i = 1; i < 5; ++i) {
+      const Tensor* v = g.value(bn.inputs[i]);
+      if (!v || v->dtype() != DType::kF32 || v->shape() != Shape{m_out}) return false;
+      stats.push_back(v);
+    }
+    if (b && (b->dtype() != DType::kF32 || b->shape() != Shape{m_out})) return false;
+    const double eps = bn.attr_float("epsilon", 1e-5f);
+    Tensor wf(DType::kF32, w->shape()), bf(DType::kF32, {m_out});
+    const int64_t per_channel = m_out == 0 ? 0 : w->numel() / m_out;
+    for (int64_t m = 0; m < m_out; ++m) {
+      const double a = static_cast<double>(stats[0]->data<float>()[m]) /
+                       std::sqrt(static_cast<double>(stats[3]->data<float>()[m]) + eps);
+      for (int64_t i = 0; i < per_channel; ++i)
+        wf.data<float>()[m * per_channel + i] =
+            static_cast<float>(w->data<float>()[m * per_channel + i] * a);
+      const double bias = b ? b->data<float>()[m] : 0.0;
+      bf.data<float>()[m] = static_cast<float>((bias - stats[2]->data<float>()[m]) * a +
+                                               stats[1]->data<float>()[m]);
+    }
+    Node fused = conv;
+    fused.name = unique_node_name(g, rw.new_names, conv.name + "/BatchNormalization");
+    const std::string wn = unique_tensor_name(g, conv.inputs[1] + "/bn_folded");
+    g.set_value(wn, std::move(wf), Role::kConstant);
+    const std::string bn_bias = unique_tensor_name(g, bn.inputs[2] + "/bn_folded");
+    g.set_value(bn_bias, std::move(bf), Role::kConstant);
+    fused.inputs = {conv.inputs[0], wn, bn_bias};
+    fused.outputs = {bn.outputs[0]};
+    rw.replace({ci, *bi}, {fused});
+    return true;
+  });
+}
+
 FusionCounts fuse(Graph& g, bool inference) {
   FusionCounts c;
   // Dropout first: an idle one between a GEMM and its bias or inside a GELU
@@ -320,7 +370,10 @@ FusionCounts fuse(Graph& g, bool inference) {
   c.idle_dropout = drop_idle_dropout(g);
   c.gelu = fuse_gelu(g);
   c.weight_gemm = fuse_weight_gemm(g);
-  if (inference) c.conv_relu = fuse_conv_relu(g);
+  if (inference) {
+    c.conv_batchnorm = fold_conv_batchnorm(g);
+    c.conv_relu = fuse_conv_relu(g);
+  }
   return c;
 }
 

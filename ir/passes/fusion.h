@@ -15,6 +15,7 @@ struct FusionCounts {
   int weight_gemm = 0;     // MatMul on a transposed weight and/or + bias -> Gemm
   int idle_dropout = 0;    // Dropout that drops nothing: removed
   int conv_relu = 0;       // inference only: Conv -> Relu as one Conv (activation "Relu")
+  int conv_batchnorm = 0;  // inference only: Conv -> BatchNormalization folded into the Conv
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -41,8 +42,17 @@ int drop_idle_dropout(Graph& g);
 /// nodes, and the backward of such a Conv is refused).
 int fuse_conv_relu(Graph& g);
 
+/// Conv with value weights (and bias) whose output only an inference-mode
+/// BatchNormalization with value statistics reads -> one Conv with weights
+/// W' = W a and bias b' = (b - mean) a + B per output channel, a = scale /
+/// sqrt(var + epsilon) (computed in double, stored as new constants): the
+/// normalisation costs nothing at run time. For graphs that only run forward
+/// (a trained BatchNorm's statistics are fixed there).
+int fold_conv_batchnorm(Graph& g);
+
 /// All of the above, in an order where each sees the others' results;
-/// `inference`: also the forward-only fusions (fuse_conv_relu).
+/// `inference`: also the forward-only fusions (fold_conv_batchnorm, then
+/// fuse_conv_relu, so Conv -> BatchNorm -> Relu becomes one Conv).
 FusionCounts fuse(Graph& g, bool inference = false);
 
 }  // namespace pipetrain::ir::passes

@@ -7,6 +7,7 @@ Usage: cli_test.py PATH/TO/pipetrain
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -221,6 +222,54 @@ class CliTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want,
                                        rtol=1e-5, atol=1e-6, err_msg=str(flag))
+
+    def test_batchnorm_folds_into_the_conv_for_run_and_matches_onnxruntime(self):
+        """Conv -> BatchNormalization (inference) -> Relu, twice, the BatchNorms'
+        scale and bias one shared initializer reached through Identity nodes
+        (PyTorch's export of fresh BatchNorms): `run` folds each BatchNorm into
+        its Conv (the profile lists none), --no-fuse keeps them, and both give
+        onnxruntime's outputs."""
+        import onnxruntime as ort
+        rng = np.random.default_rng(7)
+        arr = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+        inits = [numpy_helper.from_array(arr(4, 3, 3, 3), "w1"),
+                 numpy_helper.from_array(arr(4), "b1"),
+                 numpy_helper.from_array(arr(4, 4, 3, 3), "w2"),
+                 numpy_helper.from_array(arr(4), "scale"),
+                 numpy_helper.from_array(arr(4), "shift")]
+        for i in (1, 2):
+            inits += [numpy_helper.from_array(arr(4), f"mean{i}"),
+                      numpy_helper.from_array(np.abs(arr(4)) + 0.5, f"var{i}")]
+        nodes = []
+        for i in (1, 2):
+            nodes += [helper.make_node("Identity", ["scale"], [f"bn{i}.scale"]),
+                      helper.make_node("Identity", ["shift"], [f"bn{i}.bias"])]
+        nodes += [
+            helper.make_node("Conv", ["x", "w1", "b1"], ["h1"], name="/c1/Conv", pads=[1] * 4),
+            helper.make_node("BatchNormalization", ["h1", "bn1.scale", "bn1.bias", "mean1", "var1"],
+                             ["n1"], name="/bn1/BatchNormalization", epsilon=1e-3),
+            helper.make_node("Relu", ["n1"], ["a1"], name="/r1/Relu"),
+            helper.make_node("Conv", ["a1", "w2"], ["h2"], name="/c2/Conv", pads=[1] * 4),
+            helper.make_node("BatchNormalization", ["h2", "bn2.scale", "bn2.bias", "mean2", "var2"],
+                             ["y"], name="/bn2/BatchNormalization")]
+        graph = helper.make_graph(
+            nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 6, 6])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 6, 6])], inits)
+        m = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]),
+                 self.path("cnn_bn.onnx"))
+        x = arr(2, 3, 6, 6)
+        np.save(self.path("xbn.npy"), x)
+        want = ort.InferenceSession(m, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        for flag in [[], ["--no-fuse"]]:
+            out = self.path("bn_out" + "".join(flag))
+            r = run("run", m, "--input", f"x={self.path('xbn.npy')}", "--output-dir", out,
+                    "--profile", *flag)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(bool(re.search(r"^ +BatchNormalization +\d+ nodes", r.stdout, re.M)),
+                             bool(flag), r.stdout)
+            # float32 rounding of 27- and 36-term convolutions, scaled by the BatchNorms
+            np.testing.assert_allclose(np.load(os.path.join(out, "y.npy")), want,
+                                       rtol=1e-5, atol=1e-5, err_msg=str(flag))
 
     def test_missing_file(self):
         r = run("inspect", self.path("nope.onnx"))

@@ -14,6 +14,7 @@
 #include "executor/forward_runner.h"
 #include "ir/error.h"
 #include "tests/autodiff/grad_check.h"
+#include "tests/executor/op_test_util.h"
 
 namespace pipetrain {
 namespace {
@@ -271,6 +272,86 @@ TEST(Fusion, ConvReluLeavesAConvOutputOthersRead) {
   g.verify();
   EXPECT_EQ(op_sequence(g), (std::vector<std::string>{"Conv", "Relu", "Conv"}));
   EXPECT_FALSE(g.nodes[0].has_attr("activation"));
+}
+
+// x (2, 3, 8, 8) -> Conv + bias -> BatchNorm -> Relu -> Conv -> BatchNorm
+// -> y, the statistics of a trained model (ONNX model-zoo CNNs keep their
+// BatchNorms). `training_mode`: the second BatchNorm normalises with the
+// batch statistics (it must stay).
+ir::Graph conv_bn_block(bool training_mode = false) {
+  std::mt19937_64 rng(11);
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {2, 3, 8, 8}, ir::Role::kInput});
+  g.inputs = {"x"};
+  auto value = [&](const std::string& name, ir::Shape shape, test::Gen gen) {
+    g.set_value(name, test::random_tensor(shape, gen, rng), ir::Role::kParam);
+  };
+  value("w1", {4, 3, 3, 3}, test::Gen::kUniform);
+  value("b1", {4}, test::Gen::kUniform);
+  value("w2", {8, 4, 3, 3}, test::Gen::kUniform);
+  for (auto [bn, c] : std::vector<std::pair<std::string, int64_t>>{{"bn1", 4}, {"bn2", 8}}) {
+    value(bn + ".scale", {c}, test::Gen::kUniform);
+    value(bn + ".bias", {c}, test::Gen::kUniform);
+    value(bn + ".mean", {c}, test::Gen::kUniform);
+    value(bn + ".var", {c}, test::Gen::kPositive);
+  }
+  const std::map<std::string, Attribute> pads = {
+      {"pads", Attribute(std::vector<int64_t>{1, 1, 1, 1})}};
+  auto bn_node = [&](const std::string& bn, const std::string& in, const std::string& out,
+                     bool training) {
+    std::map<std::string, Attribute> attrs = {{"epsilon", Attribute(1e-3f)}};
+    if (training) attrs["training_mode"] = Attribute(int64_t{1});
+    g.nodes.push_back({"/" + bn + "/BatchNormalization", "BatchNormalization",
+                       {in, bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"}, {out}, attrs});
+  };
+  g.nodes.push_back({"/c1/Conv", "Conv", {"x", "w1", "b1"}, {"h1"}, pads});
+  bn_node("bn1", "h1", "n1", false);
+  g.nodes.push_back({"/r1/Relu", "Relu", {"n1"}, {"a1"}, {}});
+  g.nodes.push_back({"/c2/Conv", "Conv", {"a1", "w2"}, {"h2"}, pads});
+  bn_node("bn2", "h2", "y", training_mode);
+  g.outputs = {"y"};
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+// Conv + BatchNorm folded for forward-only graphs: one Conv per pair (the
+// first also takes its ReLU), the same outputs within float32 rounding of
+// the convolution's 27 and 36 products (the folded weights are W a rounded
+// once, the unfused pair rounds the convolution, then (y - mean) a + B).
+TEST(Fusion, ConvBatchNormFoldsIntoTheConvForForwardOnlyRuns) {
+  ir::Graph plain = conv_bn_block(), fused = conv_bn_block();
+  EXPECT_EQ(ir::passes::fuse(fused).conv_batchnorm, 0);  // not without `inference`
+  const ir::passes::FusionCounts counts = ir::passes::fuse(fused, /*inference=*/true);
+  EXPECT_EQ(counts.conv_batchnorm, 2);
+  EXPECT_EQ(counts.conv_relu, 1);
+  fused.infer_shapes();
+  fused.verify();
+  EXPECT_EQ(op_sequence(fused), (std::vector<std::string>{"Conv", "Conv"}));
+  EXPECT_EQ(fused.nodes[0].attr_string("activation", ""), "Relu");
+  EXPECT_EQ(fused.nodes[1].outputs, std::vector<std::string>{"y"});
+  EXPECT_EQ(fused.nodes[1].inputs.size(), 3u);  // the folded bias, though the Conv had none
+  std::mt19937_64 rng(6);
+  const std::map<std::string, ir::Tensor> feeds = {
+      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
+  for (auto make : {+[] { return exec::make_cpu_backend(); },
+                    +[] { return exec::make_portable_backend(); }}) {
+    auto backend = make();
+    SCOPED_TRACE(backend->name());
+    const ir::Tensor want = exec::ForwardRunner(plain, *backend).run(feeds, {}).at("y");
+    const ir::Tensor got = exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y");
+    EXPECT_LE(test::closeness(got, want, 1e-5, 1e-5), 1.0);
+  }
+}
+
+TEST(Fusion, ConvBatchNormStaysWhereTheBatchNormIsTrainingOrOthersReadTheConv) {
+  ir::Graph g = conv_bn_block(/*training_mode=*/true);
+  g.outputs.push_back("h1");  // the first Conv's output is read outside the pair
+  EXPECT_EQ(ir::passes::fold_conv_batchnorm(g), 0);
+  g.infer_shapes();
+  g.verify();
+  EXPECT_EQ(op_sequence(g), (std::vector<std::string>{"Conv", "BatchNormalization", "Relu",
+                                                      "Conv", "BatchNormalization"}));
 }
 
 }  // namespace
