@@ -34,4 +34,17 @@ int dnnl_threads() {
 #endif
 }
 
+OneThreadScope::OneThreadScope() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  saved_ = omp_get_max_threads();
+  if (saved_ != 1) omp_set_num_threads(1);
+#endif
+}
+
+OneThreadScope::~OneThreadScope() {
+#if DNNL_CPU_THREADING_RUNTIME == DNNL_RUNTIME_OMP
+  if (saved_ != 1) omp_set_num_threads(saved_);
+#endif
+}
+
 }  // namespace pipetrain::exec::cpu

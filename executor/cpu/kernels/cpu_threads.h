@@ -15,4 +15,18 @@ void apply_dnnl_threads();
 /// part of primitive cache keys, as a primitive keeps the count it was made with.
 int dnnl_threads();
 
+/// While alive, the calling thread's OpenMP work (oneDNN, OpenBLAS) runs on
+/// that thread alone: for loops of many small GEMMs, where forking the team
+/// for every call costs more than the other threads give back.
+class OneThreadScope {
+ public:
+  OneThreadScope();
+  ~OneThreadScope();
+  OneThreadScope(const OneThreadScope&) = delete;
+  OneThreadScope& operator=(const OneThreadScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 }  // namespace pipetrain::exec::cpu

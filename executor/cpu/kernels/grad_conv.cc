@@ -18,6 +18,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
 #include "executor/device/row_math.h"
 #include "ir/error.h"
@@ -288,6 +289,11 @@ void weights_plain(const ConvGradArgs& g) {
   const Window3 cw = a.transposed ? to_window3(adjoint_geometry(a)) : fw;
   const int64_t col_rows = (a.transposed ? mg : cg) * k, col_cols = a.transposed ? i_size : o_size;
   std::vector<float> col(static_cast<size_t>(col_rows * col_cols));
+  // LeNet's first layer: 64 products of 32 x 25 x 784, 6.7 ms on 2 threads
+  // against 3.6-4.8 on one; a product this small runs on the calling thread.
+  const int64_t macs = (a.transposed ? cg * mg * k * i_size : mg * cg * k * o_size);
+  std::optional<OneThreadScope> one_thread;
+  if (macs <= (int64_t{1} << 22)) one_thread.emplace();
   for (int64_t gi = 0; gi < groups; ++gi)
     for (int64_t n = 0; n < n_batch; ++n) {
       const float* xg = a.x_data + (n * c_in + gi * cg) * i_size;  // (Cg, I)
