@@ -9,13 +9,16 @@ exported to ONNX in training mode, and that same ONNX file is trained by
 pipetrain (benchmarks/train_step) and by onnxruntime-training (installed by
 scripts/setup.sh under /opt/pipetrain/ort-training); PyTorch trains the module.
 Prints the median step time in ms per thread count and the ratios
-pipetrain/PyTorch and pipetrain/onnxruntime-training. With --device cuda both
+pipetrain/PyTorch and pipetrain/onnxruntime-training. Each row runs the three
+programs --rounds times, alternating their order, and prints the medians of the
+times and of the per-round ratios: on a shared VM whose speed drifts by 10-30%
+over minutes, one measurement of each, minutes apart, moved a ratio by 0.2. With --device cuda both
 pipetrain (--backend cuda) and PyTorch run on the GPU (PyTorch needs a CUDA
 build; onnxruntime-training is left out) and resnet50 (batch 32, 3x224x224)
 is available.
 
 Usage: benchmarks/compare_training.py BUILD_DIR [--models resnet18,lenet,transformer]
-       [--threads 1,2] [--steps 10] [--device cpu|cuda]
+       [--threads 1,2] [--steps 10] [--rounds 3] [--device cpu|cuda]
        benchmarks/compare_training.py --train-step PATH ...   (a GPU bundle's train_step)
 """
 import argparse
@@ -184,6 +187,8 @@ def main():
     parser.add_argument("--models", default="resnet18,lenet,transformer")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="measurements of each program per row, interleaved")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -206,33 +211,50 @@ def main():
             # torch.set_num_threads does not reach it, so every program (PyTorch
             # too) runs in a child whose environment names the thread count.
             env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
-            ours, err = run_json([step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
-                                  "--steps", str(args.steps), "--classes", str(classes),
-                                  "--backend", args.device], env)
-            if err:
-                print(f"{name}: pipetrain failed: {err}", file=sys.stderr)
-            pt, pt_err = run_json([sys.executable, __file__, "--torch-worker", name, str(threads),
-                                   str(args.steps), args.device], env)
-            if pt_err:
-                print(f"{name}: PyTorch: {pt_err}", file=sys.stderr)
-            if gpu:
-                ort_ms, ort_err = None, "not run on the GPU"
-            else:
-                ort_ms, ort_err = run_json([sys.executable, __file__, "--ort-worker", path,
-                                            str(batch), str(classes), str(threads),
-                                            str(args.steps)], env)
-            rows.append((name, threads, ours, pt, ort_ms, ort_err))
+            programs = {
+                "pipetrain": [step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
+                              "--steps", str(args.steps), "--classes", str(classes),
+                              "--backend", args.device],
+                "PyTorch": [sys.executable, __file__, "--torch-worker", name, str(threads),
+                            str(args.steps), args.device],
+            }
+            if not gpu:
+                programs["onnxruntime-training"] = [sys.executable, __file__, "--ort-worker", path,
+                                                    str(batch), str(classes), str(threads),
+                                                    str(args.steps)]
+            times = {k: [] for k in programs}
+            errors = {} if not gpu else {"onnxruntime-training": "not run on the GPU"}
+            for r in range(args.rounds):
+                order = list(programs) if r % 2 == 0 else list(reversed(programs))
+                for k in order:
+                    if k in errors:
+                        continue  # a program that failed once is not retried
+                    ms, err = run_json(programs[k], env)
+                    if err:
+                        errors[k] = err
+                        print(f"{name}: {k}: {err}", file=sys.stderr)
+                    else:
+                        times[k].append(ms)
+            rows.append((name, threads, times, errors))
             print_row(rows[-1])
-    print("\nstep time in ms (median); ratio < 1 means pipetrain is faster")
+    print(f"\nstep time in ms (median of {args.rounds} interleaved rounds, each the median of its"
+          f" steps); ratios: medians of the per-round ratios; < 1 means pipetrain is faster")
 
 
 def print_row(r):
-    name, threads, ours, pt, ort_ms, ort_err = r
+    name, threads, times, errors = r
+    ours, pt, ort = (times.get(k, []) for k in ("pipetrain", "PyTorch", "onnxruntime-training"))
+    med = lambda v: statistics.median(v) if v else None
     f = lambda v: f"{v:9.1f}" if v is not None else "      n/a"
-    ratio = lambda a, b: f"{a / b:6.2f}" if a and b else "   n/a"
+
+    def ratio(a, b):  # the median of the per-round ratios (rounds both completed)
+        pairs = [x / y for x, y in zip(a, b)] if len(a) == len(b) else []
+        return f"{statistics.median(pairs):6.2f}" if pairs else "   n/a"
+    ort_err = errors.get("onnxruntime-training")
     note = f"  (onnxruntime-training: {ort_err[:60]})" if ort_err else ""
-    print(f"{name:<12} {threads} thr  pipetrain {f(ours)}  PyTorch {f(pt)}  ORT-training {f(ort_ms)}"
-          f"  ours/PyTorch {ratio(ours, pt)}  ours/ORT {ratio(ours, ort_ms)}{note}", flush=True)
+    print(f"{name:<12} {threads} thr  pipetrain {f(med(ours))}  PyTorch {f(med(pt))}"
+          f"  ORT-training {f(med(ort))}  ours/PyTorch {ratio(ours, pt)}  ours/ORT {ratio(ours, ort)}"
+          f"{note}", flush=True)
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ step_traffic() {
 step_compare() {
   need_gpu || return 1
   "$py" "$root/benchmarks/compare_training.py" --train-step "$train_step" --device cuda \
-    --models resnet50,transformer --threads 1 --steps "${STEPS:-10}"
+    --models resnet50,transformer --threads 1 --steps "${STEPS:-10}" --rounds 1
 }
 step_profile() {
   need_gpu || return 1
