@@ -223,6 +223,22 @@ ir::Graph conv_block(bool read_conv1) {
   return g;
 }
 
+// Output y of `plain` and of `fused` for one random x (2, 3, 8, 8) on the CPU
+// and on the portable backend: check(got, want) for each.
+template <typename Check>
+void compare_outputs(const ir::Graph& plain, const ir::Graph& fused, uint64_t seed, Check check) {
+  std::mt19937_64 rng(seed);
+  const std::map<std::string, ir::Tensor> feeds = {
+      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
+  for (auto make : {+[] { return exec::make_cpu_backend(); },
+                    +[] { return exec::make_portable_backend(); }}) {
+    auto backend = make();
+    SCOPED_TRACE(backend->name());
+    check(exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y"),
+          exec::ForwardRunner(plain, *backend).run(feeds, {}).at("y"));
+  }
+}
+
 // Conv + ReLU for forward-only graphs: the fused Conv gives the unfused
 // pair's outputs on the CPU backend (oneDNN's post-op) and the portable one
 // (the shared kernels), exactly: the same convolution, then max(y, 0).
@@ -235,15 +251,7 @@ TEST(Fusion, ConvReluForwardOnlyMatchesTheUnfusedPair) {
   EXPECT_EQ(op_sequence(fused), (std::vector<std::string>{"Conv", "Conv"}));
   EXPECT_EQ(fused.nodes[1].attr_string("activation", ""), "Relu");
   EXPECT_EQ(fused.nodes[1].outputs, std::vector<std::string>{"y"});
-  std::mt19937_64 rng(4);
-  const std::map<std::string, ir::Tensor> feeds = {
-      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
-  for (auto make : {+[] { return exec::make_cpu_backend(); },
-                    +[] { return exec::make_portable_backend(); }}) {
-    auto backend = make();
-    SCOPED_TRACE(backend->name());
-    const ir::Tensor want = exec::ForwardRunner(plain, *backend).run(feeds, {}).at("y");
-    const ir::Tensor got = exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y");
+  compare_outputs(plain, fused, 4, [](const ir::Tensor& got, const ir::Tensor& want) {
     ASSERT_EQ(got.shape(), want.shape());
     int zeros = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
@@ -251,7 +259,7 @@ TEST(Fusion, ConvReluForwardOnlyMatchesTheUnfusedPair) {
       zeros += want.at(i) == 0.0f;
     }
     EXPECT_GT(zeros, 0);  // the ReLU clipped something
-  }
+  });
   // A Conv fused so cannot be differentiated: one clear error.
   fused.nodes.push_back({"/loss", "ReduceMean", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}});
   fused.outputs = {"loss"};
@@ -331,17 +339,9 @@ TEST(Fusion, ConvBatchNormFoldsIntoTheConvForForwardOnlyRuns) {
   EXPECT_EQ(fused.nodes[0].attr_string("activation", ""), "Relu");
   EXPECT_EQ(fused.nodes[1].outputs, std::vector<std::string>{"y"});
   EXPECT_EQ(fused.nodes[1].inputs.size(), 3u);  // the folded bias, though the Conv had none
-  std::mt19937_64 rng(6);
-  const std::map<std::string, ir::Tensor> feeds = {
-      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
-  for (auto make : {+[] { return exec::make_cpu_backend(); },
-                    +[] { return exec::make_portable_backend(); }}) {
-    auto backend = make();
-    SCOPED_TRACE(backend->name());
-    const ir::Tensor want = exec::ForwardRunner(plain, *backend).run(feeds, {}).at("y");
-    const ir::Tensor got = exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y");
+  compare_outputs(plain, fused, 6, [](const ir::Tensor& got, const ir::Tensor& want) {
     EXPECT_LE(test::closeness(got, want, 1e-5, 1e-5), 1.0);
-  }
+  });
 }
 
 TEST(Fusion, ConvBatchNormStaysWhereTheBatchNormIsTrainingOrOthersReadTheConv) {
