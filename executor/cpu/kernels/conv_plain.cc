@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/pool_window.h"
 #include "executor/cpu/kernels/window3.h"
 
 namespace pipetrain::exec::cpu {
@@ -14,6 +15,7 @@ namespace pipetrain::exec::cpu {
 // col (channels * K, O): col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pb, ...] or 0.
 void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
   int64_t o_size = g.out_size();
+  const LastAxisRanges inside = last_axis_ranges(g);  // per kernel column kw
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kd = 0; kd < g.k[0]; ++kd)
       for (int64_t kh = 0; kh < g.k[1]; ++kh)
@@ -23,9 +25,8 @@ void im2col(const float* x, int64_t channels, const Window3& g, float* col) {
           // Along the last axis, output ow reads iw = ow s + off: inside the
           // input for ow in [lo, hi), padding (zeros) on either side.
           const int64_t off = kw * g.d[2] - g.pb[2], s = g.s[2], ow_n = g.out[2];
-          const int64_t lo = std::min(off >= 0 ? 0 : (-off + s - 1) / s, ow_n);
-          const int64_t hi =
-              std::max(lo, std::min(g.in[2] - off <= 0 ? 0 : (g.in[2] - off + s - 1) / s, ow_n));
+          const int64_t lo = inside.first[static_cast<size_t>(kw)];
+          const int64_t hi = inside.last[static_cast<size_t>(kw)];
           for (int64_t od = 0; od < g.out[0]; ++od) {
             int64_t id = od * g.s[0] + kd * g.d[0] - g.pb[0];
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
