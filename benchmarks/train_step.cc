@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads);
   app.add_option("--classes", classes, "Label range (default: the output's dim 1)");
   app.add_flag("--profile", profile, "Print the time per op type (to stderr's neighbour, stdout)");
-  app.add_flag("--no-fuse", no_fuse, "Import without the fusion passes");
+  app.add_flag("--no-fuse", no_fuse,
+               "Import without the fusion passes; the cpu backend keeps activations row-major");
   CLI11_PARSE(app, argc, argv);
   try {
     exec::set_cpu_threads(threads);
@@ -42,8 +43,10 @@ int main(int argc, char** argv) {
     io.fuse = !no_fuse;
     ir::Graph model = importer::import_model(model_path, io);
     autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
-    auto backend =
-        exec::make_backend(backend_name, 0, bf16 ? exec::Precision::kBf16 : exec::Precision::kFp32);
+    auto backend = backend_name == "cpu" && no_fuse
+                       ? exec::make_cpu_backend({/*blocked_layout=*/false})
+                       : exec::make_backend(backend_name, 0,
+                                            bf16 ? exec::Precision::kBf16 : exec::Precision::kFp32);
     exec::TrainerOptions to;
     to.optimizer.lr = 0.01;
     to.optimizer.momentum = 0.9;

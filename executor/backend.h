@@ -21,8 +21,16 @@ struct TransferStats {
 /// tensors, for the runner's blocked-layout plan (executor/layout_plan.h).
 enum class LayoutRole {
   kPlainOnly,   // reads and writes row-major (N, C, H, W) only
-  kConvLike,    // input 0 and output 0 may each be blocked, independently
+  kConvLike,    // the inputs and outputs in LayoutAccess's masks may each be blocked, independently
   kSameLayout,  // its non-scalar inputs and output 0 share one layout, either one
+};
+
+/// A node's LayoutRole, with the ports a kConvLike node may take blocked
+/// (bit i of `inputs` for input i, of `outputs` for output k): a Conv reads X
+/// and writes Y blocked, its gradient reads dY and X and writes dX so.
+struct LayoutAccess {
+  LayoutRole role = LayoutRole::kPlainOnly;
+  uint32_t inputs = 0, outputs = 0;
 };
 
 class Backend {
@@ -54,10 +62,10 @@ class Backend {
   }
   /// What the node's kernel can do with tensors in the backend's blocked
   /// activation layout (KernelContext::in_blocked): nothing, by default.
-  virtual LayoutRole layout_role(const ir::Graph& g, const ir::Node& n) const {
+  virtual LayoutAccess layout_access(const ir::Graph& g, const ir::Node& n) const {
     (void)g;
     (void)n;
-    return LayoutRole::kPlainOnly;
+    return {};
   }
   /// True when a tensor like `t` may be stored in the blocked layout (its
   /// channels fill whole blocks, so it takes the bytes a row-major one does).

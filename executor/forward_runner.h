@@ -99,7 +99,7 @@ class ForwardRunner {
   void poison_arena();
   /// The memory plan (null when constructed without plan_memory).
   const MemoryPlan* memory_plan() const { return plan_.get(); }
-  /// The intermediate tensors stored in the backend's blocked layout (layout_role()).
+  /// The intermediate tensors stored in the backend's blocked layout (layout_access()).
   const LayoutPlan& layout_plan() const { return layout_; }
 };
 

@@ -30,7 +30,7 @@ struct KernelContext {
   std::vector<bool> accumulate;
   /// Bit i: input i (or output i) is a 4-D (N, C, H, W) tensor stored in
   /// the backend's blocked activation layout instead of row-major; only
-  /// where the backend's layout_role() allows it (executor/layout_plan.h).
+  /// where the backend's layout_access() allows it (executor/layout_plan.h).
   uint32_t blocked_inputs = 0, blocked_outputs = 0;
 
   const ir::Node& n() const { return *node; }

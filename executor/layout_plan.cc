@@ -18,18 +18,24 @@ LayoutPlan plan_blocked_layout(const ir::Graph& g, const Backend& backend,
   LayoutPlan plan;
   plan.inputs.assign(g.nodes.size(), 0);
   plan.outputs.assign(g.nodes.size(), 0);
-  std::vector<LayoutRole> role(g.nodes.size());
+  std::vector<LayoutAccess> access(g.nodes.size());
   std::map<std::string, size_t> producer;
   std::set<std::string>& set = plan.tensors;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    role[i] = backend.layout_role(g, n);
-    for (const auto& out : n.outputs)
-      if (!out.empty()) producer[out] = i;
-    if (role[i] == LayoutRole::kPlainOnly || !n.has_output(0)) continue;
-    const std::string& y = n.outputs[0];
-    if (g.has_tensor(y) && backend.blockable(g.tensor(y)) && !plain.count(y) && !g.value(y))
-      set.insert(y);
+    access[i] = backend.layout_access(g, n);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty()) producer[n.outputs[k]] = i;
+    const LayoutAccess& a = access[i];
+    for (size_t k = 0; k < n.outputs.size() && k < 32; ++k) {
+      const bool may = a.role == LayoutRole::kSameLayout ? k == 0
+                       : a.role == LayoutRole::kConvLike ? ((a.outputs >> k) & 1u) != 0
+                                                         : false;
+      const std::string& y = n.outputs[k];
+      if (may && !y.empty() && g.has_tensor(y) && backend.blockable(g.tensor(y)) &&
+          !plain.count(y) && !g.value(y))
+        set.insert(y);
+    }
   }
   if (set.empty()) return plan;
   auto consumers = g.consumers();
@@ -45,15 +51,17 @@ LayoutPlan plan_blocked_layout(const ir::Graph& g, const Backend& backend,
     changed = false;
     for (auto it = set.begin(); it != set.end();) {
       const std::string& t = *it;
-      bool ok = role[producer.at(t)] != LayoutRole::kSameLayout || node_all_in(producer.at(t));
+      const size_t p = producer.at(t);
+      bool ok = access[p].role != LayoutRole::kSameLayout || node_all_in(p);
       for (size_t c : consumers[t]) {
         if (!ok) break;
         const ir::Node& n = g.nodes[c];
-        if (role[c] == LayoutRole::kConvLike) {
-          for (size_t i = 1; i < n.inputs.size(); ++i) ok = ok && n.inputs[i] != t;
-          ok = ok && n.inputs[0] == t;
+        if (access[c].role == LayoutRole::kConvLike) {
+          // Every port that reads t must take it blocked.
+          for (size_t i = 0; i < n.inputs.size(); ++i)
+            if (n.inputs[i] == t) ok = ok && i < 32 && ((access[c].inputs >> i) & 1u) != 0;
         } else {
-          ok = role[c] == LayoutRole::kSameLayout && node_all_in(c);
+          ok = access[c].role == LayoutRole::kSameLayout && node_all_in(c);
         }
       }
       if (ok) {

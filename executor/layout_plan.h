@@ -25,9 +25,9 @@ struct LayoutPlan {
   bool empty() const { return tensors.empty(); }
 };
 
-/// The largest set of activations the backend calls blockable(), produced by
-/// a node whose layout_role() is not kPlainOnly, such that every reader can take them
-/// blocked: a kConvLike node as its input 0, or a kSameLayout node
+/// The largest set of activations the backend calls blockable(), produced at
+/// a port a node's layout_access() lets write blocked, such that every reader
+/// can take them blocked: a kConvLike node at ports its mask names, or a kSameLayout node
 /// whose other non-scalar inputs and output 0 are in the set too. Tensors in
 /// `plain` (graph outputs, buffers handed to the caller) stay row-major,
 /// and so does everything when the backend allows nothing.

@@ -150,8 +150,8 @@ class CpuBackend final : public Backend {
     return k == 0 && (n.op_type == "Gemm" || n.op_type == "MatMul");
   }
 
-  LayoutRole layout_role(const ir::Graph& g, const ir::Node& n) const override {
-    return options_.blocked_layout ? cpu::blocked_layout_role(g, n) : LayoutRole::kPlainOnly;
+  LayoutAccess layout_access(const ir::Graph& g, const ir::Node& n) const override {
+    return options_.blocked_layout ? cpu::blocked_layout_access(g, n) : LayoutAccess{};
   }
   bool blockable(const ir::TensorDesc& t) const override {
     return options_.blocked_layout && cpu::blockable(t);

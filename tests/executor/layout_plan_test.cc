@@ -175,6 +175,32 @@ TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
   expect_layout_blind(model, {{model.inputs[0], x}});
 
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  if (exec::cpu::channel_block(16) < 16) {  // channel blocks (nChw8c), not nhwc
+    // The backward keeps it too, except where a max-pool (with Indices in
+    // training, row-major only) or the image meets a convolution. Of the 13
+    // ConvGrads, 8 read X blocked (not the first, whose X is the image, nor
+    // the four after a pool) and write dX blocked; 8 read dY blocked (not the
+    // five whose ReLU feeds a pool); the other 8 ReLUs have blocked gradients.
+    const ir::Graph& tgg = tg.graph;
+    auto plan = exec::plan_blocked_layout(
+        tgg, *backend, std::set<std::string>(tgg.outputs.begin(), tgg.outputs.end()));
+    int conv_grads = 0, dy_in = 0, x_in = 0, dx_out = 0, relu_grads = 0;
+    for (size_t i = 0; i < tgg.nodes.size(); ++i) {
+      const ir::Node& n = tgg.nodes[i];
+      if (n.op_type == "ConvGrad") {
+        ++conv_grads;
+        dy_in += plan.inputs[i] & 1u;
+        x_in += (plan.inputs[i] >> 1) & 1u;
+        dx_out += n.has_output(0) && (plan.outputs[i] & 1u);
+      }
+      relu_grads += n.op_type == "ReluGrad" && plan.inputs[i] == 3u && plan.outputs[i] == 1u;
+    }
+    EXPECT_EQ(conv_grads, 13);
+    EXPECT_EQ(x_in, 8);
+    EXPECT_EQ(dx_out, 8);
+    EXPECT_EQ(dy_in, 8);
+    EXPECT_EQ(relu_grads, 8);
+  }
   Tensors feeds = {{model.inputs[0], x}};
   for (const auto& in : tg.graph.inputs)
     if (!feeds.count(in)) feeds[in] = ir::Tensor::from_i64({3, 7}, {2});

@@ -85,15 +85,23 @@ bool blockable(const ir::TensorDesc& t) {
   return t.dtype == ir::DType::kF32 && t.shape.size() == 4 && channel_block(t.shape[1]) > 0;
 }
 
-LayoutRole blocked_layout_role(const ir::Graph& g, const ir::Node& n) {
+LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
   static const std::set<std::string> kElementwise = {"Relu", "LeakyRelu",   "Clip",      "Sigmoid",
                                                      "Tanh", "HardSigmoid", "HardSwish", "Elu",
                                                      "Add",  "Sub",         "Mul",       "Div"};
-  if (n.inputs.empty() || !is_4d_float(g, n.inputs[0])) return LayoutRole::kPlainOnly;
-  if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool") return LayoutRole::kConvLike;
-  if (n.op_type == "MaxPool" && !n.has_output(1)) return LayoutRole::kSameLayout;
-  if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return LayoutRole::kSameLayout;
-  return LayoutRole::kPlainOnly;
+  if (n.inputs.empty() || !is_4d_float(g, n.inputs[0])) return {};
+  if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool")
+    return {LayoutRole::kConvLike, 1, 1};
+  if (n.op_type == "MaxPool" && !n.has_output(1)) return {LayoutRole::kSameLayout};
+  if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
+  // The backward: only where oneDNN's backward primitives compute in the
+  // forward's layout (nChw8c on AVX2). On AVX-512 the forward takes nhwc and
+  // the backward nChw16c, so an nhwc dY or X would be reordered all the same.
+  if (process_block() <= 0) return {};
+  if (n.op_type == "ConvGrad" && is_4d_float(g, n.inputs[1]))
+    return {LayoutRole::kConvLike, 3, 1};  // (dY, X) -> dX; dW and dB stay row-major
+  if (n.op_type == "ReluGrad" && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
+  return {};
 }
 
 memory::desc blocked_desc(const ir::Shape& s) {

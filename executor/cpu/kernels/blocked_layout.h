@@ -27,9 +27,11 @@ bool blockable(const ir::TensorDesc& t);
 
 /// Conv and GlobalAveragePool take either layout in and out; MaxPool (without
 /// Indices) and the elementwise activations and arithmetic keep their
-/// input's; everything else is plain only. 4-D float tensors only (which of
-/// them are blockable() is the plan's to check).
-LayoutRole blocked_layout_role(const ir::Graph& g, const ir::Node& n);
+/// input's. Where oneDNN's backward computes in the same channel blocks,
+/// ConvGrad also reads dY and X and writes dX in either, and ReluGrad keeps
+/// its inputs'. Everything else is plain only. 4-D float tensors only (which
+/// of them are blockable() is the plan's to check).
+LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n);
 
 /// oneDNN's descriptor of a blocked (N, C, H, W) f32 tensor.
 dnnl::memory::desc blocked_desc(const ir::Shape& nchw);

@@ -37,9 +37,11 @@ ConvArgs conv_args(KernelContext& ctx, bool transposed) {
   return a;
 }
 
-// The plain path computes row-major: convert around it.
-void conv_plain_any_layout(const ConvArgs& a) {
-  if (!a.x_blocked && !a.y_blocked) return conv_plain(a);
+// Runs a path that computes row-major on row-major copies of whichever of
+// X and Y the runner keeps blocked.
+template <typename F>
+void on_row_major_copies(const ConvArgs& a, F row_major) {
+  if (!a.x_blocked && !a.y_blocked) return row_major(a);
   std::vector<float> x, y;
   ConvArgs plain = a;
   if (a.x_blocked) {
@@ -52,7 +54,7 @@ void conv_plain_any_layout(const ConvArgs& a) {
     plain.y_data = y.data();
   }
   plain.x_blocked = plain.y_blocked = false;
-  conv_plain(plain);
+  row_major(plain);
   if (a.y_blocked) to_blocked(y.data(), a.y_data, a.y);
 }
 
@@ -65,9 +67,12 @@ void relu_in_place(float* y, int64_t n) {
 void run_conv(KernelContext& ctx, bool transposed) {
   ConvArgs a = conv_args(ctx, transposed);
   if (ir::numel(a.y) == 0) return;
-  if (conv_small_output(a)) return;  // a few output positions per image; ReLU included
-  if (conv_dnnl(a)) return;          // a fused ReLU ran as its post-op
-  conv_plain_any_layout(a);
+  // A few output positions per image (ReLU included): GEMMs over the whole
+  // batch beat oneDNN there, and the copies of such small tensors cost little.
+  if (small_output_case(a))
+    return on_row_major_copies(a, [](const ConvArgs& p) { conv_small_output(p); });
+  if (conv_dnnl(a)) return;  // a fused ReLU ran as its post-op
+  on_row_major_copies(a, conv_plain);
   // Elementwise, so in either layout (a blocked tensor has no padding lanes).
   if (a.relu) relu_in_place(a.y_data, ir::numel(a.y));
 }

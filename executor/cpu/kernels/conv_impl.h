@@ -28,8 +28,8 @@ struct ConvArgs {
   /// values_version changes, so its reordered form may be cached.
   bool w_is_value = false;
   uint64_t values_version = 0;
-  /// x_data / y_data are in the blocked layout (blocked_layout.h), not
-  /// row-major; Conv only, 4-D only.
+  /// x_data / y_data (ConvGrad: X and dY) are in the blocked layout
+  /// (blocked_layout.h), not row-major; Conv and ConvGrad only, 4-D only.
   bool x_blocked = false, y_blocked = false;
   /// Conv with activation "Relu" (ir/passes/fusion.h): max(y, 0) on the way out.
   bool relu = false;
@@ -50,6 +50,7 @@ struct ConvGradArgs {
   float* dx = nullptr;        // (N, C, D...)
   float* dw = nullptr;        // as W
   float* db = nullptr;        // (M)
+  bool dx_blocked = false;    // dx in the blocked layout
 };
 /// oneDNN's backward primitives; false (nothing written) when oneDNN cannot
 /// express the window.
@@ -90,5 +91,7 @@ void im2col(const float* x, int64_t channels, const Window3& g, float* col);
 /// (conv_small_output.cc); false (nothing written) when the case is not one.
 bool conv_small_output(const ConvArgs& a);
 bool conv_grad_small_output(const ConvGradArgs& g);
+/// The case those two take, whatever the layout flags say.
+bool small_output_case(const ConvArgs& a);
 
 }  // namespace pipetrain::exec::cpu

@@ -67,6 +67,12 @@ bool small_output(const ConvArgs& a, const Window3& w) {
 
 }  // namespace
 
+bool small_output_case(const ConvArgs& a) {
+  ConvArgs row_major = a;
+  row_major.x_blocked = row_major.y_blocked = false;
+  return small_output(row_major, to_window3(a.geo));
+}
+
 bool conv_small_output(const ConvArgs& a) {
   const Window3 w = to_window3(a.geo);
   if (!small_output(a, w)) return false;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
@@ -97,12 +98,14 @@ memory::desc any(const memory::desc& d) {
   return memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any);
 }
 
-// The plain descriptors of X, dY and W as oneDNN sees them.
+// The descriptors of X, dY, dX and W as oneDNN sees them: row-major, or the
+// blocked layout for activations the runner keeps blocked.
 struct UserDescs {
-  memory::desc x, y, w, b;
-  explicit UserDescs(const ConvArgs& a) {
-    x = du::plain_desc(a.x);
-    y = du::plain_desc(a.y);
+  memory::desc x, y, dx, w, b;
+  UserDescs(const ConvArgs& a, bool dx_blocked) {
+    x = a.x_blocked ? blocked_desc(a.x) : du::plain_desc(a.x);
+    y = a.y_blocked ? blocked_desc(a.y) : du::plain_desc(a.y);
+    dx = dx_blocked ? blocked_desc(a.x) : du::plain_desc(a.x);
     ir::Shape dims, strides;
     dnnl_weights_view(a, &dims, &strides);
     w = du::plain_desc(dims, strides);
@@ -126,17 +129,17 @@ dnnl::primitive_attr user_scratchpad() {
 }
 
 template <typename F>
-std::shared_ptr<DataPrimitive> make_data(const ConvArgs& a) {
+std::shared_ptr<DataPrimitive> make_data(const ConvArgs& a, bool dx_blocked) {
   DnnlWindow win;
   if (!dnnl_window(a, &win)) return nullptr;
-  UserDescs u(a);
+  UserDescs u(a, dx_blocked);
   auto p = std::make_shared<DataPrimitive>();
   try {
     typename F::Data::desc d(F::kAlgorithm, any(u.x), any(u.w), any(u.y), win.strides, win.dilates,
                              win.pad_l, win.pad_r);
     typename F::Data::primitive_desc pd(d, user_scratchpad(), du::engine(),
                                         forward_hint<F>(u, win));
-    p->dx.init(u.x, pd.diff_src_desc(), false);
+    p->dx.init(u.dx, pd.diff_src_desc(), false);
     p->w.init(u.w, pd.weights_desc(), true);
     p->dy.init(u.y, pd.diff_dst_desc(), true);
     p->scratch = pd.scratchpad_desc();
@@ -151,7 +154,7 @@ template <typename F>
 std::shared_ptr<WeightsPrimitive> make_weights(const ConvArgs& a, bool with_bias) {
   DnnlWindow win;
   if (!dnnl_window(a, &win)) return nullptr;
-  UserDescs u(a);
+  UserDescs u(a, false);
   auto p = std::make_shared<WeightsPrimitive>();
   try {
     auto d = with_bias ? typename F::Weights::desc(F::kAlgorithm, any(u.x), any(u.w), u.b, any(u.y),
@@ -172,10 +175,12 @@ std::shared_ptr<WeightsPrimitive> make_weights(const ConvArgs& a, bool with_bias
   return p;
 }
 
-std::shared_ptr<DataPrimitive> data_primitive(const ConvArgs& a) {
-  return du::cached_as<DataPrimitive>(conv_cache_key(a) + " bwd_data", [&] {
-    return a.transposed ? make_data<DeconvFamily>(a) : make_data<ConvFamily>(a);
-  });
+std::shared_ptr<DataPrimitive> data_primitive(const ConvArgs& a, bool dx_blocked) {
+  return du::cached_as<DataPrimitive>(
+      conv_cache_key(a) + " bwd_data" + (dx_blocked ? " dx:blocked" : ""), [&] {
+        return a.transposed ? make_data<DeconvFamily>(a, dx_blocked)
+                            : make_data<ConvFamily>(a, dx_blocked);
+      });
 }
 
 std::shared_ptr<WeightsPrimitive> weights_primitive(const ConvArgs& a, bool with_bias) {
@@ -205,7 +210,7 @@ void bias_grad(const ConvGradArgs& g) {
 
 bool conv_grad_dnnl(const ConvGradArgs& g) {
   const ConvArgs& a = g.conv;
-  std::shared_ptr<DataPrimitive> dp = g.dx ? data_primitive(a) : nullptr;
+  std::shared_ptr<DataPrimitive> dp = g.dx ? data_primitive(a, g.dx_blocked) : nullptr;
   if (g.dx && !dp) return false;
   const bool fused_bias = g.db && g.dw;  // dB alone is a plain sum (bias_grad)
   std::shared_ptr<WeightsPrimitive> wp = g.dw ? weights_primitive(a, fused_bias) : nullptr;
@@ -363,20 +368,24 @@ ConvGradArgs grad_args(KernelContext& ctx, bool transposed) {
   g.dx = ctx.has_out(0) ? ctx.out(0).data<float>() : nullptr;
   g.dw = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;
   g.db = ctx.has_out(2) ? ctx.out(2).data<float>() : nullptr;
+  a.y_blocked = ctx.in_blocked(0);  // dY
+  a.x_blocked = ctx.in_blocked(1);
+  g.dx_blocked = ctx.out_blocked(0);
   return g;
 }
 
-void run_conv_grad(KernelContext& ctx, bool transposed) {
-  ConvGradArgs g = grad_args(ctx, transposed);
+// oneDNN's backward-weights kernel runs at a few GFLOP/s when each group has
+// very few input channels (a network's first conv on 1-3 channel images);
+// im2col + sgemm, with the short im2col rows, runs those at GEMM speed.
+bool weights_by_im2col(const ConvGradArgs& g) {
   const ConvArgs& a = g.conv;
-  // Empty tensors: the zero-filled outputs already are the gradients.
-  if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return;
-  if (conv_grad_small_output(g)) return;  // a few output positions per image
-  // oneDNN's backward-weights kernel runs at a few GFLOP/s when each group has
-  // very few input channels (a network's first conv on 1-3 channel images);
-  // im2col + sgemm, with the short im2col rows, runs those at GEMM speed.
   const int64_t taps = (a.x[1] / a.group) * to_window3(a.geo).k_size();
-  if (!transposed && g.dw && taps <= 75) {
+  return !a.transposed && g.dw && taps <= 75;
+}
+
+void conv_grad_row_major(const ConvGradArgs& g) {
+  if (conv_grad_small_output(g)) return;  // a few output positions per image
+  if (weights_by_im2col(g)) {
     ConvGradArgs data_only = g;
     data_only.dw = data_only.db = nullptr;
     if (data_only.dx && !conv_grad_dnnl(data_only)) conv_grad_plain(data_only);
@@ -385,6 +394,43 @@ void run_conv_grad(KernelContext& ctx, bool transposed) {
     return;
   }
   if (!conv_grad_dnnl(g)) conv_grad_plain(g);
+}
+
+// X, dY or dX blocked: oneDNN reads and writes them as they are; the paths
+// that compute row-major get row-major copies.
+void conv_grad_any_layout(const ConvGradArgs& g) {
+  const ConvArgs& a = g.conv;
+  const bool small = (g.dx || g.dw) && small_output_case(a);
+  const bool plain_bias = g.db && !g.dw;  // bias_grad sums row-major planes
+  if (!small && !plain_bias && !weights_by_im2col(g) && conv_grad_dnnl(g)) return;
+  ConvGradArgs p = g;
+  std::vector<float> x, dy, dx;
+  if (a.x_blocked) {
+    x.resize(static_cast<size_t>(ir::numel(a.x)));
+    from_blocked(a.x_data, x.data(), a.x);
+    p.conv.x_data = x.data();
+  }
+  if (a.y_blocked) {
+    dy.resize(static_cast<size_t>(ir::numel(a.y)));
+    from_blocked(g.dy, dy.data(), a.y);
+    p.dy = dy.data();
+  }
+  if (g.dx_blocked && g.dx) {
+    dx.resize(static_cast<size_t>(ir::numel(a.x)));
+    p.dx = dx.data();
+  }
+  p.conv.x_blocked = p.conv.y_blocked = p.dx_blocked = false;
+  conv_grad_row_major(p);
+  if (g.dx_blocked && g.dx) to_blocked(dx.data(), g.dx, a.x);
+}
+
+void run_conv_grad(KernelContext& ctx, bool transposed) {
+  ConvGradArgs g = grad_args(ctx, transposed);
+  const ConvArgs& a = g.conv;
+  // Empty tensors: the zero-filled outputs already are the gradients.
+  if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return;
+  if (a.x_blocked || a.y_blocked || g.dx_blocked) return conv_grad_any_layout(g);
+  conv_grad_row_major(g);
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ void max_pool_blocked(const Window3& p, const std::array<AxisTaps, 3>& taps, con
 void max_pool(KernelContext& ctx) {
   const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
   ir::Tensor& y = ctx.out(0);       // (N, C, O...)
-  if (ctx.in_blocked(0)) {          // no Indices (blocked_layout_role)
+  if (ctx.in_blocked(0)) {          // no Indices (blocked_layout_access)
     Window3 p = pool_geometry(ctx.n(), x.shape());
     return max_pool_blocked(p, axis_taps(p), x.shape(), x.data<float>(), y.data<float>());
   }
