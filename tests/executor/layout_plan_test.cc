@@ -138,6 +138,45 @@ TEST(LayoutPlan, BlockedRunsEqualPlainRunsBitwise) {
   expect_layout_blind(g, {{"x", wave({2, 3, 12, 12}, 0.7, 1.0)}});
 }
 
+// MaxPoolGrad between blocked tensors over overlapping, padded windows (an
+// input element is the maximum of up to four windows, whose gradients add in
+// the output order): bitwise the row-major kernel, with distinct values and
+// with every window tied (w0 = 0: the first tap wins).
+TEST(LayoutPlan, MaxPoolGradOverOverlappingWindowsIsBitwiseThatOfTheRowMajorKernel) {
+  if (!blocked_layout_available() || exec::cpu::channel_block(16) == 16)
+    GTEST_SKIP() << "oneDNN's backward computes in no channel-blocked layout here";
+  for (double w0_scale : {0.4, 0.0}) {
+    ir::Graph g;
+    g.set_tensor({"x", ir::DType::kF32, {2, 3, 9, 11}, ir::Role::kInput});
+    g.inputs = {"x"};
+    g.set_value("w0", wave({16, 3, 3, 3}, 0.1, w0_scale), ir::Role::kParam);
+    g.set_value("b0", wave({16}, 0.2, 0.1), ir::Role::kParam);
+    g.set_value("w1", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
+    g.set_value("w2", wave({8, 16, 3, 3}, 0.4, 0.2), ir::Role::kParam);
+    const std::vector<int64_t> pad1 = {1, 1, 1, 1};
+    const std::map<std::string, ir::Attribute> pool = {
+        {"kernel_shape", std::vector<int64_t>{3, 3}},
+        {"strides", std::vector<int64_t>{2, 2}},
+        {"pads", pad1}};
+    g.nodes = {
+        with_attrs(node("conv0", "Conv", {"x", "w0", "b0"}, {"c0"}), {{"pads", pad1}}),
+        node("relu0", "Relu", {"c0"}, {"r0"}),
+        with_attrs(node("pool", "MaxPool", {"r0"}, {"p"}), pool),
+        with_attrs(node("conv1", "Conv", {"p", "w1"}, {"dp"}), {{"pads", pad1}}),
+        with_attrs(node("pool_grad", "MaxPoolGrad", {"dp", "r0"}, {"dr0"}), pool),
+        with_attrs(node("conv2", "Conv", {"dr0", "w2"}, {"c2"}), {{"pads", pad1}}),
+        node("gap", "GlobalAveragePool", {"c2"}, {"out"}),
+    };
+    g.outputs = {"out"};
+    g.infer_shapes();
+    g.verify();
+    auto backend = exec::make_cpu_backend();
+    EXPECT_EQ(exec::plan_blocked_layout(g, *backend, {"out"}).tensors,
+              (std::set<std::string>{"c0", "r0", "p", "dp", "dr0", "c2"}));
+    expect_layout_blind(g, {{"x", wave({2, 3, 9, 11}, 0.7, 1.0)}});
+  }
+}
+
 TEST(LayoutPlan, ConversionsRoundTrip) {
   if (!blocked_layout_available())
     GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
@@ -176,15 +215,14 @@ TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
 
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
   if (exec::cpu::channel_block(16) < 16) {  // channel blocks (nChw8c), not nhwc
-    // The backward keeps it too, except where a max-pool (with Indices in
-    // training, row-major only) or the image meets a convolution. Of the 13
-    // ConvGrads, 8 read X blocked (not the first, whose X is the image, nor
-    // the four after a pool) and write dX blocked; 8 read dY blocked (not the
-    // five whose ReLU feeds a pool); the other 8 ReLUs have blocked gradients.
+    // The backward keeps it too: all ConvGrads but the first (whose X is the
+    // image, and which has no dX) read X and write dX blocked; all but the
+    // last read dY blocked, as the gradients of all ReLUs and max-pools but
+    // the last (its output and gradient meet the row-major classifier).
     const ir::Graph& tgg = tg.graph;
     auto plan = exec::plan_blocked_layout(
         tgg, *backend, std::set<std::string>(tgg.outputs.begin(), tgg.outputs.end()));
-    int conv_grads = 0, dy_in = 0, x_in = 0, dx_out = 0, relu_grads = 0;
+    int conv_grads = 0, dy_in = 0, x_in = 0, dx_out = 0, relu_grads = 0, pool_grads = 0;
     for (size_t i = 0; i < tgg.nodes.size(); ++i) {
       const ir::Node& n = tgg.nodes[i];
       if (n.op_type == "ConvGrad") {
@@ -193,13 +231,16 @@ TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
         x_in += (plan.inputs[i] >> 1) & 1u;
         dx_out += n.has_output(0) && (plan.outputs[i] & 1u);
       }
-      relu_grads += n.op_type == "ReluGrad" && plan.inputs[i] == 3u && plan.outputs[i] == 1u;
+      const bool same = plan.inputs[i] == 3u && plan.outputs[i] == 1u;
+      relu_grads += n.op_type == "ReluGrad" && same;
+      pool_grads += n.op_type == "MaxPoolGrad" && same;
     }
     EXPECT_EQ(conv_grads, 13);
-    EXPECT_EQ(x_in, 8);
-    EXPECT_EQ(dx_out, 8);
-    EXPECT_EQ(dy_in, 8);
-    EXPECT_EQ(relu_grads, 8);
+    EXPECT_EQ(x_in, 12);
+    EXPECT_EQ(dx_out, 12);
+    EXPECT_EQ(dy_in, 12);
+    EXPECT_EQ(relu_grads, 12);
+    EXPECT_EQ(pool_grads, 4);
   }
   Tensors feeds = {{model.inputs[0], x}};
   for (const auto& in : tg.graph.inputs)

@@ -90,8 +90,7 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
                                                      "Tanh", "HardSigmoid", "HardSwish", "Elu",
                                                      "Add",  "Sub",         "Mul",       "Div"};
   if (n.inputs.empty() || !is_4d_float(g, n.inputs[0])) return {};
-  if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool")
-    return {LayoutRole::kConvLike, 1, 1};
+  if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool") return {LayoutRole::kConvLike, 1, 1};
   if (n.op_type == "MaxPool" && !n.has_output(1)) return {LayoutRole::kSameLayout};
   if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
   // The backward: only where oneDNN's backward primitives compute in the
@@ -101,6 +100,8 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
   if (n.op_type == "ConvGrad" && is_4d_float(g, n.inputs[1]))
     return {LayoutRole::kConvLike, 3, 1};  // (dY, X) -> dX; dW and dB stay row-major
   if (n.op_type == "ReluGrad" && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
+  // (dY, X) -> dX, all three in one layout.
+  if (n.op_type == "MaxPoolGrad" && is_4d_float(g, n.inputs[1])) return {LayoutRole::kSameLayout};
   return {};
 }
 

@@ -4,6 +4,7 @@
 // row at a time: for each tap of the window, the row's outputs that it reaches
 // form one contiguous range (last_axis_ranges), so the inner loops are
 // branch-free and vectorise. Every order is fixed: deterministic.
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/pool_halving.h"
 #include "executor/cpu/kernels/pool_window.h"
 #include "executor/cpu/kernels/vec_math.h"
@@ -44,12 +46,60 @@ void argmax_tap(float* best, int32_t* where, const float* xp, int64_t base, int6
   }
 }
 
+/// max_pool_grad over blocked dY, X and dX (blocked_layout.h): N * C / B
+/// images of (H, W, B), each window's taps scanned over B contiguous channels
+/// in the row-major kernel's order with its rule (the first maximum, a NaN in
+/// the first tap), and each image's outputs adding into dX in order, so the
+/// bits are the row-major kernel's.
+template <int64_t kB>
+void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* dy, const float* x,
+                           float* dx, int64_t block = kB) {
+  const int64_t b = kB ? kB : block;
+  const std::array<AxisTaps, 3> taps = axis_taps(p);
+  std::fill(dx, dx + ir::numel(xs), 0.0f);
+  std::vector<float> best(static_cast<size_t>(b));
+  std::vector<int64_t> where(static_cast<size_t>(b));  // input position, -1: none yet
+  for (int64_t n = 0; n < xs[0] * xs[1] / b; ++n) {
+    const float* xn = x + n * p.in_size() * b;
+    const float* dyn = dy + n * p.out_size() * b;
+    float* dxn = dx + n * p.in_size() * b;
+    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+      std::fill(where.begin(), where.end(), -1);
+      std::fill(best.begin(), best.end(), 0.0f);
+      for (int64_t a = lo[0]; a < hi[0]; ++a)
+        for (int64_t r = lo[1]; r < hi[1]; ++r) {
+          const int64_t row = ((st[0] + a * p.d[0]) * p.in[1] + st[1] + r * p.d[1]) * p.in[2];
+          for (int64_t c = lo[2]; c < hi[2]; ++c) {
+            const int64_t pos = row + st[2] + c * p.d[2];
+            const float* v = xn + pos * b;
+            for (int64_t l = 0; l < b; ++l) {
+              const bool take = (v[l] > best[l]) | (where[l] < 0);
+              best[l] = take ? v[l] : best[l];
+              where[l] = take ? pos : where[l];
+            }
+          }
+        }
+      const float* g = dyn + o * b;
+      for (int64_t l = 0; l < b; ++l)
+        if (where[l] >= 0) dxn[where[l] * b + l] += g[l];
+    });
+  }
+}
+
 /// dX[argmax of window o] += dY[o].
 void max_pool_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.in(0);  // (N, C, O...)
   const Tensor& x = ctx.in(1);   // (N, C, D...)
   Tensor& dx = ctx.out(0);       // (N, C, D...), every element written
   const Window3 p = pool_geometry(ctx.n(), x.shape());
+  if (ctx.in_blocked(1)) {  // and dY, dX (blocked_layout_access)
+    const int64_t b = channel_block(x.shape()[1]);
+    if (b == 8)
+      return max_pool_grad_blocked<8>(p, x.shape(), dy.data<float>(), x.data<float>(),
+                                      dx.data<float>());
+    return max_pool_grad_blocked<0>(p, x.shape(), dy.data<float>(), x.data<float>(),
+                                    dx.data<float>(), b);
+  }
   const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
   assert(dy.numel() == planes * p.out_size());
   if (const int64_t rows = halving_window_rows(p); rows == 2)
