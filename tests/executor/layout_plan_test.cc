@@ -159,10 +159,9 @@ TEST(LayoutPlan, MaxPoolGradOverOverlappingWindowsIsBitwiseThatOfTheRowMajorKern
     g.set_value("w1", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
     g.set_value("w2", wave({8, 16, 3, 3}, 0.4, 0.2), ir::Role::kParam);
     const std::vector<int64_t> pad1 = {1, 1, 1, 1};
-    const std::map<std::string, ir::Attribute> pool = {
-        {"kernel_shape", std::vector<int64_t>{3, 3}},
-        {"strides", std::vector<int64_t>{2, 2}},
-        {"pads", pad1}};
+    const std::map<std::string, ir::Attribute> pool = {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                                       {"strides", std::vector<int64_t>{2, 2}},
+                                                       {"pads", pad1}};
     g.nodes = {
         with_attrs(node("conv0", "Conv", {"x", "w0", "b0"}, {"c0"}), {{"pads", pad1}}),
         node("relu0", "Relu", {"c0"}, {"r0"}),
