@@ -5,7 +5,8 @@ model.onnx --data data.npz` with the model's real input dtypes (int64 token
 ids and masks, int64 labels, float images), lr 1, no momentum, one batch.
 Every parameter must move by the float64 PyTorch gradient (w0 - w1 = lr g)
 within the bound of reference_check: max(1e-3, 2 x the error float32 can
-reach) relative to max |g|, plus the float32 rounding of storing w1.
+reach) relative to max |g| (4 x where the gradient is zero in exact
+arithmetic: NOISE_FACTOR), plus the float32 rounding of storing w1.
 
 Usage: sgd_step_check.py PIPETRAIN REFERENCE_DIR
 """
@@ -19,22 +20,40 @@ import onnx
 from onnx import numpy_helper
 
 GRADIENT_BOUND = 1e-3
+# A gradient that is zero in exact arithmetic (its float64 value moves by 100%
+# or more under float32-sized perturbations: float64_spread >= 1, e.g. a
+# BatchNorm bias whose output the next BatchNorm recentres) has no direction
+# to check: its float32 value is rounding noise, and the check is that the
+# update stays at that noise level. Engines' noise there differs by more than
+# the factor 2 allowed elsewhere: on mobilenet_v3_small's features.9.block.3.1
+# bias PyTorch's float32 reached 4.0e-10 (4.2e-10 in channels_last), pipetrain's
+# cpu backend 9.5e-10 and its portable backend 8.3e-10 (kernels written
+# apart), on an AVX-512 CPU; on AVX2 the cpu backend stayed under 2x.
+NOISE_FACTOR = 4
 
 
 def initializers(path):
     return {t.name: numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer}
 
 
-def reachable(model_dir):
-    """Per 'grad NAME': the larger of float32 PyTorch's error and the float64 spread."""
+def read_errors(model_dir, name):
+    """'grad NAME' -> value from one of the exporter's error files."""
     errs = {}
-    for name in ("torch32_error.txt", "float64_spread.txt"):
-        path = os.path.join(model_dir, name)
-        if os.path.exists(path):
-            for line in open(path):
-                kind, key, value = line.split()
-                errs[f"{kind} {key}"] = max(errs.get(f"{kind} {key}", 0.0), float(value))
+    path = os.path.join(model_dir, name)
+    if os.path.exists(path):
+        for line in open(path):
+            kind, key, value = line.split()
+            errs[f"{kind} {key}"] = float(value)
     return errs
+
+
+def reachable(model_dir):
+    """Per 'grad NAME': the larger of float32 PyTorch's error and the float64
+    spread, and the float64 spread alone."""
+    torch32 = read_errors(model_dir, "torch32_error.txt")
+    spread = read_errors(model_dir, "float64_spread.txt")
+    keys = set(torch32) | set(spread)
+    return {k: max(torch32.get(k, 0.0), spread.get(k, 0.0)) for k in keys}, spread
 
 
 def check(pipetrain, model_dir, tmp):
@@ -49,7 +68,7 @@ def check(pipetrain, model_dir, tmp):
         print(f"  {name:18} train failed: {r.stderr.strip()}")
         return False
     before, after = initializers(os.path.join(model_dir, "model.onnx")), initializers(trained)
-    errs = reachable(model_dir)
+    errs, spread = reachable(model_dir)
     worst, worst_name, failed = 0.0, "", 0
     for line in open(os.path.join(model_dir, "grads.txt")):
         param, file = line.split()
@@ -57,7 +76,8 @@ def check(pipetrain, model_dir, tmp):
         w0, w1 = before[param].astype(np.float64), after[param].astype(np.float64)
         moved = w0 - w1  # lr = 1
         scale = np.abs(g).max()
-        bound = max(GRADIENT_BOUND, 2 * errs.get(f"grad {param}", 0.0))
+        noise = spread.get(f"grad {param}", 0.0) >= 1.0
+        bound = max(GRADIENT_BOUND, (NOISE_FACTOR if noise else 2) * errs.get(f"grad {param}", 0.0))
         # Storing w1 in float32 rounds it by half an ulp: no trainer does better.
         allowed = bound * scale + 2.0 ** -24 * max(np.abs(w0).max(), np.abs(w1).max())
         err = np.abs(moved - g).max()
