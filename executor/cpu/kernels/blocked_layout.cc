@@ -119,4 +119,12 @@ void from_blocked(const float* src, float* dst, const ir::Shape& s) {
   for_each_element(s, [&](int64_t plain, int64_t blocked) { dst[plain] = src[blocked]; });
 }
 
+const float* row_major_data(const float* data, const ir::Shape& s, bool blocked,
+                            std::vector<float>* copy) {
+  if (!blocked) return data;
+  copy->resize(static_cast<size_t>(ir::numel(s)));
+  from_blocked(data, copy->data(), s);
+  return copy->data();
+}
+
 }  // namespace pipetrain::exec::cpu

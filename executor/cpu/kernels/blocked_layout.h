@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -39,5 +40,10 @@ dnnl::memory::desc blocked_desc(const ir::Shape& nchw);
 /// dst blocked from row-major src of shape `nchw`, and back.
 void to_blocked(const float* src, float* dst, const ir::Shape& nchw);
 void from_blocked(const float* src, float* dst, const ir::Shape& nchw);
+
+/// `data` itself when row-major; when blocked, a row-major copy of it made in
+/// `copy` (for kernel paths that compute row-major only).
+const float* row_major_data(const float* data, const ir::Shape& nchw, bool blocked,
+                            std::vector<float>* copy);
 
 }  // namespace pipetrain::exec::cpu

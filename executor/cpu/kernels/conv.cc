@@ -44,11 +44,7 @@ void on_row_major_copies(const ConvArgs& a, F row_major) {
   if (!a.x_blocked && !a.y_blocked) return row_major(a);
   std::vector<float> x, y;
   ConvArgs plain = a;
-  if (a.x_blocked) {
-    x.resize(static_cast<size_t>(ir::numel(a.x)));
-    from_blocked(a.x_data, x.data(), a.x);
-    plain.x_data = x.data();
-  }
+  plain.x_data = row_major_data(a.x_data, a.x, a.x_blocked, &x);
   if (a.y_blocked) {
     y.resize(static_cast<size_t>(ir::numel(a.y)));
     plain.y_data = y.data();

@@ -405,16 +405,8 @@ void conv_grad_any_layout(const ConvGradArgs& g) {
   if (!small && !plain_bias && !weights_by_im2col(g) && conv_grad_dnnl(g)) return;
   ConvGradArgs p = g;
   std::vector<float> x, dy, dx;
-  if (a.x_blocked) {
-    x.resize(static_cast<size_t>(ir::numel(a.x)));
-    from_blocked(a.x_data, x.data(), a.x);
-    p.conv.x_data = x.data();
-  }
-  if (a.y_blocked) {
-    dy.resize(static_cast<size_t>(ir::numel(a.y)));
-    from_blocked(g.dy, dy.data(), a.y);
-    p.dy = dy.data();
-  }
+  p.conv.x_data = row_major_data(a.x_data, a.x, a.x_blocked, &x);
+  p.dy = row_major_data(g.dy, a.y, a.y_blocked, &dy);
   if (g.dx_blocked && g.dx) {
     dx.resize(static_cast<size_t>(ir::numel(a.x)));
     p.dx = dx.data();
