@@ -101,6 +101,11 @@ class Backend {
   virtual TransferStats transfers() const { return {}; }
 };
 
+/// Arithmetic precision : fp32, or bf16 mixed precision
+/// (executor/device/bf16.h: GEMMs, convolutions and LSTMs on bf16-rounded
+/// inputs and outputs with fp32 accumulation; fp32 master weights).
+enum class Precision { kFp32, kBf16 };
+
 struct CpuBackendOptions {
   /// Convolutions, pools and the elementwise ops between them keep their
   /// activations in the layout oneDNN's convolutions compute in (nChw8c on
@@ -108,13 +113,13 @@ struct CpuBackendOptions {
   /// convolutions reorder nothing (executor/layout_plan.h). Off: every
   /// tensor row-major (N, C, H, W); the results are bitwise the same.
   bool blocked_layout = true;
+  /// bf16: oneDNN's bf16 GEMMs and convolutions (cpu/kernels/bf16.h), with
+  /// activations row-major; needs AVX512-BF16 or AMX.
+  Precision precision = Precision::kFp32;
 };
-/// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order).
+/// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order);
+/// PlanError for bf16 on a CPU without bf16 arithmetic.
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});
-/// Arithmetic precision of the device backends: fp32, or bf16 mixed precision
-/// (executor/device/bf16.h: GEMMs, convolutions and LSTMs on bf16-rounded
-/// inputs and outputs with fp32 accumulation; fp32 master weights).
-enum class Precision { kFp32, kBf16 };
 
 /// The device backends' shared kernels (executor/device) run on the host: the
 /// CPU tests' way to check the code the CUDA backend runs. For tests, not speed.
@@ -123,7 +128,7 @@ std::unique_ptr<Backend> make_portable_backend(Precision precision = Precision::
 /// in a build without nvcc, or when no device is present.
 std::unique_ptr<Backend> make_cuda_backend(int device, Precision precision = Precision::kFp32);
 /// "cpu", "cuda" (on `device`) or "portable"; PlanError for another name, or
-/// for bf16 on the CPU backend.
+/// for bf16 on a CPU without bf16 arithmetic.
 std::unique_ptr<Backend> make_backend(const std::string& name, int device = 0,
                                       Precision precision = Precision::kFp32);
 /// Number of CUDA devices visible (0 in a build without CUDA).

@@ -5,9 +5,9 @@ namespace pipetrain::exec {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, Precision precision) {
   if (name == "cpu") {
-    if (precision != Precision::kFp32)
-      throw PlanError("bf16 mixed precision runs on --backend cuda (or portable, its CPU twin)");
-    return make_cpu_backend();
+    CpuBackendOptions options;
+    options.precision = precision;
+    return make_cpu_backend(options);
   }
   if (name == "cuda") return make_cuda_backend(device, precision);
   if (name == "portable") return make_portable_backend(precision);

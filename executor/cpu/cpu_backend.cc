@@ -5,9 +5,11 @@
 
 #include "executor/backend.h"
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/cpu_threads.h"
+#include "executor/device/bf16.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -20,6 +22,16 @@ class CpuBackend final : public Backend {
 #define PIPETRAIN_ADD_CPU_KERNEL(op) kernels_.emplace(#op, cpu::kernel_##op());
     PIPETRAIN_OPS(PIPETRAIN_ADD_CPU_KERNEL)
 #undef PIPETRAIN_ADD_CPU_KERNEL
+    if (bf16()) {
+      if (!cpu::native_bf16())
+        throw PlanError(
+            "--precision bf16 on the cpu backend needs a CPU with AVX512-BF16 or AMX; oneDNN "
+            "runs " + cpu::dnnl_isa_name() + " here (--backend portable emulates bf16, slowly)");
+      bf16_kernels_ = {{"Gemm", cpu::kernel_bf16_Gemm()},
+                       {"MatMul", cpu::kernel_bf16_MatMul()},
+                       {"Conv", cpu::kernel_bf16_Conv()},
+                       {"ConvGrad", cpu::kernel_bf16_ConvGrad()}};
+    }
   }
 
   std::string name() const override {
@@ -146,15 +158,17 @@ class CpuBackend final : public Backend {
   }
 
   bool kernel_accumulates(const ir::Node& n, size_t k) const override {
-    // GEMMs add into their output with beta = 1 (executor/cpu/kernels/linalg.cc).
-    return k == 0 && (n.op_type == "Gemm" || n.op_type == "MatMul");
+    // GEMMs add into their output with beta = 1 (executor/cpu/kernels/linalg.cc);
+    // under bf16 each output is rounded by itself and the runner adds.
+    return k == 0 && (n.op_type == "Gemm" || n.op_type == "MatMul") && !bf16();
   }
 
+  // bf16 keeps activations row-major: the conversions to bf16 reorder anyway.
   LayoutAccess layout_access(const ir::Graph& g, const ir::Node& n) const override {
-    return options_.blocked_layout ? cpu::blocked_layout_access(g, n) : LayoutAccess{};
+    return blocked() ? cpu::blocked_layout_access(g, n) : LayoutAccess{};
   }
   bool blockable(const ir::TensorDesc& t) const override {
-    return options_.blocked_layout && cpu::blockable(t);
+    return blocked() && cpu::blockable(t);
   }
 
   void run(KernelContext& ctx) override {
@@ -162,12 +176,21 @@ class CpuBackend final : public Backend {
     if (it == kernels_.end())
       throw UnsupportedOp(ctx.n().describe() + ": no CPU kernel for this op");
     cpu::apply_dnnl_threads();  // oneDNN and OpenBLAS run on this thread's OpenMP team
+    if (bf16() && device::bf16_ops().count(ctx.n().op_type)) {
+      auto b = bf16_kernels_.find(ctx.n().op_type);
+      if (b != bf16_kernels_.end()) return b->second.fn(ctx);
+      return cpu::run_on_rounded_copies(ctx, it->second.fn);  // LSTMs, ConvTranspose
+    }
     it->second.fn(ctx);
   }
 
  private:
+  bool bf16() const { return options_.precision == Precision::kBf16; }
+  bool blocked() const { return options_.blocked_layout && !bf16(); }
+
   CpuBackendOptions options_;
   std::map<std::string, cpu::CpuKernel> kernels_;
+  std::map<std::string, cpu::CpuKernel> bf16_kernels_;  // under bf16: Gemm, MatMul, Conv, ConvGrad
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/device/elementwise_math.h"
@@ -77,6 +78,30 @@ void run_conv(KernelContext& ctx, bool transposed) {
 
 CpuKernel kernel_Conv() {
   return {[](KernelContext& ctx) { run_conv(ctx, false); }, {ir::DType::kF32}, 0};
+}
+
+// oneDNN's bf16 convolution on a rounded copy of the bias (the rule rounds
+// every float input); the fp32 kernel on rounded copies where oneDNN cannot.
+CpuKernel kernel_bf16_Conv() {
+  return {[](KernelContext& ctx) {
+            ConvArgs a = conv_args(ctx, false);
+            if (ir::numel(a.y) == 0) return;
+            a.bf16 = true;
+            std::vector<float> bias;
+            if (a.b_data) {
+              bias.assign(a.b_data, a.b_data + a.y[1]);
+              round_bf16_in_place(bias.data(), a.y[1]);
+              a.b_data = bias.data();
+            }
+            // A few output positions per image: the whole-batch GEMMs in bf16
+            // (oneDNN's convolutions are as slow there in bf16 as in f32).
+            if (conv_small_output(a))
+              round_bf16_in_place(a.y_data, ir::numel(a.y));
+            else if (!conv_dnnl(a))
+              run_on_rounded_copies(ctx, kernel_Conv().fn);
+          },
+          {ir::DType::kF32},
+          0};
 }
 
 CpuKernel kernel_ConvTranspose() {

@@ -50,9 +50,7 @@ std::shared_ptr<ConvPrimitive> make_primitive(const ConvArgs& a) {
   p->user_dst = a.y_blocked ? blocked_desc(a.y) : du::plain_desc(a.y);
   p->user_w = user_weights(a);
   if (a.b_data) p->user_b = du::plain_desc({a.y[1]});
-  auto any = [](const memory::desc& d) {
-    return memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any);
-  };
+  auto any = [&](const memory::desc& d) { return du::any_layout(d, a.bf16); };
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (a.relu) {  // applied to each block of the output before it is stored
@@ -142,7 +140,8 @@ std::string conv_cache_key(const ConvArgs& a) {
          du::key_of(g.strides) + " d" + du::key_of(g.dilations) + " pb" + du::key_of(g.pads_begin) +
          " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
          (a.b_data ? " bias" : "") + (a.x_blocked ? " x:blocked" : "") +
-         (a.y_blocked ? " y:blocked" : "") + (a.relu ? " relu" : "") + " threads " +
+         (a.y_blocked ? " y:blocked" : "") + (a.relu ? " relu" : "") + (a.bf16 ? " bf16" : "") +
+         " threads " +
          std::to_string(dnnl_threads());
 }
 

@@ -33,6 +33,9 @@ struct ConvArgs {
   bool x_blocked = false, y_blocked = false;
   /// Conv with activation "Relu" (ir/passes/fusion.h): max(y, 0) on the way out.
   bool relu = false;
+  /// oneDNN computes in bf16 (bf16.h): the f32 tensors are converted on the
+  /// way in, the outputs come back rounded to bf16. oneDNN paths only.
+  bool bf16 = false;
 };
 
 /// Runs the convolution with oneDNN; false when oneDNN cannot express it

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/window3.h"
 #include "executor/device/row_math.h"
@@ -59,6 +60,28 @@ void for_each_tap(int64_t n_batch, int64_t channels, const Window3& g, Visit vis
         }
 }
 
+// Row-major Y (m, n) = op(A) op(B): OpenBLAS, or oneDNN's bf16 matmul under
+// a.bf16 (the caller rounds the outputs). A is W where `a_is_w`.
+void gemm(const ConvArgs& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+          int64_t lda, bool a_is_w, const float* b, int64_t ldb, float* y) {
+  if (c.bf16 && gemm_on_bf16(ta, tb, m, n, k, a, lda, a_is_w && c.w_is_value, b, ldb, false,
+                             c.values_version, y))
+    return;
+  // Under bf16 only where oneDNN has no matmul: exact products of rounded copies.
+  std::vector<float> ra, rb;
+  if (c.bf16) {
+    ra.assign(a, a + m * k);
+    rb.assign(b, b + k * n);
+    round_bf16_in_place(ra.data(), m * k);
+    round_bf16_in_place(rb.data(), k * n);
+    a = ra.data();
+    b = rb.data();
+  }
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, y, static_cast<int>(n));
+}
+
 bool small_output(const ConvArgs& a, const Window3& w) {
   if (a.transposed || a.group != 1 || a.x_blocked || a.y_blocked) return false;
   const int64_t taps = a.x[1] * w.k_size(), cols = a.x[0] * w.out_size();
@@ -82,10 +105,7 @@ bool conv_small_output(const ConvArgs& a) {
   for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
     col[static_cast<size_t>(ci)] = xi < 0 ? 0.0f : a.x_data[xi];
   });
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m_out),
-              static_cast<int>(cols), static_cast<int>(taps), 1.0f, a.w_data,
-              static_cast<int>(taps), col.data(), static_cast<int>(cols), 0.0f, yt.data(),
-              static_cast<int>(cols));
+  gemm(a, false, false, m_out, cols, taps, a.w_data, taps, true, col.data(), cols, yt.data());
   for (int64_t n = 0; n < n_batch; ++n)
     for (int64_t m = 0; m < m_out; ++m) {
       const float b = a.b_data ? a.b_data[m] : 0.0f;
@@ -112,21 +132,16 @@ bool conv_grad_small_output(const ConvGradArgs& g) {
     for (int64_t m = 0; m < m_out; ++m)
       for (int64_t o = 0; o < o_size; ++o)
         dyt[static_cast<size_t>(m * cols + n * o_size + o)] = g.dy[(n * m_out + m) * o_size + o];
+  if (a.bf16) round_bf16_in_place(dyt.data(), m_out * cols);  // dB sums it as it is
   std::vector<float> col(static_cast<size_t>(taps * cols));
   if (g.dw) {
     for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
       col[static_cast<size_t>(ci)] = xi < 0 ? 0.0f : a.x_data[xi];
     });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m_out),
-                static_cast<int>(taps), static_cast<int>(cols), 1.0f, dyt.data(),
-                static_cast<int>(cols), col.data(), static_cast<int>(cols), 0.0f, g.dw,
-                static_cast<int>(taps));
+    gemm(a, false, true, m_out, taps, cols, dyt.data(), cols, false, col.data(), cols, g.dw);
   }
   if (g.dx) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(taps),
-                static_cast<int>(cols), static_cast<int>(m_out), 1.0f, a.w_data,
-                static_cast<int>(taps), dyt.data(), static_cast<int>(cols), 0.0f, col.data(),
-                static_cast<int>(cols));
+    gemm(a, true, false, taps, cols, m_out, a.w_data, taps, true, dyt.data(), cols, col.data());
     std::fill(g.dx, g.dx + n_batch * c_in * i_size, 0.0f);
     for_each_tap(n_batch, c_in, w, [&](int64_t ci, int64_t xi) {
       if (xi >= 0) g.dx[xi] += col[static_cast<size_t>(ci)];

@@ -43,6 +43,12 @@ dnnl::memory::desc plain_desc(const ir::Shape& dims) {
   return plain_desc(dims, ir::strides_of(dims));
 }
 
+dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16) {
+  return dnnl::memory::desc(d.dims(), bf16 ? dnnl::memory::data_type::bf16
+                                           : dnnl::memory::data_type::f32,
+                            dnnl::memory::format_tag::any);
+}
+
 std::string key_of(const ir::Shape& s) {
   return ir::shape_str(s);
 }

@@ -60,6 +60,8 @@ class WeightCache {
 dnnl::memory::desc plain_desc(const ir::Shape& dims, const ir::Shape& strides);
 /// Plain row-major f32 descriptor.
 dnnl::memory::desc plain_desc(const ir::Shape& dims);
+/// d's dims in a layout the primitive chooses (format `any`), in f32 or bf16.
+dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16);
 /// "(2, 3)" pieces for cache keys.
 std::string key_of(const ir::Shape& s);
 

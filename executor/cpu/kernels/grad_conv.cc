@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
@@ -94,10 +95,6 @@ using DeconvFamily =
     OpFamily<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
              dnnl::deconvolution_backward_weights, dnnl::algorithm::deconvolution_direct>;
 
-memory::desc any(const memory::desc& d) {
-  return memory::desc(d.dims(), memory::data_type::f32, memory::format_tag::any);
-}
-
 // The descriptors of X, dY, dX and W as oneDNN sees them: row-major, or the
 // blocked layout for activations the runner keeps blocked.
 struct UserDescs {
@@ -115,7 +112,9 @@ struct UserDescs {
 
 // The backward primitives need the forward's primitive descriptor as a hint.
 template <typename F>
-typename F::Fwd::primitive_desc forward_hint(const UserDescs& u, const DnnlWindow& win) {
+typename F::Fwd::primitive_desc forward_hint(const UserDescs& u, const DnnlWindow& win,
+                                            bool bf16) {
+  auto any = [&](const memory::desc& d) { return du::any_layout(d, bf16); };
   typename F::Fwd::desc d(dnnl::prop_kind::forward_training, F::kAlgorithm, any(u.x), any(u.w),
                           any(u.y), win.strides, win.dilates, win.pad_l, win.pad_r);
   return typename F::Fwd::primitive_desc(d, du::engine());
@@ -133,12 +132,13 @@ std::shared_ptr<DataPrimitive> make_data(const ConvArgs& a, bool dx_blocked) {
   DnnlWindow win;
   if (!dnnl_window(a, &win)) return nullptr;
   UserDescs u(a, dx_blocked);
+  auto any = [&](const memory::desc& d) { return du::any_layout(d, a.bf16); };
   auto p = std::make_shared<DataPrimitive>();
   try {
     typename F::Data::desc d(F::kAlgorithm, any(u.x), any(u.w), any(u.y), win.strides, win.dilates,
                              win.pad_l, win.pad_r);
     typename F::Data::primitive_desc pd(d, user_scratchpad(), du::engine(),
-                                        forward_hint<F>(u, win));
+                                        forward_hint<F>(u, win, a.bf16));
     p->dx.init(u.dx, pd.diff_src_desc(), false);
     p->w.init(u.w, pd.weights_desc(), true);
     p->dy.init(u.y, pd.diff_dst_desc(), true);
@@ -155,6 +155,7 @@ std::shared_ptr<WeightsPrimitive> make_weights(const ConvArgs& a, bool with_bias
   DnnlWindow win;
   if (!dnnl_window(a, &win)) return nullptr;
   UserDescs u(a, false);
+  auto any = [&](const memory::desc& d) { return du::any_layout(d, a.bf16); };
   auto p = std::make_shared<WeightsPrimitive>();
   try {
     auto d = with_bias ? typename F::Weights::desc(F::kAlgorithm, any(u.x), any(u.w), u.b, any(u.y),
@@ -162,7 +163,7 @@ std::shared_ptr<WeightsPrimitive> make_weights(const ConvArgs& a, bool with_bias
                        : typename F::Weights::desc(F::kAlgorithm, any(u.x), any(u.w), any(u.y),
                                                    win.strides, win.dilates, win.pad_l, win.pad_r);
     typename F::Weights::primitive_desc pd(d, user_scratchpad(), du::engine(),
-                                           forward_hint<F>(u, win));
+                                           forward_hint<F>(u, win, a.bf16));
     p->x.init(u.x, pd.src_desc(), true);
     p->dw.init(u.w, pd.diff_weights_desc(), false);
     p->dy.init(u.y, pd.diff_dst_desc(), true);
@@ -430,6 +431,30 @@ void run_conv_grad(KernelContext& ctx, bool transposed) {
 CpuKernel kernel_ConvGrad() {
   return {[](KernelContext& ctx) { run_conv_grad(ctx, false); }, {ir::DType::kF32}, 0};
 }
+// oneDNN's bf16 backward primitives (dX and dW come back rounded, a fused
+// dB is rounded here); dB alone and what oneDNN cannot express take the fp32
+// kernel on rounded copies.
+CpuKernel kernel_bf16_ConvGrad() {
+  return {[](KernelContext& ctx) {
+            ConvGradArgs g = grad_args(ctx, false);
+            const ConvArgs& a = g.conv;
+            if (ir::numel(a.x) == 0 || ir::numel(a.y) == 0 || ir::numel(a.w) == 0) return;
+            g.conv.bf16 = true;
+            if (g.db && !g.dw) return run_on_rounded_copies(ctx, kernel_ConvGrad().fn);
+            // A few output positions per image: the whole-batch GEMMs in bf16
+            // (oneDNN's backward is as slow there in bf16 as in f32).
+            if (conv_grad_small_output(g)) {
+              if (g.dx) round_bf16_in_place(g.dx, ir::numel(a.x));
+              if (g.dw) round_bf16_in_place(g.dw, ir::numel(a.w));
+            } else if (!conv_grad_dnnl(g)) {
+              return run_on_rounded_copies(ctx, kernel_ConvGrad().fn);
+            }
+            if (g.db) round_bf16_in_place(g.db, a.y[1]);
+          },
+          {ir::DType::kF32},
+          0};
+}
+
 CpuKernel kernel_ConvTransposeGrad() {
   return {[](KernelContext& ctx) { run_conv_grad(ctx, true); }, {ir::DType::kF32}, 0};
 }
