@@ -168,8 +168,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "portable"}))
       ->capture_default_str();
   cmd->add_option("--precision", a->precision,
-                  "fp32, or bf16 mixed precision (cuda, portable): GEMMs, convolutions and LSTMs "
-                  "on bf16-rounded inputs and outputs with fp32 accumulation, fp32 master weights")
+                  "fp32, or bf16 mixed precision: GEMMs, convolutions and LSTMs on bf16-rounded "
+                  "inputs and outputs with fp32 accumulation, fp32 master weights (cpu: needs "
+                  "AVX512-BF16 or AMX; cuda; portable)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");

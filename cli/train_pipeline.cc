@@ -401,7 +401,13 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   partitioner::Plan plan;
   if (root) {
     if (time_links) fmt::print("links between the ranks, measured: {}\n", links.describe());
-    profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3);
+    // On the CPU, the cut follows the arithmetic the workers will do (bf16 or fp32).
+    profile = exec::measure_training_profile(
+        full_tg, random_feeds(full_tg.graph, "train"), 1, 3, nullptr, 0,
+        [&]() -> std::unique_ptr<exec::Backend> {
+          return a.backend == "cpu" ? exec::make_backend("cpu", 0, a.precision_kind())
+                                    : exec::make_cpu_backend();
+        });
     profile.model = a.model.path;
     if (interleaved) {
       plan = virtual_stage_plan(profile, a.stages, a.chunks);
@@ -485,10 +491,12 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // from the whole minibatch, which flatters small microbatches. The other
   // workers on this host run beside it meanwhile, as they will in training
   // (their contention made the demo's stages 20-50% slower than a quiet profile).
-  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32)
-    throw PlanError("bf16 mixed precision runs on --backend cuda (or portable, its CPU twin)");
   std::function<std::unique_ptr<exec::Backend>(int)> worker_backend;  // null: the CPU's
-  if (a.backend != "cpu") {
+  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32) {
+    worker_backend = [precision = a.precision_kind()](int) {
+      return exec::make_backend("cpu", 0, precision);
+    };
+  } else if (a.backend != "cpu") {
     // Worker w on GPU w mod count; across processes, the rank's local GPU.
     const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
     const int local_rank = comm ? exec::mpi_local_rank() : 0;
@@ -503,7 +511,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // meanwhile, polling in the collective that waits for this profile. On
     // the workers' own backend (a GPU's times, not the CPU's), without
     // neighbours there: each worker has a device of its own.
-    const int beside = comm || worker_backend ? 0 : workers - 1;  // interleaved: P workers, not P x v
+    const int beside = comm || a.backend != "cpu" ? 0 : workers - 1;  // interleaved: P, not P x v
     // Medians of 25 steps where that takes under about 4 s (7 at least):
     // with 7 the LeNet demo's prediction moved by a third between runs, with
     // 25 by under 2%.

@@ -74,17 +74,18 @@ double time_accumulate(const ir::Graph& g, const std::vector<std::string>& param
 // than cores). Construction returns once each has finished one step.
 class Neighbours {
  public:
-  Neighbours(const ir::Graph& g, const std::map<std::string, ir::Tensor>& feeds, int count)
+  Neighbours(const ir::Graph& g, const std::map<std::string, ir::Tensor>& feeds, int count,
+             const std::function<std::unique_ptr<Backend>()>& make_backend)
       : graphs_(static_cast<size_t>(count), g) {
     // Values cloned here, before anything runs: BatchNorm's buffers change in place.
     for (auto& own : graphs_)
       for (const auto& [name, v] : g.values()) own.set_value(name, v.clone(), g.tensor(name).role);
     std::atomic<int> started{0};
     for (auto& own : graphs_)
-      threads_.emplace_back([this, &own, &feeds, &started] {
+      threads_.emplace_back([this, &own, &feeds, &started, &make_backend] {
         bool first = true;
         try {
-          auto backend = make_cpu_backend();
+          auto backend = make_backend ? make_backend() : make_cpu_backend();  // the workers' kind
           ForwardRunner runner(own, *backend, /*plan_memory=*/true);
           for (; !stop_.load(); first = false) {
             RunOptions o;
@@ -118,7 +119,7 @@ partitioner::Profile measure_training_profile(
     const std::function<std::unique_ptr<Backend>()>& make_backend) {
   auto backend = make_backend ? make_backend() : make_cpu_backend();
   std::optional<Neighbours> busy;
-  if (neighbours > 0) busy.emplace(tg.graph, feeds, neighbours);
+  if (neighbours > 0) busy.emplace(tg.graph, feeds, neighbours, make_backend);
   // One training step per run: backward nodes sit in their forward node's layer.
   ForwardRunner runner(tg.graph, *backend, /*plan_memory=*/true);
   std::vector<double> walls;

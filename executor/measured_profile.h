@@ -24,8 +24,8 @@ namespace pipetrain::exec {
 /// the params its nodes read. With `neighbours` > 0, that many copies of the
 /// step run on other threads while the nodes are timed: the other workers of
 /// a pipeline sharing the machine, whose contention the layer times then include.
-/// `make_backend` times the nodes on another backend than the CPU's (the
-/// one the workers run; its neighbours, if any, still run on the CPU).
+/// `make_backend` times the nodes on another backend than the CPU's fp32 one
+/// (the one the workers run: a GPU's, or the CPU's in bf16), the neighbours too.
 partitioner::Profile measure_training_profile(
     const autodiff::TrainingGraph& tg, const std::map<std::string, ir::Tensor>& feeds, int warmup,
     int runs, const OptimizerConfig* optimizer = nullptr, int neighbours = 0,

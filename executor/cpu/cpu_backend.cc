@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   }
 
   std::string name() const override {
-    return "cpu";
+    return bf16() ? "cpu-bf16" : "cpu";
   }
 
   std::string unsupported_reason(const ir::Graph& g, const ir::Node& n) const override {

@@ -24,9 +24,16 @@ from onnx import numpy_helper
 PIPETRAIN = None
 
 
-def run(*args, timeout=300):
+def run(*args, timeout=300, env=None):
     return subprocess.run([PIPETRAIN, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=None if env is None else {**os.environ, **env})
+
+
+def cpu_has_bf16():
+    """AVX512-BF16 or AMX: what the cpu backend's --precision bf16 needs."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((l.split(":", 1)[1].split() for l in f if l.startswith("flags")), [])
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def weights(path):
@@ -358,26 +365,33 @@ class PipelineTrainTest(unittest.TestCase):
             out[name] = self.path(name + ".onnx")
         self.assert_same_weights(out["kept"], out["recomputed"])
 
-    def test_bf16_mixed_precision_trains_and_needs_a_device_backend(self):
-        # The same cut for both: asynchronous 1F1B's weights depend on it, and
+    def test_bf16_mixed_precision_trains_where_the_backend_has_it(self):
+        # The same cut for all: asynchronous 1F1B's weights depend on it, and
         # --stages cuts by measured time (an ASan build cut the two runs apart).
         self.ok(self.train("f", "--stages", 2, "--max-steps", 40, "-o", self.path("f.onnx")))
-        r = self.ok(self.train("b", "--plan", self.path("f/plan.json"), "--max-steps", 40,
-                               "--backend", "portable", "--precision", "bf16",
-                               "-o", self.path("b.onnx")))
-        self.assertIn("backend portable bf16", r.stdout)
-        fp32, bf16 = weights(self.path("f.onnx")), weights(self.path("b.onnx"))
-        self.assertEqual(fp32.keys(), bf16.keys())
-        # The masters stay fp32 (not on the bf16 grid) and follow the fp32 run closely.
-        for k in fp32:
-            self.assertFalse((fp32[k] == bf16[k]).all(), f"{k}: bf16 changed nothing")
-            self.assertLess(abs(fp32[k] - bf16[k]).max(), 0.05 * abs(fp32[k]).max(), k)
-        off_grid = [w for w in bf16.values() if (w.view("uint32") & 0xffff).any()]
-        self.assertTrue(off_grid, "the master weights were rounded to bf16")
+        fp32 = weights(self.path("f.onnx"))
+        # The cpu backend's bf16 needs the CPU's bf16 arithmetic; portable emulates it.
+        for backend in ["portable"] + (["cpu"] if cpu_has_bf16() else []):
+            out = self.path(backend + ".onnx")
+            r = self.ok(self.train(backend, "--plan", self.path("f/plan.json"), "--max-steps", 40,
+                                   "--backend", backend, "--precision", "bf16", "-o", out))
+            self.assertIn(f"backend {backend} bf16", r.stdout)
+            bf16 = weights(out)
+            self.assertEqual(fp32.keys(), bf16.keys())
+            # The masters stay fp32 (not on the bf16 grid) and follow the fp32 run closely.
+            for k in fp32:
+                self.assertFalse((fp32[k] == bf16[k]).all(), f"{backend} {k}: bf16 changed nothing")
+                self.assertLess(abs(fp32[k] - bf16[k]).max(), 0.05 * abs(fp32[k]).max(), k)
+            off_grid = [w for w in bf16.values() if (w.view("uint32") & 0xffff).any()]
+            self.assertTrue(off_grid, f"{backend}: the master weights were rounded to bf16")
+        # A CPU without bf16 arithmetic (oneDNN held to AVX2): one line, before anything runs.
         for extra in ([], ["--stages", 2]):
-            r = self.train("c", *extra, "--max-steps", 2, "--precision", "bf16")
+            r = run(*self.args("c", *extra, "--max-steps", 2, "--precision", "bf16"),
+                    env={"ONEDNN_MAX_CPU_ISA": "AVX2"})
             self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertIn("bf16 mixed precision runs on --backend cuda", r.stderr)
+            self.assertIn("--precision bf16 on the cpu backend needs a CPU with AVX512-BF16 or AMX",
+                          r.stderr)
+            self.assertFalse(os.path.exists(self.path("c/metrics.jsonl")), extra)
 
     def test_cuda_backend_without_a_gpu_says_so(self):
         if os.path.exists("/dev/nvidia0"):

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "executor/backend.h"
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_support.h"
 #include "ir/op_list.h"
@@ -392,6 +393,17 @@ TEST(DeviceBf16, CudaBf16MatchesPortableBf16) {
   auto cuda = exec::make_cuda_backend(0, exec::Precision::kBf16);
   auto portable = exec::make_portable_backend(exec::Precision::kBf16);
   EXPECT_EQ(compare_on(*cuda, 1e-2, portable.get()), std::set<std::string>{});
+}
+
+// The CPU backend's bf16 (oneDNN's bf16 kernels) on every case of the
+// gradient table, against the rule as the portable backend applies it.
+TEST(DeviceBf16, CpuBf16MatchesPortableBf16) {
+  if (!exec::cpu::native_bf16()) GTEST_SKIP() << "no bf16 arithmetic on this CPU";
+  exec::CpuBackendOptions o;
+  o.precision = exec::Precision::kBf16;
+  auto cpu = exec::make_cpu_backend(o);
+  auto portable = exec::make_portable_backend(exec::Precision::kBf16);
+  EXPECT_EQ(compare_on(*cpu, 1e-2, portable.get()), std::set<std::string>{});
 }
 
 TEST(DeviceBf16, RoundingIsTheBf16ConversionsRoundTrip) {
