@@ -15,10 +15,13 @@ times and of the per-round ratios: on a shared VM whose speed drifts by 10-30%
 over minutes, one measurement of each, minutes apart, moved a ratio by 0.2. With --device cuda both
 pipetrain (--backend cuda) and PyTorch run on the GPU (PyTorch needs a CUDA
 build; onnxruntime-training is left out) and resnet50 (batch 32, 3x224x224)
-is available.
+is available. With --precision bf16, pipetrain trains in bf16 mixed precision
+(train_step --bf16; on the CPU it needs AVX512-BF16 or AMX) and PyTorch under
+torch.autocast(bfloat16), its fp32 master weights and optimizer unchanged;
+onnxruntime-training is left out.
 
 Usage: benchmarks/compare_training.py BUILD_DIR [--models resnet18,lenet,transformer]
-       [--threads 1,2] [--steps 10] [--rounds 3] [--device cpu|cuda]
+       [--threads 1,2] [--steps 10] [--rounds 3] [--device cpu|cuda] [--precision fp32|bf16]
        benchmarks/compare_training.py --train-step PATH ...   (a GPU bundle's train_step)
 """
 import argparse
@@ -82,7 +85,7 @@ def time_steps(step, steps, warmup=2):
     return statistics.median(samples)
 
 
-def torch_step_ms(name, threads, steps, device="cpu"):
+def torch_step_ms(name, threads, steps, device="cpu", precision="fp32"):
     import torch
     if device == "cuda" and not torch.cuda.is_available():
         return None
@@ -98,7 +101,9 @@ def torch_step_ms(name, threads, steps, device="cpu"):
 
     def step():
         opt.zero_grad()
-        loss_fn(model(x), y).backward()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
         if device == "cuda":
             torch.cuda.synchronize()
@@ -176,7 +181,7 @@ def main():
         return ort_worker(a[0], int(a[1]), int(a[2]), int(a[3]), int(a[4]))
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-worker":
         a = sys.argv[2:]
-        ms = torch_step_ms(a[0], int(a[1]), int(a[2]), a[3])
+        ms = torch_step_ms(a[0], int(a[1]), int(a[2]), a[3], a[4])
         if ms is None:
             sys.exit("this PyTorch has no CUDA: no GPU reference")
         print(json.dumps({"median_ms": ms}))
@@ -190,7 +195,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=3,
                         help="measurements of each program per row, interleaved")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     args = parser.parse_args()
+    bf16 = args.precision == "bf16"
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from blas_core import cpu_line, same_blas_as_pipetrain
     same_blas_as_pipetrain()  # before torch loads OpenBLAS (imported lazily below)
@@ -214,16 +221,18 @@ def main():
             programs = {
                 "pipetrain": [step_bin, path, "--batch", str(shape[0]), "--threads", str(threads),
                               "--steps", str(args.steps), "--classes", str(classes),
-                              "--backend", args.device],
+                              "--backend", args.device] + (["--bf16"] if bf16 else []),
                 "PyTorch": [sys.executable, __file__, "--torch-worker", name, str(threads),
-                            str(args.steps), args.device],
+                            str(args.steps), args.device, args.precision],
             }
-            if not gpu:
+            if not gpu and not bf16:
                 programs["onnxruntime-training"] = [sys.executable, __file__, "--ort-worker", path,
                                                     str(batch), str(classes), str(threads),
                                                     str(args.steps)]
             times = {k: [] for k in programs}
-            errors = {} if not gpu else {"onnxruntime-training": "not run on the GPU"}
+            errors = {}
+            if gpu or bf16:
+                errors["onnxruntime-training"] = "not run on the GPU" if gpu else "not run in bf16"
             for r in range(args.rounds):
                 order = list(programs) if r % 2 == 0 else list(reversed(programs))
                 for k in order:
@@ -237,7 +246,7 @@ def main():
                         times[k].append(ms)
             rows.append((name, threads, times, errors))
             print_row(rows[-1])
-    print(f"\nstep time in ms (median of {args.rounds} interleaved rounds, each the median of its"
+    print(f"\n{args.precision}: step time in ms (median of {args.rounds} interleaved rounds, each the median of its"
           f" steps); ratios: medians of the per-round ratios; < 1 means pipetrain is faster")
 
 

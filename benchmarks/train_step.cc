@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("model", model_path)->required();
   app.add_option("--backend", backend_name, "cpu, cuda or portable");
   bool bf16 = false;
-  app.add_flag("--bf16", bf16, "bf16 mixed precision (cuda, portable)");
+  app.add_flag("--bf16", bf16, "bf16 mixed precision (cpu with AVX512-BF16 or AMX, cuda, portable)");
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);

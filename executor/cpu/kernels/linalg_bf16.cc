@@ -3,6 +3,7 @@
 // primitive per shape with fp32 accumulation into the fp32 output, which is
 // then rounded to bf16. Transposed operands are strides, not copies.
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "executor/cpu/kernels/bf16.h"
@@ -18,27 +19,28 @@ namespace {
 using dnnl::memory;
 namespace du = dnnl_util;
 
-// Y (batch, m, n) = alpha * A B (+ Y when `sum`), A and B bf16 with element
-// strides (batch, row, column) that express transposition and broadcasting.
+// Y (batch, m, n) = alpha * A B (+ Y when `sum`, + a bias row when `bias`),
+// A and B bf16 with element strides (batch, row, column) that express
+// transposition and broadcasting; the bias is f32 (n).
 struct Product {
   int64_t batch = 1, m = 1, n = 1, k = 1;
   ir::Shape a_strides, b_strides;
   float alpha = 1.0f;
-  bool sum = false;
+  bool sum = false, bias = false;
 
   std::string key() const {
     uint32_t alpha_bits;
     std::memcpy(&alpha_bits, &alpha, sizeof alpha_bits);
     return "bf16 matmul b" + std::to_string(batch) + " m" + std::to_string(m) + " n" +
            std::to_string(n) + " k" + std::to_string(k) + " sa" + du::key_of(a_strides) + " sb" +
-           du::key_of(b_strides) + " alpha" + std::to_string(alpha_bits) + (sum ? " sum" : "") +
+           du::key_of(b_strides) + " alpha" + std::to_string(alpha_bits) + (sum ? " sum" : "") + (bias ? " bias" : "") +
            " threads " + std::to_string(dnnl_threads());
   }
 };
 
 struct MatmulPrimitive {
   dnnl::matmul prim;
-  memory::desc a, b, y, scratch;
+  memory::desc a, b, y, bias, scratch;
 };
 
 memory::desc bf16_desc(const ir::Shape& dims, const ir::Shape& strides) {
@@ -47,12 +49,14 @@ memory::desc bf16_desc(const ir::Shape& dims, const ir::Shape& strides) {
 }
 
 // False when oneDNN has no matmul for the case (nothing was written).
-bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* y) {
+bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* y,
+                 const float* bias = nullptr) {
   auto prim = du::cached_as<MatmulPrimitive>(p.key(), [&] {
     auto r = std::make_shared<MatmulPrimitive>();
     r->a = bf16_desc({p.batch, p.m, p.k}, p.a_strides);
     r->b = bf16_desc({p.batch, p.k, p.n}, p.b_strides);
     r->y = du::plain_desc({p.batch, p.m, p.n});
+    if (p.bias) r->bias = du::plain_desc({1, 1, p.n});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one primitive, many threads
     if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
@@ -62,7 +66,9 @@ bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* 
       attr.set_post_ops(ops);
     }
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y), attr, du::engine());
+      dnnl::matmul::primitive_desc pd(p.bias ? dnnl::matmul::desc(r->a, r->b, r->bias, r->y)
+                                             : dnnl::matmul::desc(r->a, r->b, r->y),
+                                      attr, du::engine());
       r->scratch = pd.scratchpad_desc();
       r->prim = dnnl::matmul(pd);
     } catch (const dnnl::error&) {
@@ -73,10 +79,13 @@ bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* 
   if (!prim) return false;
   auto& eng = du::engine();
   auto& s = du::stream();
-  prim->prim.execute(s, {{DNNL_ARG_SRC, memory(prim->a, eng, const_cast<uint16_t*>(a))},
-                         {DNNL_ARG_WEIGHTS, memory(prim->b, eng, const_cast<uint16_t*>(b))},
-                         {DNNL_ARG_DST, memory(prim->y, eng, y)},
-                         {DNNL_ARG_SCRATCHPAD, memory(prim->scratch, eng)}});
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, memory(prim->a, eng, const_cast<uint16_t*>(a))},
+      {DNNL_ARG_WEIGHTS, memory(prim->b, eng, const_cast<uint16_t*>(b))},
+      {DNNL_ARG_DST, memory(prim->y, eng, y)},
+      {DNNL_ARG_SCRATCHPAD, memory(prim->scratch, eng)}};
+  if (p.bias) args[DNNL_ARG_BIAS] = memory(prim->bias, eng, const_cast<float*>(bias));
+  prim->prim.execute(s, args);
   s.wait();
   return true;
 }
@@ -124,7 +133,17 @@ bool gemm_bf16(KernelContext& ctx) {
   p.a_strides = matrix_strides(ta, a.shape()[1], p.m * p.k);
   p.b_strides = matrix_strides(tb, b.shape()[1], p.k * p.n);
   float* yd = y.data<float>();
-  if (ctx.has_in(2) && beta != 0.0f) {
+  std::vector<float> bias;
+  const bool row_bias = ctx.has_in(2) && beta != 0.0f && p.alpha == 1.0f &&
+                        ctx.in(2).numel() == p.n && ctx.in(2).shape().size() <= 2 &&
+                        (ctx.in(2).shape().size() < 2 || ctx.in(2).shape()[0] == 1);
+  if (row_bias) {
+    // A bias row (Linear's): oneDNN adds beta * round(C) as it stores Y.
+    const float* cd = ctx.in(2).data<float>();
+    bias.resize(static_cast<size_t>(p.n));
+    for (int64_t j = 0; j < p.n; ++j) bias[j] = beta * device::round_bf16(cd[j]);
+    p.bias = true;
+  } else if (ctx.has_in(2) && beta != 0.0f) {
     // Y = beta * round(C) broadcast (C is (), (N), (1|M, 1|N)), the product added.
     const ir::Tensor& c = ctx.in(2);
     const ir::Shape& cs = c.shape();
@@ -138,7 +157,7 @@ bool gemm_bf16(KernelContext& ctx) {
   }
   const memory a16 = bf16_copy(a.data<float>(), a.numel(), ctx.in_is_value(0), ctx.values_version);
   const memory b16 = bf16_copy(b.data<float>(), b.numel(), ctx.in_is_value(1), ctx.values_version);
-  if (!run_product(p, bf16_data(a16), bf16_data(b16), yd)) return false;
+  if (!run_product(p, bf16_data(a16), bf16_data(b16), yd, bias.data())) return false;
   round_bf16_in_place(yd, y.numel());
   return true;
 }
