@@ -596,7 +596,10 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   fo.checkpoint_every = a.checkpoint_every;
   fo.start_step = start_step;
   fo.stop = &StopSignals::requested();
-  auto backend = exec::make_cpu_backend();
+  // The test set, evaluated on the CPU in the precision the workers train in
+  // (as one worker's run does).
+  auto backend = a.backend == "cpu" ? exec::make_backend("cpu", 0, a.precision_kind())
+                                    : exec::make_cpu_backend();
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
   exec::RoundResult shown;
   int64_t last_checkpoint = -1;
