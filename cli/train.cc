@@ -61,7 +61,7 @@ void train(TrainArgs& a) {
   autodiff::TrainingGraph tg =
       autodiff::build_training_graph(model, train_loss_spec(a, model, split));
   const exec::DataBinding binding = bind_train_data(a, tg, split);
-  auto backend = exec::make_backend(a.backend, 0, a.precision_kind());
+  auto backend = a.make_backend();
   a.trainer.seed = a.seed;
   if (a.trainer.schedule.total_steps == 0)
     a.trainer.schedule.total_steps =

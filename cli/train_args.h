@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 
 #include "cli/model_options.h"
@@ -33,10 +34,19 @@ struct TrainArgs {
   bool quiet = false;
   bool profile = false;
   std::string backend = "cpu";     // cpu, cuda (pipelined: one GPU per worker), portable
-  std::string precision = "fp32";  // fp32 or bf16 (mixed precision, device backends)
+  std::string precision = "fp32";  // fp32 or bf16 (mixed precision)
 
   exec::Precision precision_kind() const {
     return precision == "bf16" ? exec::Precision::kBf16 : exec::Precision::kFp32;
+  }
+  /// This run's backend on `device`; on the CPU with --precision and --no-fuse
+  /// (activations row-major) applied.
+  std::unique_ptr<exec::Backend> make_backend(int device = 0) const {
+    if (backend != "cpu") return exec::make_backend(backend, device, precision_kind());
+    exec::CpuBackendOptions o;
+    o.blocked_layout = !model.no_fuse;
+    o.precision = precision_kind();
+    return exec::make_cpu_backend(o);
   }
 
   // Pipelined training (any of the first three selects it).

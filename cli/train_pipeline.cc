@@ -405,8 +405,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     profile = exec::measure_training_profile(
         full_tg, random_feeds(full_tg.graph, "train"), 1, 3, nullptr, 0,
         [&]() -> std::unique_ptr<exec::Backend> {
-          return a.backend == "cpu" ? exec::make_backend("cpu", 0, a.precision_kind())
-                                    : exec::make_cpu_backend();
+          return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
         });
     profile.model = a.model.path;
     if (interleaved) {
@@ -492,10 +491,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // workers on this host run beside it meanwhile, as they will in training
   // (their contention made the demo's stages 20-50% slower than a quiet profile).
   std::function<std::unique_ptr<exec::Backend>(int)> worker_backend;  // null: the CPU's
-  if (a.backend == "cpu" && a.precision_kind() != exec::Precision::kFp32) {
-    worker_backend = [precision = a.precision_kind()](int) {
-      return exec::make_backend("cpu", 0, precision);
-    };
+  if (a.backend == "cpu" && (a.precision_kind() != exec::Precision::kFp32 || a.model.no_fuse)) {
+    worker_backend = [&a](int) { return a.make_backend(); };  // bf16, or row-major activations
   } else if (a.backend != "cpu") {
     // Worker w on GPU w mod count; across processes, the rank's local GPU.
     const int gpus = a.backend == "cuda" ? std::max(1, exec::cuda_device_count()) : 1;
@@ -598,8 +595,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   fo.stop = &StopSignals::requested();
   // The test set, evaluated on the CPU in the precision the workers train in
   // (as one worker's run does).
-  auto backend = a.backend == "cpu" ? exec::make_backend("cpu", 0, a.precision_kind())
-                                    : exec::make_cpu_backend();
+  auto backend = a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
   exec::RoundResult shown;
   int64_t last_checkpoint = -1;

@@ -164,6 +164,30 @@ class TrainTest(unittest.TestCase):
         third = read(self.train(model, *args[:-1], 8))
         self.assertNotEqual(first, third, "another seed should shuffle differently")
 
+    def test_no_fuse_keeps_activations_row_major_with_the_same_weights(self):
+        """--no-fuse imports without the fusion passes and gives every backend of
+        the run (one worker's, a pipeline's profile, workers and test-set pass)
+        row-major activations: oneDNN then reorders the convolutions'
+        activations in and out (its verbose log counts them; on AVX-512 the
+        LeNet's training steps block nothing either way, its test-set pass
+        does), and the weights come out bitwise the same."""
+        model = self.zoo("lenet")
+        env = dict(os.environ, ONEDNN_VERBOSE="1")
+        for extra in ([], ["--stages", 2, "--schedule", "gpipe"]):
+            reorders, weights = {}, {}
+            for flag in ([], ["--no-fuse"]):
+                out = self.path("nf.onnx")
+                r = subprocess.run(
+                    [PIPETRAIN, "train", model, "--loss", "cross-entropy", "--quiet", "--run-dir",
+                     self.path("nf"), "-o", out, "--data", "fashion-mnist", "--max-samples", "640",
+                     "--batch", "32", "--seed", "7", "--max-steps", "3", *map(str, extra + flag)],
+                    capture_output=True, text=True, env=env, timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                reorders[bool(flag)] = r.stdout.count("exec,cpu,reorder")
+                weights[bool(flag)] = open(out, "rb").read()  # noqa: SIM115
+            self.assertGreater(reorders[True], reorders[False], extra)
+            self.assertEqual(weights[True], weights[False], extra)
+
     def test_mse_regression_learns(self):
         model = self.path("reg.onnx")
         self.ok(run("zoo", "export", "mlp", "--in-features", 2, "--classes", 1, "-o", model))
