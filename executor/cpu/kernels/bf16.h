@@ -28,7 +28,7 @@ void round_bf16_in_place(float* x, int64_t n);
 /// originals may be master weights), its float outputs then rounded in place.
 void run_on_rounded_copies(KernelContext& ctx, KernelFn fp32);
 
-/// `data` (n floats) converted to bf16 by oneDNN (round to nearest even); a
+/// `data` (n floats) as bf16 (round_bf16's rounding) in oneDNN memory; a
 /// graph value (`is_value`) is converted once per values_version.
 dnnl::memory bf16_copy(const float* data, int64_t n, bool is_value, uint64_t version);
 

@@ -1,5 +1,5 @@
 // Gemm and MatMul under bf16 mixed precision (bf16.h): both operands
-// converted to bf16 by oneDNN (a weight once per update), one oneDNN matmul
+// converted to bf16 (bf16_copy; a weight once per update), one oneDNN matmul
 // primitive per shape with fp32 accumulation into the fp32 output, which is
 // then rounded to bf16. Transposed operands are strides, not copies.
 #include <cstring>
