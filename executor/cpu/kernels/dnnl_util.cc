@@ -1,5 +1,6 @@
 #include "executor/cpu/kernels/dnnl_util.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -41,6 +42,22 @@ dnnl::memory::desc plain_desc(const ir::Shape& dims, const ir::Shape& strides) {
 
 dnnl::memory::desc plain_desc(const ir::Shape& dims) {
   return plain_desc(dims, ir::strides_of(dims));
+}
+
+dnnl::memory scratchpad(const dnnl::memory::desc& d) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  const size_t need = d.get_size();
+  if (need > buffer.bytes) {
+    std::free(buffer.data);
+    buffer.bytes = (need + 4095) / 4096 * 4096;
+    buffer.data = std::aligned_alloc(64, buffer.bytes);
+  }
+  return dnnl::memory(d, engine(), buffer.data);
 }
 
 dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16) {

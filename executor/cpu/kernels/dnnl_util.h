@@ -60,6 +60,10 @@ class WeightCache {
 dnnl::memory::desc plain_desc(const ir::Shape& dims, const ir::Shape& strides);
 /// Plain row-major f32 descriptor.
 dnnl::memory::desc plain_desc(const ir::Shape& dims);
+/// A scratchpad of d's size in the calling thread's buffer, kept between
+/// calls (a primitive's scratchpad, fresh each call, cost page faults on every
+/// run); valid until the thread's next call.
+dnnl::memory scratchpad(const dnnl::memory::desc& d);
 /// d's dims in a layout the primitive chooses (format `any`), in f32 or bf16.
 dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16);
 /// "(2, 3)" pieces for cache keys.

@@ -83,7 +83,7 @@ bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* 
       {DNNL_ARG_SRC, memory(prim->a, eng, const_cast<uint16_t*>(a))},
       {DNNL_ARG_WEIGHTS, memory(prim->b, eng, const_cast<uint16_t*>(b))},
       {DNNL_ARG_DST, memory(prim->y, eng, y)},
-      {DNNL_ARG_SCRATCHPAD, memory(prim->scratch, eng)}};
+      {DNNL_ARG_SCRATCHPAD, du::scratchpad(prim->scratch)}};
   if (p.bias) args[DNNL_ARG_BIAS] = memory(prim->bias, eng, const_cast<float*>(bias));
   prim->prim.execute(s, args);
   s.wait();
