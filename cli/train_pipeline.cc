@@ -402,11 +402,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   if (root) {
     if (time_links) fmt::print("links between the ranks, measured: {}\n", links.describe());
     // On the CPU, the cut follows the arithmetic the workers will do (bf16 or fp32).
-    profile = exec::measure_training_profile(
-        full_tg, random_feeds(full_tg.graph, "train"), 1, 3, nullptr, 0,
-        [&]() -> std::unique_ptr<exec::Backend> {
-          return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
-        });
+    auto plan_backend = [&]() -> std::unique_ptr<exec::Backend> {
+      return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
+    };
+    profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3,
+                                             nullptr, 0, plan_backend);
     profile.model = a.model.path;
     if (interleaved) {
       plan = virtual_stage_plan(profile, a.stages, a.chunks);

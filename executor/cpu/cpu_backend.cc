@@ -26,7 +26,8 @@ class CpuBackend final : public Backend {
       if (!cpu::native_bf16())
         throw PlanError(
             "--precision bf16 on the cpu backend needs a CPU with AVX512-BF16 or AMX; oneDNN "
-            "runs " + cpu::dnnl_isa_name() + " here (--backend portable emulates bf16, slowly)");
+            "runs " +
+            cpu::dnnl_isa_name() + " here (--backend portable emulates bf16, slowly)");
       bf16_kernels_ = {{"Gemm", cpu::kernel_bf16_Gemm()},
                        {"MatMul", cpu::kernel_bf16_MatMul()},
                        {"Conv", cpu::kernel_bf16_Conv()},
@@ -185,8 +186,12 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  bool bf16() const { return options_.precision == Precision::kBf16; }
-  bool blocked() const { return options_.blocked_layout && !bf16(); }
+  bool bf16() const {
+    return options_.precision == Precision::kBf16;
+  }
+  bool blocked() const {
+    return options_.blocked_layout && !bf16();
+  }
 
   CpuBackendOptions options_;
   std::map<std::string, cpu::CpuKernel> kernels_;

@@ -69,23 +69,39 @@ struct OpCase {
 std::vector<OpCase> cases() {
   const Attribute k3(Ints{3, 3}), pad1(Ints{1, 1, 1, 1}), one(int64_t{1});
   return {
-      {"Gemm transB bias alpha", "Gemm", {{24, 40}, {16, 40}, {16}},
+      {"Gemm transB bias alpha",
+       "Gemm",
+       {{24, 40}, {16, 40}, {16}},
        {{"transB", one}, {"alpha", Attribute(0.5f)}, {"beta", Attribute(2.0f)}}},
       {"Gemm transA", "Gemm", {{40, 24}, {40, 16}}, {{"transA", one}}},
       {"MatMul one B", "MatMul", {{3, 20, 48}, {48, 32}}, {}},
       {"MatMul batched transB", "MatMul", {{4, 17, 32}, {4, 9, 32}}, {{"transB", one}}},
       {"MatMul broadcast transA", "MatMul", {{2, 1, 32, 12}, {3, 32, 8}}, {{"transA", one}}},
-      {"Conv oneDNN bias", "Conv", {{2, 8, 12, 12}, {16, 8, 3, 3}, {16}},
+      {"Conv oneDNN bias",
+       "Conv",
+       {{2, 8, 12, 12}, {16, 8, 3, 3}, {16}},
        {{"kernel_shape", k3}, {"pads", pad1}}},
-      {"Conv few output positions", "Conv", {{4, 16, 2, 2}, {8, 16, 3, 3}, {8}},
+      {"Conv few output positions",
+       "Conv",
+       {{4, 16, 2, 2}, {8, 16, 3, 3}, {8}},
        {{"kernel_shape", k3}, {"pads", pad1}}},
-      {"Conv strided, no pad", "Conv", {{2, 3, 11, 11}, {8, 3, 3, 3}},
+      {"Conv strided, no pad",
+       "Conv",
+       {{2, 3, 11, 11}, {8, 3, 3, 3}},
        {{"kernel_shape", k3}, {"strides", Attribute(Ints{2, 2})}}},
-      {"ConvGrad oneDNN", "ConvGrad", {{2, 16, 12, 12}, {2, 8, 12, 12}, {16, 8, 3, 3}},
-       {{"kernel_shape", k3}, {"pads", pad1}}, 3},
-      {"ConvGrad few output positions", "ConvGrad", {{4, 8, 2, 2}, {4, 16, 2, 2}, {8, 16, 3, 3}},
-       {{"kernel_shape", k3}, {"pads", pad1}}, 3},
-      {"ConvTranspose (rounded copies)", "ConvTranspose", {{2, 8, 5, 5}, {8, 4, 3, 3}},
+      {"ConvGrad oneDNN",
+       "ConvGrad",
+       {{2, 16, 12, 12}, {2, 8, 12, 12}, {16, 8, 3, 3}},
+       {{"kernel_shape", k3}, {"pads", pad1}},
+       3},
+      {"ConvGrad few output positions",
+       "ConvGrad",
+       {{4, 8, 2, 2}, {4, 16, 2, 2}, {8, 16, 3, 3}},
+       {{"kernel_shape", k3}, {"pads", pad1}},
+       3},
+      {"ConvTranspose (rounded copies)",
+       "ConvTranspose",
+       {{2, 8, 5, 5}, {8, 4, 3, 3}},
        {{"kernel_shape", k3}}},
   };
 }
@@ -105,7 +121,8 @@ TEST(CpuBf16, RefusedWhereTheCpuHasNoBf16Arithmetic) {
 }
 
 TEST(CpuBf16, OpsFollowTheRoundingRuleOfThePortableBackend) {
-  if (!exec::cpu::native_bf16()) GTEST_SKIP() << "no bf16 arithmetic (" << exec::cpu::dnnl_isa_name() << ")";
+  if (!exec::cpu::native_bf16())
+    GTEST_SKIP() << "no bf16 arithmetic (" << exec::cpu::dnnl_isa_name() << ")";
   auto cpu = exec::make_cpu_backend(bf16_options());
   auto portable = exec::make_portable_backend(exec::Precision::kBf16);
   uint64_t seed = 1;

@@ -62,7 +62,8 @@ void to_bf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t b = device::bits_of(src[i]);
     const bool nan = (b & 0x7fffffffu) > 0x7f800000u;
-    dst[i] = static_cast<uint16_t>(nan ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    dst[i] =
+        static_cast<uint16_t>(nan ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
   }
 }
 
@@ -101,8 +102,9 @@ dnnl::memory bf16_copy(const float* data, int64_t n, bool is_value, uint64_t ver
   const bool cacheable = is_value && version != 0;
   if (cacheable)
     if (dnnl::memory m = values.get(data, n, version)) return m;
-  dnnl::memory m(dnnl::memory::desc({n}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a),
-                 du::engine());
+  dnnl::memory m(
+      dnnl::memory::desc({n}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a),
+      du::engine());
   to_bf16(data, static_cast<uint16_t*>(m.get_data_handle()), n);
   if (cacheable) values.put(data, n, version, m);
   return m;

@@ -141,8 +141,7 @@ std::string conv_cache_key(const ConvArgs& a) {
          " pe" + du::key_of(g.pads_end) + " op" + du::key_of(g.output_padding) +
          (a.b_data ? " bias" : "") + (a.x_blocked ? " x:blocked" : "") +
          (a.y_blocked ? " y:blocked" : "") + (a.relu ? " relu" : "") + (a.bf16 ? " bf16" : "") +
-         " threads " +
-         std::to_string(dnnl_threads());
+         " threads " + std::to_string(dnnl_threads());
 }
 
 bool conv_dnnl(const ConvArgs& a) {

@@ -61,8 +61,8 @@ dnnl::memory scratchpad(const dnnl::memory::desc& d) {
 }
 
 dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16) {
-  return dnnl::memory::desc(d.dims(), bf16 ? dnnl::memory::data_type::bf16
-                                           : dnnl::memory::data_type::f32,
+  return dnnl::memory::desc(d.dims(),
+                            bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
                             dnnl::memory::format_tag::any);
 }
 

@@ -112,8 +112,7 @@ struct UserDescs {
 
 // The backward primitives need the forward's primitive descriptor as a hint.
 template <typename F>
-typename F::Fwd::primitive_desc forward_hint(const UserDescs& u, const DnnlWindow& win,
-                                            bool bf16) {
+typename F::Fwd::primitive_desc forward_hint(const UserDescs& u, const DnnlWindow& win, bool bf16) {
   auto any = [&](const memory::desc& d) { return du::any_layout(d, bf16); };
   typename F::Fwd::desc d(dnnl::prop_kind::forward_training, F::kAlgorithm, any(u.x), any(u.w),
                           any(u.y), win.strides, win.dilates, win.pad_l, win.pad_r);

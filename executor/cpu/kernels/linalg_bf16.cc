@@ -33,8 +33,8 @@ struct Product {
     std::memcpy(&alpha_bits, &alpha, sizeof alpha_bits);
     return "bf16 matmul b" + std::to_string(batch) + " m" + std::to_string(m) + " n" +
            std::to_string(n) + " k" + std::to_string(k) + " sa" + du::key_of(a_strides) + " sb" +
-           du::key_of(b_strides) + " alpha" + std::to_string(alpha_bits) + (sum ? " sum" : "") + (bias ? " bias" : "") +
-           " threads " + std::to_string(dnnl_threads());
+           du::key_of(b_strides) + " alpha" + std::to_string(alpha_bits) + (sum ? " sum" : "") +
+           (bias ? " bias" : "") + " threads " + std::to_string(dnnl_threads());
   }
 };
 
