@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include "executor/backend.h"
+#include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/device/bf16.h"
 #include "executor/device/device_ops.h"
@@ -94,26 +95,9 @@ class PortableBackend final : public Backend {
     for (const ir::Tensor* t : ctx.outputs)
       if (t && t->defined()) residency_.host_wrote(*t);
     if (!bf16) return cpu_->run(ctx);
-    // Rounded copies of the float inputs (the originals may be master
-    // weights), then the outputs rounded in place.
-    std::vector<ir::Tensor> rounded;
-    KernelContext c = ctx;
-    rounded.reserve(ctx.inputs.size());
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      const ir::Tensor* t = c.inputs[i];
-      if (!t || t->dtype() != ir::DType::kF32) continue;
-      rounded.push_back(t->clone());
-      HostExec ex;
-      ex.for_each(t->numel(), device::RoundBf16{rounded.back().data<float>()});
-      c.inputs[i] = &rounded.back();
-      if (i < c.input_is_value.size()) c.input_is_value[i] = false;  // not the cached bytes
-    }
-    cpu_->run(c);
-    for (ir::Tensor* t : ctx.outputs)
-      if (t && t->dtype() == ir::DType::kF32) {
-        HostExec ex;
-        ex.for_each(t->numel(), device::RoundBf16{t->data<float>()});
-      }
+    // The fp32 CPU kernel on rounded copies of the float inputs (the
+    // originals may be master weights), the outputs rounded in place.
+    cpu::run_on_rounded_copies(ctx, [this](KernelContext& c) { cpu_->run(c); });
   }
 
   const bool bf16_;

@@ -1,8 +1,6 @@
 #include "executor/cpu/kernels/bf16.h"
 
 #include <map>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "executor/cpu/kernels/dnnl_util.h"
@@ -36,7 +34,7 @@ void round_bf16_in_place(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = device::round_bf16(x[i]);
 }
 
-void run_on_rounded_copies(KernelContext& ctx, KernelFn fp32) {
+void run_on_rounded_copies(KernelContext& ctx, const std::function<void(KernelContext&)>& fp32) {
   std::vector<ir::Tensor> rounded;
   rounded.reserve(ctx.inputs.size());
   KernelContext c = ctx;
@@ -67,47 +65,19 @@ void to_bf16(const float* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// Graph values' bf16 copies, one per (address, values_version); bounded as
-// dnnl_util::WeightCache is (reallocated weights leave stale entries).
-class ValueCopies {
- public:
-  dnnl::memory get(const float* data, int64_t n, uint64_t version) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(data);
-    if (it != entries_.end() && it->second.version == version && it->second.n == n)
-      return it->second.copy;
-    return {};
-  }
-  void put(const float* data, int64_t n, uint64_t version, const dnnl::memory& copy) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.size() >= 256 && !entries_.count(data)) entries_.clear();
-    entries_[data] = Entry{version, n, copy};
-  }
-
- private:
-  struct Entry {
-    uint64_t version = 0;
-    int64_t n = 0;
-    dnnl::memory copy;
-  };
-  std::mutex mu_;
-  std::unordered_map<const float*, Entry> entries_;  // guarded by mu_
-};
-
 }  // namespace
 
 dnnl::memory bf16_copy(const float* data, int64_t n, bool is_value, uint64_t version) {
-  static ValueCopies values;
-  // Version 0 promises nothing: another model's weights may since sit at this address.
-  const bool cacheable = is_value && version != 0;
-  if (cacheable)
-    if (dnnl::memory m = values.get(data, n, version)) return m;
-  dnnl::memory m(
-      dnnl::memory::desc({n}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a),
-      du::engine());
-  to_bf16(data, static_cast<uint16_t*>(m.get_data_handle()), n);
-  if (cacheable) values.put(data, n, version, m);
-  return m;
+  // One cache per size: a graph value converted once per values_version.
+  auto values = du::cached_as<du::WeightCache>("bf16 copies n" + std::to_string(n),
+                                               [] { return std::make_shared<du::WeightCache>(); });
+  return values->get(data, is_value, version, [&] {
+    dnnl::memory m(
+        dnnl::memory::desc({n}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::a),
+        du::engine());
+    to_bf16(data, static_cast<uint16_t*>(m.get_data_handle()), n);
+    return m;
+  });
 }
 
 }  // namespace pipetrain::exec::cpu

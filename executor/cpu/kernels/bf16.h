@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -26,7 +27,7 @@ std::string dnnl_isa_name();
 void round_bf16_in_place(float* x, int64_t n);
 /// The fp32 kernel `fp32` on bf16-rounded copies of ctx's float inputs (the
 /// originals may be master weights), its float outputs then rounded in place.
-void run_on_rounded_copies(KernelContext& ctx, KernelFn fp32);
+void run_on_rounded_copies(KernelContext& ctx, const std::function<void(KernelContext&)>& fp32);
 
 /// `data` (n floats) as bf16 (round_bf16's rounding) in oneDNN memory; a
 /// graph value (`is_value`) is converted once per values_version.

@@ -73,6 +73,17 @@ std::string key_of(const ir::Shape& s) {
 dnnl::memory WeightCache::get(const dnnl::reorder& reorder, const dnnl::memory::desc& user,
                               const dnnl::memory::desc& inner, const float* data, bool is_value,
                               uint64_t version) {
+  return get(data, is_value, version, [&] {
+    dnnl::memory from(user, engine(), const_cast<float*>(data));  // only read
+    dnnl::memory w(inner, engine());
+    reorder.execute(stream(), from, w);
+    stream().wait();
+    return w;
+  });
+}
+
+dnnl::memory WeightCache::get(const float* data, bool is_value, uint64_t version,
+                              const std::function<dnnl::memory()>& make) {
   // Version 0 promises nothing: another model's weights may since sit at this address.
   const bool cacheable = is_value && version != 0;
   if (cacheable) {
@@ -80,10 +91,7 @@ dnnl::memory WeightCache::get(const dnnl::reorder& reorder, const dnnl::memory::
     auto it = entries_.find(data);
     if (it != entries_.end() && it->second.version == version) return it->second.w;
   }
-  dnnl::memory from(user, engine(), const_cast<float*>(data));  // only read
-  dnnl::memory w(inner, engine());
-  reorder.execute(stream(), from, w);
-  stream().wait();
+  dnnl::memory w = make();
   if (cacheable) {
     std::lock_guard<std::mutex> lock(mu_);
     if (entries_.size() >= kMaxEntries && !entries_.count(data)) entries_.clear();

@@ -43,6 +43,9 @@ class WeightCache {
   dnnl::memory get(const dnnl::reorder& reorder, const dnnl::memory::desc& user,
                    const dnnl::memory::desc& inner, const float* data, bool is_value,
                    uint64_t version);
+  /// The same with `make` building the form of `data` (a bf16 copy, say).
+  dnnl::memory get(const float* data, bool is_value, uint64_t version,
+                   const std::function<dnnl::memory()>& make);
 
  private:
   // Bounds the entries (weights reallocated by their owner leave stale ones keyed
