@@ -1,5 +1,6 @@
 #include "ir/cost.h"
 
+#include <algorithm>
 #include <set>
 
 namespace pipetrain::ir {
@@ -45,6 +46,17 @@ int64_t node_flops(const Graph& g, const Node& n) {
     int64_t k = a.empty() ? 1 : a.back();
     if (n.attr_int("transA", 0)) k = a[a.size() - 2];  // Gemm's A is 2-D; MatMul's is >= 2-D
     return 2 * out_numel(g, n) * k;
+  }
+  if (op == "Attention" || op == "AttentionGrad") {
+    // (batch..., Lq, d) x (batch..., d, Lk) x (batch..., Lk, dv): the forward's
+    // two products, the backward's five (the scores recomputed); ~8 flops an
+    // element of the (Lq, Lk) block for softmax and dropout.
+    const bool grad = op == "AttentionGrad";
+    const Shape& q = g.tensor(n.inputs[grad ? 1 : 0]).shape;
+    const int64_t d = q.back(), lk = g.tensor(n.inputs[grad ? 2 : 1]).shape.back(),
+                  dv = g.tensor(n.inputs[grad ? 3 : 2]).shape.back();
+    const int64_t scores = numel(q) / std::max<int64_t>(d, 1) * lk;
+    return grad ? 2 * scores * (3 * d + 2 * dv) + 10 * scores : 2 * scores * (d + dv) + 8 * scores;
   }
   if (op == "LSTM") {
     const Shape& x = g.tensor(n.inputs[0]).shape;  // (T, N, I)

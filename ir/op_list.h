@@ -19,6 +19,8 @@
   X(Softsign) X(Mish) X(Sin) X(Cos) X(Floor) X(Ceil) X(Round) X(Sign)                     \
   /* linear algebra */                                                                    \
   X(Gemm) X(MatMul)                                                                       \
+  /* fused by ir/passes (internal): softmax(scale Q K^T + mask) V */                       \
+  X(Attention)                                                                            \
   /* convolution and pooling */                                                           \
   X(Conv) X(ConvTranspose) X(MaxPool) X(AveragePool) X(GlobalAveragePool) X(RoiAlign)      \
   /* resampling */                                                                        \
@@ -47,5 +49,5 @@
   X(BatchNormalizationGrad) X(LayerNormalizationGrad)                                     \
   X(SoftmaxCrossEntropyLossGrad) X(NegativeLogLikelihoodLossGrad)                         \
   X(GatherGrad) X(SliceGrad) X(LSTMGrad) X(ResizeGrad) X(GridSampleGrad)                   \
-  X(RoiAlignGrad)
+  X(RoiAlignGrad) X(AttentionGrad)
 // clang-format on

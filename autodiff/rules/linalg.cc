@@ -88,9 +88,27 @@ void matmul_grad(GradBuilder& b) {
   }
 }
 
+// Attention (Q, Kt, V, mask?): one AttentionGrad from the forward's output,
+// the rows' log-sum-exp (output 1) and the dropout seed state (output 2),
+// both added when absent; the additive mask is a constant (fuse_attention).
+void attention_grad(GradBuilder& b) {
+  if (b.has_GO(1) || b.has_GO(2)) b.unsupported("a gradient through the log-sum-exp output");
+  if (b.wants(3)) b.unsupported("a gradient for the attention mask");
+  if (!b.has_GO(0)) return;
+  const std::string lse = b.ensure_output(1, "lse");
+  const std::string state =
+      b.node().attr_float("dropout", 0.0f) > 0.0f ? b.ensure_output(2, "dropout_state") : "";
+  const std::string mask = b.has_I(3) ? b.I(3) : "";
+  auto outs = b.emit("AttentionGrad", {b.GO(0), b.I(0), b.I(1), b.I(2), mask, b.O(0), lse, state},
+                     3, b.node().attrs, {!b.wants(0), !b.wants(1), !b.wants(2)});
+  for (size_t i = 0; i < 3; ++i)
+    if (!outs[i].empty()) b.set_GI(i, outs[i]);
+}
+
 }  // namespace
 
 void register_linalg_rules(std::map<std::string, RuleEntry>& r) {
+  r["Attention"] = {attention_grad};
   r["Gemm"] = {gemm_grad};
   r["MatMul"] = {matmul_grad};
 }

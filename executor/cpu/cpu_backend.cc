@@ -154,7 +154,9 @@ class CpuBackend final : public Backend {
                                                  "Dropout",
                                                  "Concat",
                                                  "Split",
-                                                 "SoftmaxCrossEntropyLossGrad"};
+                                                 "SoftmaxCrossEntropyLossGrad",
+                                                 "Attention",
+                                                 "AttentionGrad"};
     return kFills.count(n.op_type) != 0;
   }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "executor/device/ops_attention.h"
 #include "executor/device/ops_conv.h"
 #include "executor/device/ops_elementwise.h"
 #include "executor/device/ops_grid_sample.h"
@@ -191,6 +192,8 @@ const std::map<std::string, DeviceOpFn<Exec>>& device_ops() {
       {"ConvTransposeGrad", &conv_grad_op<true, Exec>},
       {"LSTM", &lstm_op<Exec>},
       {"LSTMGrad", &lstm_grad_op<Exec>},
+      {"Attention", &attention_op<Exec>},
+      {"AttentionGrad", &attention_grad_op<Exec>},
   };
   return table;
 }

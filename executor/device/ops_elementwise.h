@@ -11,6 +11,7 @@
 
 #include "executor/device/clip_bounds.h"
 #include "executor/device/device_op.h"
+#include "executor/device/dropout_rule.h"
 #include "executor/device/elementwise_math.h"
 #include "executor/device/strided_index.h"
 
@@ -75,25 +76,15 @@ struct Fill {
   PIPETRAIN_HD void operator()(int64_t i) const { out[i] = v; }
 };
 
-/// splitmix64 finaliser: a bijective 64-bit mix.
-PIPETRAIN_HD inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-/// Element i is kept when hash(seed, i) >> 40 >= thr (a 24-bit uniform
-/// against ceil(ratio 2^24)); kept elements are scaled.
+/// Dropout by the shared counter-based rule (dropout_rule.h).
 struct DropoutMask {
   const float* x;
   float* y;
   uint8_t* mask;  // may be null
-  uint64_t base, thr;
-  float scale;
+  DropoutRule rule;
   PIPETRAIN_HD void operator()(int64_t i) const {
-    const uint64_t h = mix64(base + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 40;
-    const bool keep = h >= thr;
-    y[i] = select_f32(keep, x[i] * scale, 0.0f);
+    const bool keep = rule.keeps(i);
+    y[i] = select_f32(keep, x[i] * rule.scale, 0.0f);
     if (mask) mask[i] = keep;
   }
 };
@@ -327,18 +318,10 @@ void dropout_op(Exec& ex, DeviceOpArgs& a) {
   const bool training = h.has_in(2) ? h.in(2).at(0) != 0.0 : h.training;
   float ratio = h.n().attr_float("ratio", 0.5f);
   if (h.has_in(1)) ratio = static_cast<float>(h.in(1).at(0));
-  uint64_t base = 0, thr = 0;
-  float scale = 1.0f;
-  if (training && ratio > 0.0f) {
-    const uint64_t seed =
-        h.n().has_attr("seed") ? static_cast<uint64_t>(h.n().attr_int("seed", 0)) : h.seed;
-    base = mix64(seed + 0x9E3779B97F4A7C15ULL);
-    scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-    const double thr_d = std::ceil(static_cast<double>(ratio) * 16777216.0);
-    thr = static_cast<uint64_t>(thr_d < 16777216.0 ? thr_d : 16777216.0);
-  }
-  ex.for_each(n,
-              DropoutMask{a.in[0].data<float>(), a.out[0].data<float>(), mask, base, thr, scale});
+  const uint64_t seed =
+      h.n().has_attr("seed") ? static_cast<uint64_t>(h.n().attr_int("seed", 0)) : h.seed;
+  const DropoutRule rule = training ? dropout_rule(seed, ratio) : DropoutRule{};
+  ex.for_each(n, DropoutMask{a.in[0].data<float>(), a.out[0].data<float>(), mask, rule});
 }
 
 /// Y = C ? X : Y, moved as words of the element size (every dtype).

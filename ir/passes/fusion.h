@@ -16,6 +16,7 @@ struct FusionCounts {
   int idle_dropout = 0;    // Dropout that drops nothing: removed
   int conv_relu = 0;       // inference only: Conv -> Relu as one Conv (activation "Relu")
   int conv_batchnorm = 0;  // inference only: Conv -> BatchNormalization folded into the Conv
+  int attention = 0;       // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -49,6 +50,14 @@ int fuse_conv_relu(Graph& g);
 /// normalisation costs nothing at run time. For graphs that only run forward
 /// (a trained BatchNorm's statistics are fixed there).
 int fold_conv_batchnorm(Graph& g);
+
+/// softmax(MatMul(Q, Kt) * scale + mask) -> Dropout? -> MatMul(., V) over
+/// the last two axes (a scale on Q before the product, as PyTorch's
+/// MultiheadAttention exports it, or on the scores; the mask an additive
+/// constant of shape (Lq, Lk) or the scores') -> one Attention node. Its
+/// kernel keeps no (Lq, Lk) tensor for the backward, which recomputes the
+/// probabilities (and the dropout mask, from its seed) block by block.
+int fuse_attention(Graph& g);
 
 /// All of the above, in an order where each sees the others' results;
 /// `inference`: also the forward-only fusions (fold_conv_batchnorm, then

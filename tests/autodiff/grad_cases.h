@@ -154,6 +154,23 @@ inline std::vector<GradCase> linalg_cases() {
   v.push_back(K("matmul_tAB_bcast", "MatMul", {P({2, 1, 4, 3}), P({3, 5, 4})},
                 {{"transA", I(1)}, {"transB", I(1)}}));
   v.push_back(K("matmul_tB_weight", "MatMul", {P({2, 3, 4}), P({5, 4})}, {{"transB", I(1)}}));
+  // The fused attention (ir/passes/fusion.h: fuse_attention): batched, a
+  // shared and a per-batch additive mask, dropout regenerated backward.
+  auto mask = [](ir::Shape shape) {
+    ir::Tensor t(ir::DType::kF32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = i % 3 == 1 ? -2.5f : 0.25f * static_cast<float>(i % 4);
+    return C(t);
+  };
+  v.push_back(K("attention", "Attention", {P({2, 3, 4}), P({2, 4, 5}), P({2, 5, 3})},
+                {{"scale", F(0.5f)}}));
+  v.push_back(K("attention_mask", "Attention",
+                {P({2, 3, 4}), P({2, 4, 5}), P({2, 5, 2}), mask({3, 5})}, {{"scale", F(0.7f)}}));
+  v.push_back(K("attention_mask_4d", "Attention",
+                {P({2, 2, 3, 4}), P({2, 2, 4, 3}), P({2, 2, 3, 2}), mask({2, 2, 3, 3})}));
+  v.push_back(with(K("attention_dropout", "Attention", {P({2, 3, 4}), P({2, 4, 6}), P({2, 6, 3})},
+                     {{"scale", F(0.5f)}, {"dropout", F(0.3f)}, {"seed", I(11)}}),
+                   [](GradCase& c) { c.training = true; }));
   v.push_back(K("matmul_tA_matrix", "MatMul", {P({4, 3}), P({4, 5})}, {{"transA", I(1)}}));
   return v;
 }

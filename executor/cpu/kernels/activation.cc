@@ -10,6 +10,7 @@
 #include "executor/cpu/kernels/ew_common.h"
 #include "executor/cpu/kernels/vec_math.h"
 #include "executor/device/clip_bounds.h"
+#include "executor/device/dropout_rule.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -168,13 +169,6 @@ void softmax_kernel(KernelContext& ctx) {
               inner, kLog);
 }
 
-/// splitmix64 finaliser: a bijective 64-bit mix.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 /// Training: element i is kept when u_i >= ratio, u_i = hash(seed, i) / 2^24
 /// uniform in [0, 1) (counter-based: the mask depends only on seed and i),
 /// and kept elements are scaled by 1 / (1 - ratio). The seed is the `seed`
@@ -196,16 +190,10 @@ void dropout_kernel(KernelContext& ctx) {
   }
   const uint64_t seed =
       ctx.n().has_attr("seed") ? static_cast<uint64_t>(ctx.n().attr_int("seed", 0)) : ctx.seed;
-  const uint64_t base = mix64(seed + 0x9E3779B97F4A7C15ULL);
-  // ratio >= 1 drops everything (scale unused).
-  const float scale = ratio < 1.0f ? 1.0f / (1.0f - ratio) : 0.0f;
-  // Compare in integers: keep iff (hash >> 40) >= ceil(ratio * 2^24).
-  const double thr_d = std::ceil(static_cast<double>(ratio) * 16777216.0);
-  const uint64_t thr = static_cast<uint64_t>(std::min(thr_d, 16777216.0));
+  const device::DropoutRule rule = device::dropout_rule(seed, ratio);
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t h = mix64(base + static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ULL) >> 40;
-    const bool keep = h >= thr;
-    y[i] = select_f32(keep, x[i] * scale, 0.0f);
+    const bool keep = rule.keeps(i);
+    y[i] = select_f32(keep, x[i] * rule.scale, 0.0f);
     if (mask) mask[i] = keep;
   }
 }

@@ -1,0 +1,166 @@
+// fuse_attention (fusion.h): the scaled dot-product attention exporters
+// write as MatMul, Div/Mul, Add, Softmax, Dropout, MatMul becomes one
+// Attention node.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/passes/fusion.h"
+#include "ir/passes/rewrite.h"
+
+namespace pipetrain::ir::passes {
+
+using namespace detail;  // NOLINT(google-build-using-namespace): the passes' own helpers
+
+namespace {
+
+/// Node `n` multiplies one operand by a one-element constant (Mul either
+/// way, Div by it): that operand and the factor, else nothing.
+std::optional<std::pair<std::string, double>> scalar_factor(const Graph& g, const Node& n) {
+  if (n.inputs.size() != 2 || !n.has_output(0)) return std::nullopt;
+  if (n.op_type == "Div") {
+    auto c = scalar(g, n.inputs[1]);
+    if (c && *c != 0.0f) return std::pair{n.inputs[0], 1.0 / static_cast<double>(*c)};
+  }
+  if (n.op_type == "Mul")
+    for (size_t k = 0; k < 2; ++k)
+      if (auto c = scalar(g, n.inputs[k]); c && !scalar(g, n.inputs[1 - k]))
+        return std::pair{n.inputs[1 - k], static_cast<double>(*c)};
+  return std::nullopt;
+}
+
+bool is_f32(const Graph& g, const std::string& t) {
+  return g.has_tensor(t) && g.tensor(t).dtype == DType::kF32;
+}
+
+/// Same rank (>= 3) and leading (batch) dims.
+bool same_batch(const Shape& a, const Shape& b) {
+  return a.size() >= 3 && a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin());
+}
+
+}  // namespace
+
+int fuse_attention(Graph& g) {
+  return run_pass(g, [&](size_t si, const Uses& uses, Rewrite& rw) {
+    const Node& sm = g.nodes[si];
+    if (sm.op_type != "Softmax" || !sm.has_input(0) || !sm.has_output(0)) return false;
+    const Shape scores = g.tensor(sm.inputs[0]).shape;
+    const int64_t rank = static_cast<int64_t>(scores.size());
+    int64_t axis = sm.attr_int("axis", g.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += rank;
+    if (rank < 3 || axis != rank - 1 || !is_f32(g, sm.inputs[0])) return false;
+    const int64_t lq = scores[scores.size() - 2], lk = scores.back();
+    std::vector<size_t> pattern = {si};
+    // Walk back from the Softmax: an additive constant mask, a scale, the product.
+    std::string t = sm.inputs[0];
+    size_t reader = si;
+    auto producer_of = [&](const std::string& x) -> std::optional<size_t> {
+      auto p = uses.producer(x);
+      if (!p || rw.claimed(*p) || !uses.only_reader(x, reader)) return std::nullopt;
+      return p;
+    };
+    std::string mask;
+    if (auto ai = producer_of(t); ai && g.nodes[*ai].op_type == "Add") {
+      const Node& add = g.nodes[*ai];
+      for (size_t k = 0; k < 2 && add.inputs.size() == 2 && mask.empty(); ++k) {
+        const Tensor* m = g.value(add.inputs[k]);
+        if (!m || m->dtype() != DType::kF32 || m->numel() != lq * lk || m->shape().size() < 2 ||
+            m->shape()[m->shape().size() - 2] != lq)
+          continue;
+        mask = add.inputs[k];
+        t = add.inputs[1 - k];
+      }
+      if (!mask.empty()) {
+        if (g.tensor(t).shape != scores) return false;  // the mask broadcasts the scores up
+        pattern.push_back(*ai);
+        reader = *ai;
+      }
+    }
+    double scale = 1.0;
+    if (auto di = producer_of(t)) {
+      if (auto f = scalar_factor(g, g.nodes[*di])) {
+        scale *= f->second;
+        t = f->first;
+        pattern.push_back(*di);
+        reader = *di;
+      }
+    }
+    auto mi = producer_of(t);
+    if (!mi) return false;
+    const Node& qk = g.nodes[*mi];
+    if (qk.op_type != "MatMul" || qk.inputs.size() != 2 || qk.has_attr("transA") ||
+        qk.has_attr("transB"))
+      return false;
+    pattern.push_back(*mi);
+    std::string q = qk.inputs[0];
+    const std::string kt = qk.inputs[1];
+    reader = *mi;
+    if (auto di = producer_of(q)) {  // the scale on Q (PyTorch's MultiheadAttention)
+      if (auto f = scalar_factor(g, g.nodes[*di])) {
+        scale *= f->second;
+        q = f->first;
+        pattern.push_back(*di);
+      }
+    }
+    if (!is_f32(g, q) || !is_f32(g, kt) || !same_batch(g.tensor(q).shape, scores) ||
+        !same_batch(g.tensor(kt).shape, scores))
+      return false;
+    // Forward from the Softmax: a Dropout, then the product with V.
+    std::string p = sm.outputs[0];
+    float dropout = 0.0f;
+    const Node* drop = nullptr;
+    auto ri = uses.sole_reader(p);
+    if (ri && !rw.claimed(*ri) && g.nodes[*ri].op_type == "Dropout") {
+      drop = &g.nodes[*ri];
+      if (!drop->has_output(0) || (drop->has_output(1) && (uses.outputs.count(drop->outputs[1]) ||
+                                                           uses.consumers.count(drop->outputs[1]))))
+        return false;  // someone reads its mask
+      std::optional<float> ratio = drop->attr_float("ratio", 0.5f);
+      if (drop->has_input(1)) ratio = scalar(g, drop->inputs[1]);
+      if (!ratio || *ratio < 0.0f || *ratio >= 1.0f) return false;
+      if (drop->has_input(2)) {
+        const Tensor* mode = g.value(drop->inputs[2]);
+        if (!mode || mode->numel() != 1 || mode->at(0) == 0) return false;  // idle ones are gone
+      }
+      dropout = *ratio;
+      pattern.push_back(*ri);
+      p = drop->outputs[0];
+      ri = uses.sole_reader(p);
+    }
+    if (!ri || rw.claimed(*ri)) return false;
+    const Node& pv = g.nodes[*ri];
+    if (pv.op_type != "MatMul" || pv.inputs.size() != 2 || pv.inputs[0] != p ||
+        pv.has_attr("transA") || pv.has_attr("transB") || !pv.has_output(0))
+      return false;
+    const std::string v = pv.inputs[1];
+    if (!is_f32(g, v) || !same_batch(g.tensor(v).shape, scores) ||
+        g.tensor(v).shape[scores.size() - 2] != lk)
+      return false;
+    pattern.push_back(*ri);
+    Node att;
+    att.name = unique_node_name(g, rw.new_names, pv.name + "/Attention");
+    att.op_type = "Attention";
+    att.inputs = {q, kt, v};
+    if (!mask.empty()) {
+      const Shape m = g.value(mask)->shape();
+      if (m != scores && m != Shape{lq, lk}) {  // (1, ..., 1, Lq, Lk): one (Lq, Lk) constant
+        const std::string flat = unique_tensor_name(g, mask + "/attention_mask");
+        g.set_value(flat, g.value(mask)->reshaped({lq, lk}), Role::kConstant);
+        mask = flat;
+      }
+      att.inputs.push_back(mask);
+    }
+    att.outputs = {pv.outputs[0]};
+    att.attrs["scale"] = Attribute(static_cast<float>(scale));
+    if (dropout > 0.0f) {
+      att.attrs["dropout"] = Attribute(dropout);
+      if (drop->has_input(2)) att.attrs["training"] = Attribute(int64_t{1});
+      if (drop->has_attr("seed")) att.attrs["seed"] = Attribute(drop->attr_int("seed", 0));
+    }
+    rw.replace(pattern, {att});
+    return true;
+  });
+}
+
+}  // namespace pipetrain::ir::passes

@@ -1,0 +1,217 @@
+// fuse_attention (ir/passes/fusion.h): the attention block as exporters
+// write it becomes one Attention node, whatever the scale's place, the mask's
+// shape or the dropout; the loss and every parameter gradient then match the
+// unfused graph's within float32 rounding; blocks others still read stay.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autodiff/autodiff.h"
+#include "executor/backend.h"
+#include "executor/forward_runner.h"
+#include "ir/passes/fusion.h"
+#include "tests/autodiff/grad_check.h"
+
+namespace pipetrain {
+namespace {
+
+using ir::Attribute;
+
+enum class Mask { kNone, kSquare, kFourD, kInput };
+
+struct Variant {
+  bool scale_on_q = false;    // Div(Q, 2) before the product (PyTorch's MultiheadAttention)
+  bool scale_by_mul = false;  // Mul by 0.5 instead of Div by 2
+  Mask mask = Mask::kNone;
+  float dropout = 0.0f;     // with training_mode true and a seed attribute
+  bool read_probs = false;  // the probabilities are also a graph output
+  int64_t softmax_axis = -1;
+};
+
+constexpr int64_t kBatch = 2, kSeq = 6, kHidden = 8, kHeads = 2, kHeadDim = 4;
+
+// x (2, 6, 8) -> q, k, v projections split into 2 heads -> softmax(q k^T / 2
+// + mask) -> Dropout -> . v -> merged heads (12, 8) -> cross-entropy.
+ir::Graph block(const Variant& v) {
+  std::mt19937_64 rng(3);
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {kBatch, kSeq, kHidden}, ir::Role::kInput});
+  g.set_tensor({"y", ir::DType::kI64, {kBatch * kSeq}, ir::Role::kInput});
+  g.inputs = {"x", "y"};
+  for (const char* w : {"wq", "wk", "wv"})
+    g.set_value(w, test::random_tensor({kHidden, kHidden}, test::Gen::kUniform, rng),
+                ir::Role::kParam);
+  g.set_value("c", ir::Tensor::scalar_f32(v.scale_by_mul ? 0.5f : 2.0f), ir::Role::kConstant);
+  g.set_value("heads", ir::Tensor::from_i64({kBatch, kSeq, kHeads, kHeadDim}, {4}),
+              ir::Role::kConstant);
+  g.set_value("rows", ir::Tensor::from_i64({kBatch * kSeq, kHidden}, {2}), ir::Role::kConstant);
+  g.set_value("ratio", ir::Tensor::scalar_f32(v.dropout), ir::Role::kConstant);
+  ir::Tensor on(ir::DType::kBool, {});
+  *static_cast<bool*>(on.raw()) = true;
+  g.set_value("training", on, ir::Role::kConstant);
+  // A causal mask: -1e4 above the diagonal, small values on and below it.
+  const ir::Shape mask_shape =
+      v.mask == Mask::kFourD ? ir::Shape{1, 1, kSeq, kSeq} : ir::Shape{kSeq, kSeq};
+  ir::Tensor mask(ir::DType::kF32, mask_shape);
+  for (int64_t i = 0; i < kSeq; ++i)
+    for (int64_t j = 0; j < kSeq; ++j)
+      mask.data<float>()[i * kSeq + j] = j > i ? -1e4f : 0.1f * static_cast<float>(i - j);
+  if (v.mask == Mask::kInput) {
+    g.set_tensor({"mask", ir::DType::kF32, mask_shape, ir::Role::kInput});
+    g.inputs.push_back("mask");
+  } else if (v.mask != Mask::kNone) {
+    g.set_value("mask", mask, ir::Role::kConstant);
+  }
+  auto node = [&](const std::string& name, const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out, std::map<std::string, Attribute> attrs = {}) {
+    g.nodes.push_back({name, op, std::move(in), std::move(out), std::move(attrs)});
+  };
+  auto perm = [](std::vector<int64_t> p) {
+    return std::map<std::string, Attribute>{{"perm", Attribute(std::move(p))}};
+  };
+  const std::string scale_op = v.scale_by_mul ? "Mul" : "Div";
+  for (const char* t : {"q", "k", "v"}) {
+    const std::string s = t;
+    node("/" + s + "/MatMul", "MatMul", {"x", "w" + s}, {s + "0"});
+    node("/" + s + "/Reshape", "Reshape", {s + "0", "heads"}, {s + "1"});
+    node("/" + s + "/Transpose", "Transpose", {s + "1"}, {s == "k" ? "kt" : s + "h"},
+         perm(s == "k" ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3}));
+  }
+  std::string q = "qh", s = "s";
+  if (v.scale_on_q) {
+    node("/attn/ScaleQ", scale_op, {"qh", "c"}, {"qs"});
+    q = "qs";
+  }
+  node("/attn/MatMul", "MatMul", {q, "kt"}, {v.scale_on_q ? s : "s0"});
+  if (!v.scale_on_q) node("/attn/Scale", scale_op, {"s0", "c"}, {s});
+  if (v.mask != Mask::kNone) {
+    node("/attn/Mask", "Add", {s, "mask"}, {"sm"});
+    s = "sm";
+  }
+  node("/attn/Softmax", "Softmax", {s}, {"p"}, {{"axis", Attribute(v.softmax_axis)}});
+  std::string p = "p";
+  if (v.dropout > 0) {
+    node("/attn/Dropout", "Dropout", {"p", "ratio", "training"}, {"pd"},
+         {{"seed", Attribute(int64_t{3})}});
+    p = "pd";
+  }
+  node("/attn/MatMul_1", "MatMul", {p, "vh"}, {"o"});
+  node("/attn/Transpose", "Transpose", {"o"}, {"om"}, perm({0, 2, 1, 3}));
+  node("/attn/Rows", "Reshape", {"om", "rows"}, {"logits"});
+  node("/loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"});
+  g.outputs = {"loss"};
+  if (v.read_probs) g.outputs.push_back("p");
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+int count(const ir::Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes.begin(), g.nodes.end(),
+                                        [&](const ir::Node& n) { return n.op_type == op; }));
+}
+
+std::vector<Variant> fusable() {
+  std::vector<Variant> all;
+  for (bool on_q : {false, true})
+    for (bool mul : {false, true})
+      for (Mask m : {Mask::kNone, Mask::kSquare, Mask::kFourD})
+        for (float drop : {0.0f, 0.25f}) {
+          Variant v;
+          v.scale_on_q = on_q;
+          v.scale_by_mul = mul;
+          v.mask = m;
+          v.dropout = drop;
+          all.push_back(v);
+        }
+  return all;
+}
+
+std::string describe(const Variant& v) {
+  return std::string("scale on ") + (v.scale_on_q ? "Q" : "scores") + " by " +
+         (v.scale_by_mul ? "Mul" : "Div") + ", mask " + std::to_string(static_cast<int>(v.mask)) +
+         ", dropout " + std::to_string(v.dropout);
+}
+
+TEST(AttentionFusion, BlocksBecomeOneAttentionNode) {
+  for (const Variant& v : fusable()) {
+    ir::Graph g = block(v);
+    EXPECT_EQ(ir::passes::fuse(g).attention, 1) << describe(v);
+    g.infer_shapes();
+    g.verify();
+    EXPECT_EQ(count(g, "Softmax") + count(g, "Dropout") + count(g, "Div"), 0) << describe(v);
+    ASSERT_EQ(count(g, "Attention"), 1) << describe(v);
+    const auto at = std::find_if(g.nodes.begin(), g.nodes.end(),
+                                 [](const ir::Node& n) { return n.op_type == "Attention"; });
+    const ir::Node& a = *at;
+    EXPECT_EQ(a.attr_float("scale", 0), 0.5f) << describe(v);
+    EXPECT_EQ(a.attr_float("dropout", 0), v.dropout) << describe(v);
+    EXPECT_EQ(a.inputs.size(), v.mask == Mask::kNone ? 3u : 4u) << describe(v);
+    if (v.mask != Mask::kNone) {
+      EXPECT_EQ(g.tensor(a.inputs[3]).shape, (ir::Shape{kSeq, kSeq})) << describe(v);
+    }
+    // It stands where the product with V stood: before the merge of heads.
+    ASSERT_NE(at + 1, g.nodes.end());
+    EXPECT_EQ((at + 1)->op_type, "Transpose");
+  }
+}
+
+TEST(AttentionFusion, LossAndGradientsMatchTheUnfusedGraph) {
+  const double eps = std::numeric_limits<float>::epsilon();
+  std::mt19937_64 rng(8);
+  std::vector<int64_t> labels(kBatch * kSeq);
+  for (auto& l : labels) l = static_cast<int64_t>(rng() % kHidden);
+  std::map<std::string, ir::Tensor> feeds = {
+      {"x", test::random_tensor({kBatch, kSeq, kHidden}, test::Gen::kUniform, rng)},
+      {"y", ir::Tensor::from_i64(labels, {kBatch * kSeq})}};
+  auto backend = exec::make_cpu_backend();
+  exec::RunOptions o;
+  o.training = true;
+  o.seed = 17;
+  for (const Variant& v : fusable()) {
+    ir::Graph plain = block(v), fused = block(v);
+    ir::passes::fuse(fused);
+    fused.infer_shapes();
+    auto plain_grads = autodiff::build_backward(plain, "loss").grads;
+    auto fused_grads = autodiff::build_backward(fused, "loss").grads;
+    ASSERT_EQ(fused_grads.size(), 3u);
+    auto a = exec::ForwardRunner(plain, *backend).run(feeds, o);
+    auto b = exec::ForwardRunner(fused, *backend).run(feeds, o);
+    // Both are the same few roundings deep, summed in other orders (K <= 8
+    // products per GEMM element, softmax's gradient through rowsum(dO O)
+    // instead of rowsum(dP P)): within 16 eps of the tensor's largest element
+    // (4 on the machines seen).
+    auto expect_close = [&](const ir::Tensor& x, const ir::Tensor& y, const std::string& what) {
+      ASSERT_EQ(x.shape(), y.shape()) << what;
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) scale = std::max(scale, std::abs(double(y.at(i))));
+      for (int64_t i = 0; i < y.numel(); ++i)
+        worst = std::max(worst, std::abs(double(x.at(i)) - double(y.at(i))));
+      EXPECT_LE(worst, 16 * eps * scale) << what << " (" << describe(v) << "): largest " << scale;
+    };
+    expect_close(b.at("loss"), a.at("loss"), "loss");
+    for (const auto& [param, grad] : plain_grads)
+      expect_close(b.at(fused_grads.at(param)), a.at(grad), "d loss / d " + param);
+  }
+}
+
+TEST(AttentionFusion, BlocksItCannotReplaceAreLeftAlone) {
+  Variant read;
+  read.read_probs = true;  // the probabilities are a graph output
+  Variant input_mask;
+  input_mask.mask = Mask::kInput;  // the mask is not a constant
+  Variant axis;
+  axis.softmax_axis = 2;  // softmax over the queries
+  for (const Variant& v : {read, input_mask, axis}) {
+    ir::Graph g = block(v);
+    const size_t nodes = g.nodes.size();
+    EXPECT_EQ(ir::passes::fuse_attention(g), 0);
+    EXPECT_EQ(g.nodes.size(), nodes);
+    EXPECT_EQ(count(g, "Softmax"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace pipetrain
