@@ -79,6 +79,32 @@ struct CudaExec {
                                        static_cast<int>(k), &alpha, b, static_cast<int>(ldb), a,
                                        static_cast<int>(lda), &beta, c, static_cast<int>(ldc)));
   }
+  /// `count` products, matrix c of A, B and C at c stride_a, c stride_b, c
+  /// stride_c: one strided-batched cuBLAS call.
+  void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                    float beta, float* c, int64_t ldc, int64_t stride_c, int64_t count) {
+    if (m == 0 || n == 0 || count == 0) return;
+    if (k == 0) {
+      for (int64_t i = 0; i < count; ++i)
+        for_each(m * n, ScaleMatrix{c + i * stride_c, n, ldc, beta});
+      return;
+    }
+    const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16_tensor_cores) {
+      PIPETRAIN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha,
+          b, CUDA_R_32F, static_cast<int>(ldb), stride_b, a, CUDA_R_32F, static_cast<int>(lda),
+          stride_a, &beta, c, CUDA_R_32F, static_cast<int>(ldc), stride_c, static_cast<int>(count),
+          CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
+    PIPETRAIN_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        blas, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+        static_cast<int>(ldb), stride_b, a, static_cast<int>(lda), stride_a, &beta, c,
+        static_cast<int>(ldc), stride_c, static_cast<int>(count)));
+  }
   template <typename T>
   T* scratch(int64_t count) {
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);

@@ -20,6 +20,8 @@ struct NoExec {  // only to read the table's keys
   }
   void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
             int64_t, float, float*, int64_t) {}
+  void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                    const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t) {}
 };
 
 }  // namespace

@@ -42,6 +42,14 @@ struct HostExec {
                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                 static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
   }
+  /// `count` products, matrix c of A, B and C at c stride_a, c stride_b, c stride_c.
+  void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                    float beta, float* c, int64_t ldc, int64_t stride_c, int64_t count) {
+    for (int64_t i = 0; i < count; ++i)
+      gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+           c + i * stride_c, ldc);
+  }
   template <typename T>
   T* scratch(int64_t count) {
     buffers.emplace_back(static_cast<size_t>(count) * sizeof(T) + sizeof(double));

@@ -1,10 +1,11 @@
 // Shared implementation of the fused Attention op and its gradient (the
-// CPU, portable and CUDA backends run this one code): per batch matrix,
-// blocks of query rows go through GEMM -> row softmax -> GEMM, so the
-// (Lq, Lk) scores exist only one block at a time and nothing of that size is
-// kept for the backward, which recomputes the block's probabilities from the
-// rows' log-sum-exp (flash-attention's recomputation, with whole key rows per
-// block: a CPU cache holds a block of rows, so no online softmax is needed).
+// CPU, portable and CUDA backends run this one code): blocks of query rows
+// (of several batch matrices at once when they are short) go through a
+// batched GEMM -> row softmax -> batched GEMM, so the scores exist one
+// bounded block at a time and nothing of size Lq x Lk is kept for the
+// backward, which recomputes a block's probabilities from the rows'
+// log-sum-exp (flash-attention's recomputation, with whole key rows per
+// block: a block of rows fits in memory, so no online softmax is needed).
 // Dropout on the probabilities follows the counter-based rule of Dropout
 // (dropout_rule.h) on the (batch..., Lq, Lk) index, regenerated backward.
 #pragma once
@@ -18,13 +19,16 @@
 
 namespace pipetrain::exec::device {
 
-/// Rows of the scores one block holds: at most 64 Ki floats (256 KiB).
-inline constexpr int64_t kAttentionBlockElems = int64_t{1} << 16;
+/// Elements of the scores one block holds: 1 Mi floats (4 MiB), whatever
+/// the sequence length (the unfused graph keeps batch x Lq x Lk of them).
+inline constexpr int64_t kAttentionBlockElems = int64_t{1} << 20;
 
 struct AttentionGeometry {
   int64_t batch = 1, lq = 0, lk = 0, d = 0, dv = 0;
   int64_t mask_stride = 0;  // between batch matrices: 0 (one (Lq, Lk) mask) or Lq Lk
-  int64_t block_rows = 1;
+  // A block: `block_mats` batch matrices x `block_rows` query rows of each
+  // (all the rows of several matrices when they fit, else rows of one).
+  int64_t block_mats = 1, block_rows = 1;
 };
 
 /// From Q (batch..., Lq, d), Kt (batch..., d, Lk), V (batch..., Lk, dv) and
@@ -38,8 +42,14 @@ inline AttentionGeometry attention_geometry(const DeviceOpArgs& a, size_t first)
   g.lk = kt.back();
   g.dv = v.back();
   if (a.has_in(first + 3) && a.in[first + 3].shape.size() > 2) g.mask_stride = g.lq * g.lk;
-  g.block_rows = std::clamp<int64_t>(kAttentionBlockElems / std::max<int64_t>(g.lk, 1), 1,
-                                     std::max<int64_t>(g.lq, 1));
+  const int64_t matrix = std::max<int64_t>(g.lq * g.lk, 1);
+  if (matrix <= kAttentionBlockElems) {
+    g.block_rows = std::max<int64_t>(g.lq, 1);
+    g.block_mats =
+        std::clamp<int64_t>(kAttentionBlockElems / matrix, 1, std::max<int64_t>(g.batch, 1));
+  } else {
+    g.block_rows = std::max<int64_t>(kAttentionBlockElems / std::max<int64_t>(g.lk, 1), 1);
+  }
   return g;
 }
 
@@ -54,27 +64,41 @@ inline DropoutRule attention_dropout(const KernelContext& h) {
   return dropout_rule(seed, ratio);
 }
 
+/// Where row i of a block (matrix b0 + i / rows, query q0 + i % rows) lives.
+struct BlockRows {
+  int64_t rows, lq, lk, b0, q0, mask_stride;
+  /// Its row in (batch..., Lq): the index of LSE, O and dO rows.
+  PIPETRAIN_HD int64_t global(int64_t i) const { return (b0 + i / rows) * lq + q0 + i % rows; }
+  PIPETRAIN_HD const float* mask_row(const float* mask, int64_t i) const {
+    return mask ? mask + (b0 + i / rows) * mask_stride + (q0 + i % rows) * lk : nullptr;
+  }
+};
+
 /// Forward rows of one block: scores (already scale Q Kt) + mask -> the row's
 /// log-sum-exp and its (dropped) probabilities, in place.
 struct AttentionSoftmaxRows {
   float* s;
-  const float* mask;  // the block's first row, or null
-  float* lse;         // the block's first row
-  int64_t lk, row0;   // row0: the block's first row in (batch..., Lq)
+  const float* mask;  // null without
+  float* lse;         // (batch..., Lq), or a block's worth of scratch (local)
+  bool lse_local;
+  BlockRows at;
   DropoutRule rule;
   PIPETRAIN_HD void operator()(int64_t i) const {
+    const int64_t lk = at.lk, row = at.global(i);
     float* x = s + i * lk;
-    if (mask)
-      for (int64_t j = 0; j < lk; ++j) x[j] += mask[i * lk + j];
-    const float m = max_row(x, lk);
-    for (int64_t j = 0; j < lk; ++j) x[j] = exp_f32(x[j] - m);
+    if (const float* m = at.mask_row(mask, i))
+      for (int64_t j = 0; j < lk; ++j) x[j] += m[j];
+    const float mx = max_row_f32(x, lk);
+    for (int64_t j = 0; j < lk; ++j) x[j] = exp_f32_normal(x[j] - mx);
     const float sum = static_cast<float>(sum_row(x, lk));
-    lse[i] = m + ::logf(sum);
-    const int64_t at = (row0 + i) * lk;
-    for (int64_t j = 0; j < lk; ++j) {
-      const float p = x[j] / sum;
-      x[j] = rule.thr == 0 ? p : select_f32(rule.keeps(at + j), p * rule.scale, 0.0f);
+    lse[lse_local ? i : row] = mx + ::logf(sum);
+    const float inv = 1.0f / sum;
+    if (rule.thr == 0) {
+      for (int64_t j = 0; j < lk; ++j) x[j] *= inv;
+      return;
     }
+    const float kept = inv * rule.scale;
+    for (int64_t j = 0; j < lk; ++j) x[j] = select_f32(rule.keeps(row * lk + j), x[j] * kept, 0.0f);
   }
 };
 
@@ -85,12 +109,13 @@ struct AttentionSoftmaxRows {
 struct AttentionGradRows {
   float* p;
   float* dp;
-  const float* mask;  // the block's first row, or null
-  const float* lse;   // the block's first row
-  const float* dout;  // dO, the block's first row
-  const float* out;   // O, the block's first row
+  const float* mask;  // null without
+  const float* lse;   // (batch..., Lq)
+  const float* dout;  // dO (batch..., Lq, dv)
+  const float* out;   // O (batch..., Lq, dv)
   const int64_t* state;
-  int64_t lk, dv, row0;
+  int64_t dv;
+  BlockRows at;
   DropoutRule rule;  // thr and scale; base from state
   PIPETRAIN_HD void operator()(int64_t i) const {
     DropoutRule r = rule;
@@ -100,15 +125,23 @@ struct AttentionGradRows {
     } else {
       r.base = static_cast<uint64_t>(state[0]);
     }
+    const int64_t lk = at.lk, row = at.global(i);
     float* x = p + i * lk;
     float* g = dp + i * lk;
-    const float rowsum = static_cast<float>(dot_row(dout + i * dv, out + i * dv, dv));
-    const int64_t at = (row0 + i) * lk;
+    const float* m = at.mask_row(mask, i);
+    if (m)
+      for (int64_t j = 0; j < lk; ++j) x[j] += m[j];
+    const float l = lse[row];
+    for (int64_t j = 0; j < lk; ++j) x[j] = exp_f32_normal(x[j] - l);
+    const float rowsum = static_cast<float>(dot_row(dout + row * dv, out + row * dv, dv));
+    if (r.thr == 0) {
+      for (int64_t j = 0; j < lk; ++j) g[j] = x[j] * (g[j] - rowsum);
+      return;
+    }
     for (int64_t j = 0; j < lk; ++j) {
-      const float prob = exp_f32(x[j] + (mask ? mask[i * lk + j] : 0.0f) - lse[i]);
-      const bool keep = r.thr == 0 || r.keeps(at + j);
-      g[j] = prob * (select_f32(keep, g[j] * r.scale, 0.0f) - rowsum);
-      x[j] = select_f32(keep, prob * r.scale, 0.0f);
+      const bool keep = r.keeps(row * lk + j);
+      g[j] = x[j] * (select_f32(keep, g[j] * r.scale, 0.0f) - rowsum);
+      x[j] = select_f32(keep, x[j] * r.scale, 0.0f);
     }
   }
 };
@@ -125,6 +158,15 @@ struct FillZeros {
   PIPETRAIN_HD void operator()(int64_t i) const { y[i] = 0.0f; }
 };
 
+/// Runs f(b0, nb, q0, n) over the blocks: nb matrices from b0, n query rows
+/// from q0 of each.
+template <typename F>
+void for_each_block(const AttentionGeometry& g, const F& f) {
+  for (int64_t b0 = 0; b0 < g.batch; b0 += g.block_mats)
+    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
+      f(b0, std::min(g.block_mats, g.batch - b0), q0, std::min(g.block_rows, g.lq - q0));
+}
+
 /// (Q, Kt, V, mask?) -> (O, LSE?, state?).
 template <typename Exec>
 void attention_op(Exec& ex, DeviceOpArgs& a) {
@@ -134,21 +176,23 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
   const float *q = a.in[0].data<float>(), *kt = a.in[1].data<float>(), *v = a.in[2].data<float>();
   const float* mask = a.has_in(3) ? a.in[3].data<float>() : nullptr;
   float* o = a.out[0].data<float>();
-  float* lse = a.has_out(1) ? a.out[1].data<float>() : ex.template scratch<float>(g.block_rows);
+  const bool lse_local = !a.has_out(1);
+  float* lse =
+      lse_local ? ex.template scratch<float>(g.block_mats * g.block_rows) : a.out[1].data<float>();
   if (a.has_out(2))
     ex.for_each(2, AttentionState{a.out[2].data<int64_t>(), static_cast<int64_t>(rule.base),
                                   rule.thr != 0 ? 1 : 0});
-  float* s = ex.template scratch<float>(g.block_rows * g.lk);
-  for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows) {
-      const int64_t n = std::min(g.block_rows, g.lq - q0), row0 = b * g.lq + q0;
-      ex.gemm(false, false, n, g.lk, g.d, scale, q + row0 * g.d, g.d, kt + b * g.d * g.lk, g.lk,
-              0.0f, s, g.lk);
-      ex.for_each(n, AttentionSoftmaxRows{s, mask ? mask + b * g.mask_stride + q0 * g.lk : nullptr,
-                                          a.has_out(1) ? lse + row0 : lse, g.lk, row0, rule});
-      ex.gemm(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, v + b * g.lk * g.dv, g.dv, 0.0f,
-              o + row0 * g.dv, g.dv);
-    }
+  float* s = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
+  for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+    const int64_t row0 = b0 * g.lq + q0;
+    ex.gemm_batched(false, false, n, g.lk, g.d, scale, q + row0 * g.d, g.d, g.lq * g.d,
+                    kt + b0 * g.d * g.lk, g.lk, g.d * g.lk, 0.0f, s, g.lk, n * g.lk, nb);
+    ex.for_each(nb * n,
+                AttentionSoftmaxRows{s, mask, lse, lse_local,
+                                     BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
+    ex.gemm_batched(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, n * g.lk, v + b0 * g.lk * g.dv,
+                    g.dv, g.lk * g.dv, 0.0f, o + row0 * g.dv, g.dv, g.lq * g.dv, nb);
+  });
 }
 
 /// (dO, Q, Kt, V, mask?, O, LSE, state?) -> (dQ, dKt, dV), any absent.
@@ -170,28 +214,31 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
     if (dvv) ex.for_each(a.out[2].numel(), FillZeros{dvv});
     return;
   }
-  float* p = ex.template scratch<float>(g.block_rows * g.lk);
-  float* dp = ex.template scratch<float>(g.block_rows * g.lk);
-  for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows) {
-      const int64_t n = std::min(g.block_rows, g.lq - q0), row0 = b * g.lq + q0;
-      const float *qb = q + row0 * g.d, *ktb = kt + b * g.d * g.lk, *vb = v + b * g.lk * g.dv,
-                  *dob = dout + row0 * g.dv;
-      ex.gemm(false, false, n, g.lk, g.d, scale, qb, g.d, ktb, g.lk, 0.0f, p, g.lk);
-      ex.gemm(false, true, n, g.lk, g.dv, 1.0f, dob, g.dv, vb, g.dv, 0.0f, dp, g.lk);
-      ex.for_each(
-          n, AttentionGradRows{p, dp, mask ? mask + b * g.mask_stride + q0 * g.lk : nullptr,
-                               lse + row0, dob, out + row0 * g.dv, state, g.lk, g.dv, row0, rule});
-      const float beta = q0 == 0 ? 0.0f : 1.0f;  // key and value gradients sum over the blocks
-      if (dvv)
-        ex.gemm(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, dob, g.dv, beta, dvv + b * g.lk * g.dv,
-                g.dv);
-      if (dq)
-        ex.gemm(false, true, n, g.d, g.lk, scale, dp, g.lk, ktb, g.lk, 0.0f, dq + row0 * g.d, g.d);
-      if (dkt)
-        ex.gemm(true, false, g.d, g.lk, n, scale, qb, g.d, dp, g.lk, beta, dkt + b * g.d * g.lk,
-                g.lk);
-    }
+  float* p = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
+  float* dp = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
+  for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+    const int64_t row0 = b0 * g.lq + q0;
+    const float *qb = q + row0 * g.d, *ktb = kt + b0 * g.d * g.lk, *vb = v + b0 * g.lk * g.dv,
+                *dob = dout + row0 * g.dv;
+    const int64_t sq = g.lq * g.d, skt = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv,
+                  ss = n * g.lk;
+    ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, ktb, g.lk, skt, 0.0f, p, g.lk,
+                    ss, nb);
+    ex.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dob, g.dv, so, vb, g.dv, sv, 0.0f, dp, g.lk,
+                    ss, nb);
+    ex.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dout, out, state, g.dv,
+                                          BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
+    const float beta = q0 == 0 ? 0.0f : 1.0f;  // key and value gradients sum over row blocks
+    if (dvv)
+      ex.gemm_batched(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, ss, dob, g.dv, so, beta,
+                      dvv + b0 * sv, g.dv, sv, nb);
+    if (dq)
+      ex.gemm_batched(false, true, n, g.d, g.lk, scale, dp, g.lk, ss, ktb, g.lk, skt, 0.0f,
+                      dq + row0 * g.d, g.d, sq, nb);
+    if (dkt)
+      ex.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta,
+                      dkt + b0 * skt, g.lk, skt, nb);
+  });
 }
 
 }  // namespace pipetrain::exec::device

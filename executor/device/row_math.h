@@ -51,6 +51,37 @@ PIPETRAIN_HD T max_row(const T* x, int64_t n) {
   return acc[0];
 }
 
+/// max_row for floats, in GCC vector extensions on the host: the scalar-lane
+/// form does not vectorise there (the NaN-propagating select defeats the
+/// vectoriser). Same lane order, so the same result; a GPU thread runs the
+/// scalar form.
+PIPETRAIN_HD inline float max_row_f32(const float* x, int64_t n) {
+#if defined(__CUDA_ARCH__)
+  return max_row(x, n);
+#else
+  typedef float v8f __attribute__((vector_size(32)));
+  auto vmax = [](v8f a, v8f b) -> v8f { return (a > b) | (a != a) ? a : b; };
+  v8f lo, hi;  // lanes 0..7 and 8..15
+  for (int l = 0; l < 8; ++l) lo[l] = hi[l] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    v8f u, w;
+    __builtin_memcpy(&u, x + i, sizeof(u));
+    __builtin_memcpy(&w, x + i + 8, sizeof(w));
+    lo = vmax(lo, u);
+    hi = vmax(hi, w);
+  }
+  float acc[kLanes];
+  __builtin_memcpy(acc, &lo, sizeof(lo));
+  __builtin_memcpy(acc + 8, &hi, sizeof(hi));
+  const int64_t rest = n - i;  // < kLanes
+  for (int64_t l = 0; l < rest; ++l) acc[l] = nan_max(acc[l], x[i + l]);
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) acc[l] = nan_max(acc[l], acc[l + w]);
+  return acc[0];
+#endif
+}
+
 /// sum_j a[j] b[j] in double, lanes as sum_row's.
 PIPETRAIN_HD inline double dot_row(const float* a, const float* b, int64_t n) {
   double acc[kLanes] = {};

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
@@ -194,6 +195,68 @@ TEST(AttentionFusion, LossAndGradientsMatchTheUnfusedGraph) {
     expect_close(b.at("loss"), a.at("loss"), "loss");
     for (const auto& [param, grad] : plain_grads)
       expect_close(b.at(fused_grads.at(param)), a.at(grad), "d loss / d " + param);
+  }
+}
+
+// Q (batch, Lq, 4), Kt (batch, 4, Lk), V (batch, Lk, 3) as parameters ->
+// softmax(0.5 Q Kt + mask) V -> sum(O R): long enough that the kernel
+// splits the work into blocks of several matrices or of some rows.
+ir::Graph long_attention(int64_t batch, int64_t lq, int64_t lk) {
+  std::mt19937_64 rng(11);
+  ir::Graph g;
+  auto param = [&](const std::string& name, ir::Shape s) {
+    g.set_value(name, test::random_tensor(s, test::Gen::kUniform, rng), ir::Role::kParam);
+  };
+  param("q", {batch, lq, 4});
+  param("kt", {batch, 4, lk});
+  param("v", {batch, lk, 3});
+  g.set_value("r", test::random_tensor({batch, lq, 3}, test::Gen::kUniform, rng),
+              ir::Role::kConstant);
+  g.set_value("mask", test::random_tensor({lq, lk}, test::Gen::kUniform, rng), ir::Role::kConstant);
+  g.set_value("half", ir::Tensor::scalar_f32(0.5f), ir::Role::kConstant);
+  auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    g.nodes.push_back({"/" + out, op, std::move(in), {out}, std::move(attrs)});
+  };
+  node("MatMul", {"q", "kt"}, "s0");
+  node("Mul", {"s0", "half"}, "s1");
+  node("Add", {"s1", "mask"}, "s");
+  node("Softmax", {"s"}, "p", {{"axis", Attribute(int64_t{-1})}});
+  node("MatMul", {"p", "v"}, "o");
+  node("Mul", {"o", "r"}, "or");
+  node("ReduceSum", {"or"}, "loss", {{"keepdims", Attribute(int64_t{0})}});
+  g.outputs = {"loss"};
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+TEST(AttentionFusion, LongSequencesSplitIntoBlocksGiveTheUnfusedGradients) {
+  auto backend = exec::make_cpu_backend();
+  exec::RunOptions o;
+  o.training = true;
+  // 3 matrices of 600 x 600 (blocks of 2 and 1 matrices); 2 of 1030 x 1100
+  // (blocks of 953 and 77 rows).
+  for (auto [batch, lq, lk] : {std::tuple{3, 600, 600}, std::tuple{2, 1030, 1100}}) {
+    ir::Graph plain = long_attention(batch, lq, lk), fused = long_attention(batch, lq, lk);
+    ASSERT_EQ(ir::passes::fuse_attention(fused), 1);
+    fused.infer_shapes();
+    auto plain_grads = autodiff::build_backward(plain, "loss").grads;
+    auto fused_grads = autodiff::build_backward(fused, "loss").grads;
+    auto a = exec::ForwardRunner(plain, *backend).run({}, o);
+    auto b = exec::ForwardRunner(fused, *backend).run({}, o);
+    for (const auto& [param, grad] : plain_grads) {
+      const ir::Tensor &x = b.at(fused_grads.at(param)), &y = a.at(grad);
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) scale = std::max(scale, std::abs(double(y.at(i))));
+      for (int64_t i = 0; i < y.numel(); ++i)
+        worst = std::max(worst, std::abs(double(x.at(i)) - double(y.at(i))));
+      // Sums over up to 1,100 keys in other orders: sqrt(1100) ~ 33 eps of
+      // the largest element bounds them (6 seen).
+      EXPECT_LE(worst, 33 * std::numeric_limits<float>::epsilon() * scale)
+          << "d loss / d " << param << " at " << lq << " x " << lk << ": worst " << worst
+          << " of largest " << scale;
+    }
   }
 }
 

@@ -1,19 +1,47 @@
 // CPU kernels of the fused Attention and AttentionGrad: the shared
-// implementation (device/ops_attention.h) run by the host Exec, so every
-// backend computes attention the same way.
+// implementation (device/ops_attention.h) with its batched GEMMs on oneDNN's
+// matmul (sgemm_batched), whose threads share out a block's matrices.
+#include <cstddef>
+#include <vector>
+
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/cpu/kernels/shared_kernel.h"
 #include "executor/device/ops_attention.h"
 
 namespace pipetrain::exec::cpu {
 
-using device::HostExec;
+namespace {
+
+struct CpuExec : device::HostExec {
+  /// Scratch from buffers the calling thread keeps between calls: a fresh
+  /// block of scores each call cost its page faults and zeroing every time.
+  template <typename T>
+  T* scratch(int64_t count) {
+    thread_local std::vector<std::vector<std::byte>> kept;
+    if (kept.size() <= used) kept.emplace_back();
+    std::vector<std::byte>& b = kept[used++];
+    const size_t bytes = static_cast<size_t>(count) * sizeof(T) + sizeof(double);
+    if (b.size() < bytes) b.resize(bytes);
+    return reinterpret_cast<T*>(b.data());
+  }
+  size_t used = 0;  // buffers handed out in this op
+
+  void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                    float beta, float* c, int64_t ldc, int64_t stride_c, int64_t count) {
+    sgemm_batched(ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                  stride_c, count);
+  }
+};
+
+}  // namespace
 
 CpuKernel kernel_Attention() {
-  return {shared_kernel<&device::attention_op<HostExec>>, {ir::DType::kF32}, 0};
+  return {shared_kernel_on<CpuExec, &device::attention_op<CpuExec>>, {ir::DType::kF32}, 0};
 }
 CpuKernel kernel_AttentionGrad() {
-  return {shared_kernel<&device::attention_grad_op<HostExec>>, {ir::DType::kF32}, 0};
+  return {shared_kernel_on<CpuExec, &device::attention_grad_op<CpuExec>>, {ir::DType::kF32}, 0};
 }
 
 }  // namespace pipetrain::exec::cpu

@@ -14,19 +14,14 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/device/matmul_batches.h"
 
 namespace pipetrain::exec::cpu {
 
-namespace {
-
-namespace du = dnnl_util;
-
 // Products with at most this many multiply-adds go to dnnl_sgemm.
 constexpr int64_t kSmallGemm = int64_t{1} << 22;
 
-// Row-major Y (m, n) = alpha * op(A) op(B) + beta * Y; lda/ldb are the row
-// lengths of A and B as stored.
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* y) {
   if (m == 0 || n == 0) return;
@@ -45,6 +40,70 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
               static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, y, static_cast<int>(n));
 }
+
+namespace {
+
+/// One oneDNN matmul over strided batches (sgemm_batched), cached by its
+/// geometry: its threads share out the matrices.
+struct StridedMatmul {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, b, y, scratch;
+};
+
+}  // namespace
+
+void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                   float beta, float* y, int64_t ldy, int64_t stride_y, int64_t count) {
+  if (m == 0 || n == 0 || count == 0) return;
+  if (k == 0) {  // empty sums: Y = beta * Y
+    for (int64_t c = 0; c < count; ++c)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          float& v = y[c * stride_y + i * ldy + j];
+          v = beta == 0.0f ? 0.0f : beta * v;
+        }
+    return;
+  }
+  const ir::Shape sa = ta ? ir::Shape{stride_a, 1, lda} : ir::Shape{stride_a, lda, 1};
+  const ir::Shape sb = tb ? ir::Shape{stride_b, 1, ldb} : ir::Shape{stride_b, ldb, 1};
+  const ir::Shape sy = {stride_y, ldy, 1};
+  const std::string key = "strided matmul " + dnnl_util::key_of({count, m, n, k}) +
+                          dnnl_util::key_of(sa) + dnnl_util::key_of(sb) + dnnl_util::key_of(sy) +
+                          " alpha " + std::to_string(alpha) + (beta != 0.0f ? " acc" : "") +
+                          " threads " + std::to_string(dnnl_threads());
+  auto p = dnnl_util::cached_as<StridedMatmul>(key, [&] {
+    auto r = std::make_shared<StridedMatmul>();
+    r->a = dnnl_util::plain_desc({count, m, k}, sa);
+    r->b = dnnl_util::plain_desc({count, k, n}, sb);
+    r->y = dnnl_util::plain_desc({count, m, n}, sy);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+      dnnl::post_ops ops;
+      ops.append_sum(beta);
+      attr.set_post_ops(ops);
+    }
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y), attr,
+                                    dnnl_util::engine());
+    r->scratch = pd.scratchpad_desc();
+    r->prim = dnnl::matmul(pd);
+    return r;
+  });
+  apply_dnnl_threads();
+  auto& eng = dnnl_util::engine();
+  auto& s = dnnl_util::stream();
+  p->prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(p->a, eng, const_cast<float*>(a))},
+                      {DNNL_ARG_WEIGHTS, dnnl::memory(p->b, eng, const_cast<float*>(b))},
+                      {DNNL_ARG_DST, dnnl::memory(p->y, eng, y)},
+                      {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(p->scratch)}});
+  s.wait();
+}
+
+namespace {
+
+namespace du = dnnl_util;
 
 // Small products of one batch shape (the attention heads': 64 of 64 x 64 x
 // 64) as one oneDNN matmul primitive, whose threads share out the matrices.

@@ -10,8 +10,9 @@
 
 namespace pipetrain::exec::cpu {
 
-template <void (*Op)(device::HostExec&, device::DeviceOpArgs&)>
-void shared_kernel(KernelContext& ctx) {
+/// Runs `Op` on `Exec` (the host Exec, or one with the CPU's own GEMM).
+template <typename Exec, void (*Op)(Exec&, device::DeviceOpArgs&)>
+void shared_kernel_on(KernelContext& ctx) {
   device::DeviceOpArgs args;
   args.host = &ctx;
   for (const ir::Tensor* t : ctx.inputs)
@@ -21,8 +22,13 @@ void shared_kernel(KernelContext& ctx) {
   for (ir::Tensor* t : ctx.outputs)
     args.out.push_back(t && t->defined() ? device::DeviceTensor{t->raw(), t->dtype(), t->shape()}
                                          : device::DeviceTensor{});
-  device::HostExec ex;
+  Exec ex;
   Op(ex, args);
+}
+
+template <void (*Op)(device::HostExec&, device::DeviceOpArgs&)>
+void shared_kernel(KernelContext& ctx) {
+  shared_kernel_on<device::HostExec, Op>(ctx);
 }
 
 }  // namespace pipetrain::exec::cpu

@@ -1,0 +1,22 @@
+// The CPU kernels' f32 GEMM (executor/cpu/kernels/linalg.cc): oneDNN's
+// dnnl_sgemm for small products, OpenBLAS for the rest; batches of strided
+// products on oneDNN's matmul.
+#pragma once
+
+#include <cstdint>
+
+namespace pipetrain::exec::cpu {
+
+/// Row-major Y (m, n) = alpha op(A) op(B) + beta Y; lda / ldb are the row
+/// lengths of A and B as stored, Y's is n.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* y);
+
+/// `count` products Y_c = alpha op(A_c) op(B_c) + beta Y_c, matrix c at
+/// offsets c stride_a, c stride_b, c stride_y (row lengths lda, ldb, ldy), as
+/// one oneDNN matmul whose threads share out the matrices.
+void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                   int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
+                   float beta, float* y, int64_t ldy, int64_t stride_y, int64_t count);
+
+}  // namespace pipetrain::exec::cpu
