@@ -148,7 +148,7 @@ struct SoftmaxColumn {
     const int64_t n = v.n, st = v.inner;
     if (st == 1) {
       const float m = max_row(xb, n);
-      for (int64_t j = 0; j < n; ++j) yb[j] = exp_f32(xb[j] - m);
+      for (int64_t j = 0; j < n; ++j) yb[j] = exp_f32_normal(xb[j] - m);
       const float s = static_cast<float>(sum_row(yb, n));
       if (log) {
         const float ls = ::logf(s);
@@ -162,7 +162,7 @@ struct SoftmaxColumn {
     for (int64_t j = 1; j < n; ++j) m = nan_max(m, xb[j * st]);
     double s = 0.0;
     for (int64_t j = 0; j < n; ++j) {
-      const float e = exp_f32(xb[j * st] - m);
+      const float e = exp_f32_normal(xb[j * st] - m);
       yb[j * st] = e;
       s += e;
     }
@@ -200,7 +200,7 @@ struct SoftmaxGradColumn {
     }
     for (int64_t j = 0; j < n; ++j) {
       const int64_t i = j * st;
-      dxr[i] = log ? dyr[i] - exp_f32(yr[i]) * s : yr[i] * (dyr[i] - s);
+      dxr[i] = log ? dyr[i] - exp_f32_normal(yr[i]) * s : yr[i] * (dyr[i] - s);
     }
   }
 };

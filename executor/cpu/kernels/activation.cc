@@ -21,7 +21,7 @@ void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inn
       const float* xr = x + o * n;  // (n)
       float* yr = y + o * n;        // (n)
       const float m = max_row(xr, n);
-      for (int64_t j = 0; j < n; ++j) yr[j] = exp_f32(xr[j] - m);
+      for (int64_t j = 0; j < n; ++j) yr[j] = exp_f32_normal(xr[j] - m);
       const float s = static_cast<float>(sum_row(yr, n));
       if (log) {
         // (x - m) - log s: folding m + log s first loses digits when |m| is large.
@@ -46,7 +46,7 @@ void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inn
     std::fill(s.begin(), s.end(), 0.0);
     for (int64_t j = 0; j < n; ++j)
       for (int64_t k = 0; k < inner; ++k) {
-        const float e = exp_f32(xb[j * inner + k] - m[k]);
+        const float e = exp_f32_normal(xb[j * inner + k] - m[k]);
         yb[j * inner + k] = e;
         s[k] += e;
       }

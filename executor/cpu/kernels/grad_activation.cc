@@ -112,7 +112,7 @@ void softmax_grad(KernelContext& ctx) {
       float* dxr = dx + o * n;        // (n)
       if (kLog) {
         const float s = static_cast<float>(sum_row(dyr, n));
-        for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - exp_f32(yr[j]) * s;
+        for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - exp_f32_normal(yr[j]) * s;
       } else {
         const float s = static_cast<float>(dot_row(dyr, yr, n));
         for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - s);
@@ -136,7 +136,7 @@ void softmax_grad(KernelContext& ctx) {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t k = 0; k < inner; ++k) {
         const int64_t i = j * inner + k;
-        dxb[i] = kLog ? dyb[i] - exp_f32(yb[i]) * s[k] : yb[i] * (dyb[i] - s[k]);
+        dxb[i] = kLog ? dyb[i] - exp_f32_normal(yb[i]) * s[k] : yb[i] * (dyb[i] - s[k]);
       }
   }
 }

@@ -9,6 +9,7 @@ namespace pipetrain::exec::cpu {
 using device::erf_f32;
 using device::erfc_f32;
 using device::exp_f32;
+using device::exp_f32_normal;
 using device::select_f32;
 using device::tanh_f32;
 
