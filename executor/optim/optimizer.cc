@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/optim/update_math.h"
 #include "ir/error.h"
 
@@ -43,6 +44,32 @@ float* state_data(ir::Graph& g, const std::string& name) {
   return t->data<float>();
 }
 
+// Adam's moments decay towards zero and sink into float32's denormal range,
+// where x86 arithmetic takes a microcode assist per operation: the demo's
+// LeNet update ran 10x slower after an epoch. Values that small cannot move a
+// weight (sqrt(v) far below eps, m / denom far below an ulp of p), so the
+// update flushes them to zero (MXCSR's FTZ and DAZ, restored after).
+class FlushDenormals {
+ public:
+  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
+  ~FlushDenormals() { _mm_setcsr(saved_); }
+  FlushDenormals(const FlushDenormals&) = delete;
+  FlushDenormals& operator=(const FlushDenormals&) = delete;
+
+ private:
+  unsigned saved_;
+};
+
+/// Runs update(begin, end) over [0, n) split over threads (parallel_for),
+/// denormals flushed on every thread that runs a part (MXCSR is per thread).
+template <typename F>
+void for_each_part(int64_t n, F update) {
+  exec::cpu::parallel_for(n, n * 8, [&](int64_t begin, int64_t end) {
+    const FlushDenormals flush;
+    update(begin, end);
+  });
+}
+
 class Sgd final : public Optimizer {
  public:
   using Optimizer::Optimizer;
@@ -55,13 +82,15 @@ class Sgd final : public Optimizer {
     s.one_minus_damp = static_cast<float>(1.0 - config_.dampening);
     s.nesterov = config_.nesterov;
     s.first_step = t == 1;
-    float unused = 0;
     float* buf = config_.momentum != 0 ? state_data(g, param + ".momentum") : nullptr;  // (n)
-    for (int64_t i = 0; i < n; ++i) {
-      float w = p_in[i];
-      optim::sgd_update(w, grad[i] * grad_scale, buf ? buf[i] : unused, s);
-      p_out[i] = w;
-    }
+    for_each_part(n, [&](int64_t begin, int64_t end) {
+      float unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        float w = p_in[i];
+        optim::sgd_update(w, grad[i] * grad_scale, buf ? buf[i] : unused, s);
+        p_out[i] = w;
+      }
+    });
   }
 };
 
@@ -85,15 +114,17 @@ class Adam final : public Optimizer {
     s.l2_decay = decoupled_ ? 0.0f : static_cast<float>(config_.weight_decay);
     s.decoupled_factor = decoupled_ ? static_cast<float>(1.0 - lr * config_.weight_decay) : 1.0f;
     s.amsgrad = config_.amsgrad;
-    float* m = state_data(g, param + ".exp_avg");     // (n)
-    float* v = state_data(g, param + ".exp_avg_sq");  // (n)
-    float unused = 0;
+    float* m = state_data(g, param + ".exp_avg");                                        // (n)
+    float* v = state_data(g, param + ".exp_avg_sq");                                     // (n)
     float* vmax = config_.amsgrad ? state_data(g, param + ".max_exp_avg_sq") : nullptr;  // (n)
-    for (int64_t i = 0; i < n; ++i) {
-      float w = p_in[i];
-      optim::adam_update(w, grad[i] * grad_scale, m[i], v[i], vmax ? vmax[i] : unused, s);
-      p_out[i] = w;
-    }
+    for_each_part(n, [&](int64_t begin, int64_t end) {
+      float unused = 0;
+      for (int64_t i = begin; i < end; ++i) {
+        float w = p_in[i];
+        optim::adam_update(w, grad[i] * grad_scale, m[i], v[i], vmax ? vmax[i] : unused, s);
+        p_out[i] = w;
+      }
+    });
   }
 
  private:
@@ -165,26 +196,6 @@ std::vector<std::string> Optimizer::state_names(const std::string& param) const 
   }
   return names;
 }
-
-namespace {
-
-// Adam's moments decay towards zero and sink into float32's denormal range,
-// where x86 arithmetic takes a microcode assist per operation: the demo's
-// LeNet update ran 10x slower after an epoch. Values that small cannot move a
-// weight (sqrt(v) far below eps, m / denom far below an ulp of p), so the
-// update flushes them to zero (MXCSR's FTZ and DAZ, restored after).
-class FlushDenormals {
- public:
-  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }
-  ~FlushDenormals() { _mm_setcsr(saved_); }
-  FlushDenormals(const FlushDenormals&) = delete;
-  FlushDenormals& operator=(const FlushDenormals&) = delete;
-
- private:
-  unsigned saved_;
-};
-
-}  // namespace
 
 void Optimizer::step(ir::Graph& g, const std::map<std::string, ir::Tensor>& grads, double lr,
                      const std::map<std::string, ir::Tensor>* into, double grad_scale) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/broadcast.h"
 #include "executor/cpu/kernels/ew_common.h"
 #include "executor/cpu/kernels/vec_math.h"
 #include "executor/device/clip_bounds.h"
@@ -17,49 +18,61 @@ namespace pipetrain::exec::cpu {
 void softmax_f32(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   if (outer * n * inner == 0) return;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const float* xr = x + o * n;  // (n)
-      float* yr = y + o * n;        // (n)
-      const float m = max_row(xr, n);
-      for (int64_t j = 0; j < n; ++j) yr[j] = exp_f32_normal(xr[j] - m);
-      const float s = static_cast<float>(sum_row(yr, n));
-      if (log) {
-        // (x - m) - log s: folding m + log s first loses digits when |m| is large.
-        const float ls = std::log(s);
-        for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
-      } else {
-        for (int64_t j = 0; j < n; ++j) yr[j] /= s;
-      }
-    }
+    // Rows are independent: split over threads, each row summed in its own order.
+    parallel_for(
+        outer, outer * n * kMathCost,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o) {
+            const float* xr = x + o * n;  // (n)
+            float* yr = y + o * n;        // (n)
+            const float m = max_row(xr, n);
+            for (int64_t j = 0; j < n; ++j) yr[j] = exp_f32_normal(xr[j] - m);
+            const float s = static_cast<float>(sum_row(yr, n));
+            if (log) {
+              // (x - m) - log s: folding m + log s first loses digits when |m| is large.
+              const float ls = std::log(s);
+              for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] - m) - ls;
+            } else {
+              for (int64_t j = 0; j < n; ++j) yr[j] /= s;
+            }
+          }
+        },
+        1);
     return;
   }
   // Strided axis: reduce along j for `inner` columns at once (vectorised over k).
-  std::vector<float> m(static_cast<size_t>(inner));   // (inner) max over j
-  std::vector<double> s(static_cast<size_t>(inner));  // (inner) sum over j of exps
-  std::vector<float> t(static_cast<size_t>(inner));   // (inner) log s or s, in f32
-  for (int64_t o = 0; o < outer; ++o) {
-    const float* xb = x + o * n * inner;  // (n, inner)
-    float* yb = y + o * n * inner;        // (n, inner)
-    for (int64_t k = 0; k < inner; ++k) m[k] = xb[k];
-    for (int64_t j = 1; j < n; ++j)
-      for (int64_t k = 0; k < inner; ++k) m[k] = nan_max(m[k], xb[j * inner + k]);
-    std::fill(s.begin(), s.end(), 0.0);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t k = 0; k < inner; ++k) {
-        const float e = exp_f32_normal(xb[j * inner + k] - m[k]);
-        yb[j * inner + k] = e;
-        s[k] += e;
-      }
-    if (log) {
-      for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(std::log(s[k]));
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t k = 0; k < inner; ++k) yb[j * inner + k] = (xb[j * inner + k] - m[k]) - t[k];
-    } else {
-      for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(s[k]);
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t k = 0; k < inner; ++k) yb[j * inner + k] /= t[k];
-    }
-  }
+  parallel_for(
+      outer, outer * n * inner * kMathCost,
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> m(static_cast<size_t>(inner));   // (inner) max over j
+        std::vector<double> s(static_cast<size_t>(inner));  // (inner) sum over j of exps
+        std::vector<float> t(static_cast<size_t>(inner));   // (inner) log s or s, in f32
+        for (int64_t o = begin; o < end; ++o) {
+          const float* xb = x + o * n * inner;  // (n, inner)
+          float* yb = y + o * n * inner;        // (n, inner)
+          for (int64_t k = 0; k < inner; ++k) m[k] = xb[k];
+          for (int64_t j = 1; j < n; ++j)
+            for (int64_t k = 0; k < inner; ++k) m[k] = nan_max(m[k], xb[j * inner + k]);
+          std::fill(s.begin(), s.end(), 0.0);
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t k = 0; k < inner; ++k) {
+              const float e = exp_f32_normal(xb[j * inner + k] - m[k]);
+              yb[j * inner + k] = e;
+              s[k] += e;
+            }
+          if (log) {
+            for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(std::log(s[k]));
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t k = 0; k < inner; ++k)
+                yb[j * inner + k] = (xb[j * inner + k] - m[k]) - t[k];
+          } else {
+            for (int64_t k = 0; k < inner; ++k) t[k] = static_cast<float>(s[k]);
+            for (int64_t j = 0; j < n; ++j)
+              for (int64_t k = 0; k < inner; ++k) yb[j * inner + k] /= t[k];
+          }
+        }
+      },
+      1);
 }
 
 namespace {
@@ -76,8 +89,7 @@ template <typename Fn>
 void map_f32(KernelContext& ctx, Fn fn) {
   const float* x = ctx.in(0).data<float>();
   float* y = ctx.out(0).data<float>();
-  const int64_t n = ctx.in(0).numel();
-  for (int64_t i = 0; i < n; ++i) y[i] = fn(x[i]);
+  for_each_index(ctx.in(0).numel(), kMathCost, [&](int64_t i) { y[i] = fn(x[i]); });
 }
 
 /// relu(x) = max(x, 0); NaN stays NaN.
@@ -86,8 +98,7 @@ void relu_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     const T* x = ctx.in(0).data<T>();
     T* y = ctx.out(0).data<T>();
-    const int64_t n = ctx.in(0).numel();
-    for (int64_t i = 0; i < n; ++i) y[i] = device::ReluFn{}(x[i]);
+    for_each_index(ctx.in(0).numel(), 1, [&](int64_t i) { y[i] = device::ReluFn{}(x[i]); });
   });
 }
 
@@ -149,9 +160,8 @@ void clip_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     const T* x = ctx.in(0).data<T>();
     T* y = ctx.out(0).data<T>();
-    const int64_t n = ctx.in(0).numel();
     const device::ClipFn<T> clip = device::clip_bounds<T>(ctx);
-    for (int64_t i = 0; i < n; ++i) y[i] = clip(x[i]);
+    for_each_index(ctx.in(0).numel(), 1, [&](int64_t i) { y[i] = clip(x[i]); });
   });
 }
 
@@ -191,11 +201,11 @@ void dropout_kernel(KernelContext& ctx) {
   const uint64_t seed =
       ctx.n().has_attr("seed") ? static_cast<uint64_t>(ctx.n().attr_int("seed", 0)) : ctx.seed;
   const device::DropoutRule rule = device::dropout_rule(seed, ratio);
-  for (int64_t i = 0; i < n; ++i) {
+  for_each_index(n, kMathCost, [&](int64_t i) {
     const bool keep = rule.keeps(i);
     y[i] = select_f32(keep, x[i] * rule.scale, 0.0f);
     if (mask) mask[i] = keep;
-  }
+  });
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // CPU kernels of the fused Attention and AttentionGrad: the shared
 // implementation (device/ops_attention.h) with its batched GEMMs on oneDNN's
-// matmul (sgemm_batched), whose threads share out a block's matrices.
+// matmul (sgemm_batched), whose threads share out a block's matrices, and
+// its row work split over the same threads.
 #include <cstddef>
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/sgemm.h"
 #include "executor/cpu/kernels/shared_kernel.h"
 #include "executor/device/ops_attention.h"
@@ -26,6 +28,21 @@ struct CpuExec : device::HostExec {
     return reinterpret_cast<T*>(b.data());
   }
   size_t used = 0;  // buffers handed out in this op
+
+  /// The shared code's for_each calls are independent by construction (a GPU
+  /// launch), so they split over threads. Its items here are query rows of
+  /// Lk scores (mask, softmax, dropout) or elements of a gradient to zero;
+  /// a row is priced at 256 element operations, so that a block of 64 rows
+  /// or more splits and the two-element dropout state does not.
+  template <typename F>
+  void for_each(int64_t n, const F& f) {
+    parallel_for(
+        n, n * 256,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) f(i);
+        },
+        1);
+  }
 
   void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,

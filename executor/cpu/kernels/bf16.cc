@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
 #include "executor/device/bf16.h"
 
@@ -31,7 +32,7 @@ std::string dnnl_isa_name() {
 }
 
 void round_bf16_in_place(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = device::round_bf16(x[i]);
+  for_each_index(n, 2, [&](int64_t i) { x[i] = device::round_bf16(x[i]); });
 }
 
 void run_on_rounded_copies(KernelContext& ctx, const std::function<void(KernelContext&)>& fp32) {
@@ -57,12 +58,12 @@ namespace {
 // compiler vectorizes: ~4x the rate of oneDNN's f32-to-bf16 reorder, whose
 // time was a quarter of the transformer's bf16 GEMMs.
 void to_bf16(const float* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  for_each_index(n, 2, [&](int64_t i) {
     const uint32_t b = device::bits_of(src[i]);
     const bool nan = (b & 0x7fffffffu) > 0x7f800000u;
     dst[i] =
         static_cast<uint16_t>(nan ? (b >> 16) | 0x40u : (b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-  }
+  });
 }
 
 }  // namespace

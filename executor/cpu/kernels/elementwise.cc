@@ -121,8 +121,7 @@ void unary_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) py[i] = Fn{}(px[i]);
+    for_each_index(x.numel(), kMathCost, [&](int64_t i) { py[i] = Fn{}(px[i]); });
   });
 }
 
@@ -263,8 +262,7 @@ void cast_kernel(KernelContext& ctx) {
     with_dtype(y.dtype(), [&]<DType D>() {
       using Out = decltype(store_value<D>(load_value<S>(x, 0)));
       Out* py = y.data<Out>();
-      const int64_t n = x.numel();
-      for (int64_t i = 0; i < n; ++i) py[i] = store_value<D>(load_value<S>(x, i));
+      for_each_index(x.numel(), 1, [&](int64_t i) { py[i] = store_value<D>(load_value<S>(x, i)); });
     });
   });
 }

@@ -11,12 +11,17 @@
 #include <type_traits>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/vec_math.h"
 #include "executor/device/elementwise_math.h"
 #include "executor/device/row_math.h"
 #include "ir/tensor.h"
 
 namespace pipetrain::exec::cpu {
+
+/// parallel_for's work per element of a loop that evaluates exp, erf, tanh or
+/// a hash (against 1 for an add): such loops are worth splitting sooner.
+constexpr int64_t kMathCost = 8;
 
 /// The dtype whose elements are stored as T (bool is stored as uint8_t).
 template <typename T>

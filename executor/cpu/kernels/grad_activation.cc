@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/broadcast.h"
 #include "executor/cpu/kernels/ew_common.h"
 #include "executor/cpu/kernels/vec_math.h"
 
@@ -25,7 +26,7 @@ void map_grad(KernelContext& ctx, Fn fn) {
   float* dx = ctx.out(0).data<float>();       // as dy
   const int64_t n = ctx.in(0).numel();
   assert(ctx.in(1).numel() == n);
-  for (int64_t i = 0; i < n; ++i) dx[i] = fn(dy[i], t[i]);
+  for_each_index(n, kMathCost, [&](int64_t i) { dx[i] = fn(dy[i], t[i]); });
 }
 
 void relu_grad(KernelContext& ctx) {
@@ -83,7 +84,7 @@ void dropout_grad(KernelContext& ctx) {
   float* dx = ctx.out(0).data<float>();
   const int64_t n = ctx.in(0).numel();
   const device::DropoutGradFn grad{scale};
-  for (int64_t i = 0; i < n; ++i) dx[i] = grad(dy[i], mask[i]);
+  for_each_index(n, 1, [&](int64_t i) { dx[i] = grad(dy[i], mask[i]); });
 }
 
 using device::dot_row;
@@ -106,39 +107,49 @@ void softmax_grad(KernelContext& ctx) {
   float* dx = ctx.out(0).data<float>();                                // (outer, n, inner)
   if (outer * n * inner == 0) return;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const float* dyr = dy + o * n;  // (n)
-      const float* yr = y + o * n;    // (n)
-      float* dxr = dx + o * n;        // (n)
-      if (kLog) {
-        const float s = static_cast<float>(sum_row(dyr, n));
-        for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - exp_f32_normal(yr[j]) * s;
-      } else {
-        const float s = static_cast<float>(dot_row(dyr, yr, n));
-        for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - s);
-      }
-    }
+    parallel_for(
+        outer, outer * n * 2,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t o = begin; o < end; ++o) {
+            const float* dyr = dy + o * n;  // (n)
+            const float* yr = y + o * n;    // (n)
+            float* dxr = dx + o * n;        // (n)
+            if (kLog) {
+              const float s = static_cast<float>(sum_row(dyr, n));
+              for (int64_t j = 0; j < n; ++j) dxr[j] = dyr[j] - exp_f32_normal(yr[j]) * s;
+            } else {
+              const float s = static_cast<float>(dot_row(dyr, yr, n));
+              for (int64_t j = 0; j < n; ++j) dxr[j] = yr[j] * (dyr[j] - s);
+            }
+          }
+        },
+        1);
     return;
   }
   // Strided axis: reduce along j for `inner` columns at once (vectorised over k).
-  std::vector<double> acc(static_cast<size_t>(inner));  // (inner)
-  std::vector<float> s(static_cast<size_t>(inner));     // (inner)
-  for (int64_t o = 0; o < outer; ++o) {
-    const float* dyb = dy + o * n * inner;  // (n, inner)
-    const float* yb = y + o * n * inner;    // (n, inner)
-    float* dxb = dx + o * n * inner;        // (n, inner)
-    std::fill(acc.begin(), acc.end(), 0.0);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t k = 0; k < inner; ++k)
-        acc[k] += kLog ? static_cast<double>(dyb[j * inner + k])
-                       : static_cast<double>(dyb[j * inner + k]) * yb[j * inner + k];
-    for (int64_t k = 0; k < inner; ++k) s[k] = static_cast<float>(acc[k]);
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t k = 0; k < inner; ++k) {
-        const int64_t i = j * inner + k;
-        dxb[i] = kLog ? dyb[i] - exp_f32_normal(yb[i]) * s[k] : yb[i] * (dyb[i] - s[k]);
-      }
-  }
+  parallel_for(
+      outer, outer * n * inner * 2,
+      [&](int64_t begin, int64_t end) {
+        std::vector<double> acc(static_cast<size_t>(inner));  // (inner)
+        std::vector<float> s(static_cast<size_t>(inner));     // (inner)
+        for (int64_t o = begin; o < end; ++o) {
+          const float* dyb = dy + o * n * inner;  // (n, inner)
+          const float* yb = y + o * n * inner;    // (n, inner)
+          float* dxb = dx + o * n * inner;        // (n, inner)
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t k = 0; k < inner; ++k)
+              acc[k] += kLog ? static_cast<double>(dyb[j * inner + k])
+                             : static_cast<double>(dyb[j * inner + k]) * yb[j * inner + k];
+          for (int64_t k = 0; k < inner; ++k) s[k] = static_cast<float>(acc[k]);
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t k = 0; k < inner; ++k) {
+              const int64_t i = j * inner + k;
+              dxb[i] = kLog ? dyb[i] - exp_f32_normal(yb[i]) * s[k] : yb[i] * (dyb[i] - s[k]);
+            }
+        }
+      },
+      1);
 }
 
 }  // namespace

@@ -41,38 +41,45 @@ void batch_norm_grad(KernelContext& ctx) {
   const double count = static_cast<double>(n_batch * size);
   if (count == 0) return;  // the zero-filled outputs are the gradients
   const float* xd = x.data<float>();
-  for (int64_t c = 0; c < channels; ++c) {
-    // Sums over (N, D...): per sample's contiguous block, blocks in order.
-    double sum = 0;
-    for (int64_t n = 0; n < n_batch; ++n) sum += sum_row(xd + (n * channels + c) * size, size);
-    const double mean = sum / count;
-    double sq = 0, sum_g = 0, sum_gx = 0;
-    for (int64_t n = 0; n < n_batch; ++n) {
-      const int64_t off = (n * channels + c) * size;
-      sq += sum_sq_dev(xd + off, size, mean);
-      double g = 0, gx = 0;
-      sum_grad(dy + off, nullptr, xd + off, size, mean, &g, &gx);
-      sum_g += g;
-      sum_gx += gx;
-    }
-    const double invstd = 1.0 / std::sqrt(sq / count + eps);
-    const double sum_gxhat = sum_gx * invstd;  // sum(dY * xhat)
-    if (db) db[c] = static_cast<float>(sum_g);
-    if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
-    if (!dx) continue;
-    // dX = a dY + b1 (x - mean) + b0 with a = scale invstd, b1 = -a invstd
-    // sum(dY xhat) / M, b0 = -a sum(dY) / M: the formula above per channel,
-    // centred first as the forward is.
-    const double a = scale[c] * invstd;
-    const double b1 = -a * invstd * sum_gxhat / count;
-    const float mf = static_cast<float>(mean), af = static_cast<float>(a);
-    const float b1f = static_cast<float>(b1), b0f = static_cast<float>(-a * sum_g / count);
-    for (int64_t n = 0; n < n_batch; ++n) {
-      const int64_t off = (n * channels + c) * size;
-      for (int64_t i = 0; i < size; ++i)
-        dx[off + i] = af * dy[off + i] + b1f * (xd[off + i] - mf) + b0f;
-    }
-  }
+  // Channels are independent: split over threads, each summed in its own order.
+  parallel_for(
+      channels, x.numel() * 4,
+      [&](int64_t c_begin, int64_t c_end) {
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          // Sums over (N, D...): per sample's contiguous block, blocks in order.
+          double sum = 0;
+          for (int64_t n = 0; n < n_batch; ++n)
+            sum += sum_row(xd + (n * channels + c) * size, size);
+          const double mean = sum / count;
+          double sq = 0, sum_g = 0, sum_gx = 0;
+          for (int64_t n = 0; n < n_batch; ++n) {
+            const int64_t off = (n * channels + c) * size;
+            sq += sum_sq_dev(xd + off, size, mean);
+            double g = 0, gx = 0;
+            sum_grad(dy + off, nullptr, xd + off, size, mean, &g, &gx);
+            sum_g += g;
+            sum_gx += gx;
+          }
+          const double invstd = 1.0 / std::sqrt(sq / count + eps);
+          const double sum_gxhat = sum_gx * invstd;  // sum(dY * xhat)
+          if (db) db[c] = static_cast<float>(sum_g);
+          if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
+          if (!dx) continue;
+          // dX = a dY + b1 (x - mean) + b0 with a = scale invstd, b1 = -a invstd
+          // sum(dY xhat) / M, b0 = -a sum(dY) / M: the formula above per channel,
+          // centred first as the forward is.
+          const double a = scale[c] * invstd;
+          const double b1 = -a * invstd * sum_gxhat / count;
+          const float mf = static_cast<float>(mean), af = static_cast<float>(a);
+          const float b1f = static_cast<float>(b1), b0f = static_cast<float>(-a * sum_g / count);
+          for (int64_t n = 0; n < n_batch; ++n) {
+            const int64_t off = (n * channels + c) * size;
+            for (int64_t i = 0; i < size; ++i)
+              dx[off + i] = af * dy[off + i] + b1f * (xd[off + i] - mf) + b0f;
+          }
+        }
+      },
+      1);
 }
 
 // For each element of the normalised shape `norm`, the offset of the element
@@ -118,31 +125,52 @@ void layer_norm_grad(KernelContext& ctx) {
   const float* dy = ctx.in(0).data<float>();
   float* dx = ctx.has_out(0) ? ctx.out(0).data<float>() : nullptr;
   const bool param_grads = ctx.has_out(1) || ctx.has_out(2);
-  // Dense sums over the rows, folded into the parameter's shape at the end.
+  // Per row its statistics and dX, rows split over threads; then the
+  // parameters' dense sums over the rows in row order, columns split over
+  // threads (each column's sum as on one thread), folded into the parameter's
+  // shape at the end.
+  std::vector<double> mean(static_cast<size_t>(outer)), invstd(static_cast<size_t>(outer));
+  parallel_for(
+      outer, outer * inner * 4,
+      [&](int64_t r_begin, int64_t r_end) {
+        for (int64_t r = r_begin; r < r_end; ++r) {
+          const float* p = xd + r * inner;
+          const float* g = dy + r * inner;
+          const double m = sum_row(p, inner) / static_cast<double>(inner);
+          const double is =
+              1.0 / std::sqrt(sum_sq_dev(p, inner, m) / static_cast<double>(inner) + eps);
+          mean[r] = m;
+          invstd[r] = is;
+          if (!dx) continue;
+          double sum_g = 0, sum_gx = 0;  // g = dY * scale
+          sum_grad(g, scale.data(), p, inner, m, &sum_g, &sum_gx);
+          // dX = invstd (g - mean(g) - xhat mean(g xhat)) = a g + b1 x + b0.
+          const double a = is;
+          const double b1 = -is * is * is * sum_gx / static_cast<double>(inner);
+          const double b0 = -b1 * m - is * sum_g / static_cast<double>(inner);
+          const float af = static_cast<float>(a), b1f = static_cast<float>(b1);
+          const float b0f = static_cast<float>(b0);
+          float* q = dx + r * inner;
+          for (int64_t i = 0; i < inner; ++i) q[i] = af * (g[i] * scale[i]) + b1f * p[i] + b0f;
+        }
+      },
+      1);
   std::vector<double> dscale(param_grads ? inner : 0), db(param_grads ? inner : 0);  // (inner)
-  for (int64_t r = 0; r < outer; ++r) {
-    const float* p = xd + r * inner;
-    const float* g = dy + r * inner;
-    const double mean = sum_row(p, inner) / static_cast<double>(inner);
-    const double invstd =
-        1.0 / std::sqrt(sum_sq_dev(p, inner, mean) / static_cast<double>(inner) + eps);
-    if (param_grads)
-      for (int64_t i = 0; i < inner; ++i) {
-        dscale[i] += static_cast<double>(g[i]) * ((p[i] - mean) * invstd);
-        db[i] += g[i];
-      }
-    if (!dx) continue;
-    double sum_g = 0, sum_gx = 0;  // g = dY * scale
-    sum_grad(g, scale.data(), p, inner, mean, &sum_g, &sum_gx);
-    // dX = invstd (g - mean(g) - xhat mean(g xhat)) = a g + b1 x + b0.
-    const double a = invstd;
-    const double b1 = -invstd * invstd * invstd * sum_gx / static_cast<double>(inner);
-    const double b0 = -b1 * mean - invstd * sum_g / static_cast<double>(inner);
-    const float af = static_cast<float>(a), b1f = static_cast<float>(b1);
-    const float b0f = static_cast<float>(b0);
-    float* q = dx + r * inner;
-    for (int64_t i = 0; i < inner; ++i) q[i] = af * (g[i] * scale[i]) + b1f * p[i] + b0f;
-  }
+  if (param_grads)
+    parallel_for(
+        inner, outer * inner * 2,
+        [&](int64_t i_begin, int64_t i_end) {
+          for (int64_t r = 0; r < outer; ++r) {
+            const float* p = xd + r * inner;
+            const float* g = dy + r * inner;
+            const double m = mean[r], is = invstd[r];
+            for (int64_t i = i_begin; i < i_end; ++i) {
+              dscale[i] += static_cast<double>(g[i]) * ((p[i] - m) * is);
+              db[i] += g[i];
+            }
+          }
+        },
+        8);
   for (size_t k = 1; k <= 2; ++k) {
     if (!ctx.has_out(k)) continue;
     const std::vector<double>& dense = k == 1 ? dscale : db;

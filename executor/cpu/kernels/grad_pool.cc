@@ -13,6 +13,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/pool_halving.h"
 #include "executor/cpu/kernels/pool_window.h"
 #include "executor/cpu/kernels/vec_math.h"
@@ -102,46 +103,60 @@ void max_pool_grad(KernelContext& ctx) {
   }
   const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
   assert(dy.numel() == planes * p.out_size());
-  if (const int64_t rows = halving_window_rows(p); rows == 2)
-    return max_pool_grad_halving<2>(p, planes, dy.data<float>(), x.data<float>(),
-                                    dx.data<float>());
-  else if (rows == 1)
-    return max_pool_grad_halving<1>(p, planes, dy.data<float>(), x.data<float>(),
-                                    dx.data<float>());
+  // Planes are independent: split over threads (parallel_for).
+  if (const int64_t rows = halving_window_rows(p); rows != 0)
+    return parallel_for(
+        planes, x.numel() * 4,
+        [&](int64_t begin, int64_t end) {
+          const float* dyb = dy.data<float>() + begin * p.out_size();
+          const float* xb = x.data<float>() + begin * p.in_size();
+          float* dxb = dx.data<float>() + begin * p.in_size();
+          if (rows == 2)
+            max_pool_grad_halving<2>(p, end - begin, dyb, xb, dxb);
+          else
+            max_pool_grad_halving<1>(p, end - begin, dyb, xb, dxb);
+        },
+        1);
   std::memset(dx.raw(), 0, dx.nbytes());  // the general path adds into dX
   if (p.in_size() > std::numeric_limits<int32_t>::max())
     throw UnsupportedOp(ctx.n().describe() + ": a plane of " + std::to_string(p.in_size()) +
                         " elements is too large for MaxPoolGrad (2^31 at most)");
   const std::array<AxisTaps, 3> taps = axis_taps(p);
   const LastAxisRanges r = last_axis_ranges(p);
-  std::vector<float> best(static_cast<size_t>(ow));     // (OW)
-  std::vector<int32_t> where(static_cast<size_t>(ow));  // (OW) offset in the plane, -1: none
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* xp = x.data<float>() + pl * p.in_size();     // (D, H, W)
-    const float* dyp = dy.data<float>() + pl * p.out_size();  // (OD, OH, OW)
-    float* dxp = dx.data<float>() + pl * p.in_size();         // (D, H, W)
-    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
-        std::fill(where.begin(), where.end(), -1);
-        std::fill(best.begin(), best.end(), 0.0f);
-        for_each_input_row(p, taps, o0, o1, [&](int64_t row) {
-          for (int64_t c = 0; c < p.k[2]; ++c) {
-            const int64_t base = row - p.pb[2] + c * p.d[2];
-            const int64_t from = r.first[static_cast<size_t>(c)];
-            const int64_t to = r.last[static_cast<size_t>(c)];
-            if (p.s[2] == 1)
-              argmax_tap<1>(best.data(), where.data(), xp, base, from, to);
-            else if (p.s[2] == 2)
-              argmax_tap<2>(best.data(), where.data(), xp, base, from, to);
-            else
-              argmax_tap<0>(best.data(), where.data(), xp, base, from, to, p.s[2]);
-          }
-        });
-        const float* g = dyp + (o0 * p.out[1] + o1) * ow;  // (OW)
-        for (int64_t o = 0; o < ow; ++o)
-          if (where[static_cast<size_t>(o)] >= 0) dxp[where[static_cast<size_t>(o)]] += g[o];
-      }
-  }
+  const int64_t work = x.numel() * 2 * p.k[0] * p.k[1] * p.k[2];
+  parallel_for(
+      planes, work,
+      [&](int64_t pl_begin, int64_t pl_end) {
+        std::vector<float> best(static_cast<size_t>(ow));     // (OW)
+        std::vector<int32_t> where(static_cast<size_t>(ow));  // (OW) offset in the plane, -1: none
+        for (int64_t pl = pl_begin; pl < pl_end; ++pl) {
+          const float* xp = x.data<float>() + pl * p.in_size();     // (D, H, W)
+          const float* dyp = dy.data<float>() + pl * p.out_size();  // (OD, OH, OW)
+          float* dxp = dx.data<float>() + pl * p.in_size();         // (D, H, W)
+          for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+            for (int64_t o1 = 0; o1 < p.out[1]; ++o1) {
+              std::fill(where.begin(), where.end(), -1);
+              std::fill(best.begin(), best.end(), 0.0f);
+              for_each_input_row(p, taps, o0, o1, [&](int64_t row) {
+                for (int64_t c = 0; c < p.k[2]; ++c) {
+                  const int64_t base = row - p.pb[2] + c * p.d[2];
+                  const int64_t from = r.first[static_cast<size_t>(c)];
+                  const int64_t to = r.last[static_cast<size_t>(c)];
+                  if (p.s[2] == 1)
+                    argmax_tap<1>(best.data(), where.data(), xp, base, from, to);
+                  else if (p.s[2] == 2)
+                    argmax_tap<2>(best.data(), where.data(), xp, base, from, to);
+                  else
+                    argmax_tap<0>(best.data(), where.data(), xp, base, from, to, p.s[2]);
+                }
+              });
+              const float* g = dyp + (o0 * p.out[1] + o1) * ow;  // (OW)
+              for (int64_t o = 0; o < ow; ++o)
+                if (where[static_cast<size_t>(o)] >= 0) dxp[where[static_cast<size_t>(o)]] += g[o];
+            }
+        }
+      },
+      1);
 }
 
 /// dxp[base + o * stride] += g[o] for o in [from, to); kStride 0 means `stride`.

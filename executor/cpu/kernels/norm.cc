@@ -24,36 +24,43 @@ void batch_norm(KernelContext& ctx) {
   const int64_t n_batch = x.shape()[0], channels = x.shape()[1];
   const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
   const float* xd = x.data<float>();
-  for (int64_t c = 0; c < channels; ++c) {
-    double mean = in_mean[c], var = in_var[c];
-    if (training) {
-      // Batch statistics over (N, D...): two passes, biased variance; per
-      // sample's plane a sum in lanes, planes in order (the device kernels'
-      // two-level order, device/ops_norm.h).
-      double sum = 0, sq = 0;
-      for (int64_t n = 0; n < n_batch; ++n) sum += sum_row(xd + (n * channels + c) * size, size);
-      double count = static_cast<double>(n_batch * size);
-      mean = count > 0 ? sum / count : 0.0;
-      for (int64_t n = 0; n < n_batch; ++n)
-        sq += device::sum_sq_dev_row(xd + (n * channels + c) * size, size, mean);
-      var = count > 0 ? sq / count : 0.0;
-      if (ctx.has_out(1))
-        ctx.out(1).data<float>()[c] =
-            static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
-      if (ctx.has_out(2))
-        ctx.out(2).data<float>()[c] =
-            static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
-    }
-    // y = (x - mean) a + B with a = scale / sqrt(var + eps): centred first, as
-    // x a + (B - mean a) would cancel where the mean is large against the spread.
-    const float mf = static_cast<float>(mean), bf = bias[c];
-    const float af = static_cast<float>(scale[c] / std::sqrt(var + eps));
-    for (int64_t n = 0; n < n_batch; ++n) {
-      const float* p = xd + (n * channels + c) * size;
-      float* q = y + (n * channels + c) * size;
-      for (int64_t i = 0; i < size; ++i) q[i] = (p[i] - mf) * af + bf;
-    }
-  }
+  // Channels are independent: split over threads, each summed in its own order.
+  parallel_for(
+      channels, x.numel() * 3,
+      [&](int64_t c_begin, int64_t c_end) {
+        for (int64_t c = c_begin; c < c_end; ++c) {
+          double mean = in_mean[c], var = in_var[c];
+          if (training) {
+            // Batch statistics over (N, D...): two passes, biased variance; per
+            // sample's plane a sum in lanes, planes in order (the device kernels'
+            // two-level order, device/ops_norm.h).
+            double sum = 0, sq = 0;
+            for (int64_t n = 0; n < n_batch; ++n)
+              sum += sum_row(xd + (n * channels + c) * size, size);
+            double count = static_cast<double>(n_batch * size);
+            mean = count > 0 ? sum / count : 0.0;
+            for (int64_t n = 0; n < n_batch; ++n)
+              sq += device::sum_sq_dev_row(xd + (n * channels + c) * size, size, mean);
+            var = count > 0 ? sq / count : 0.0;
+            if (ctx.has_out(1))
+              ctx.out(1).data<float>()[c] =
+                  static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
+            if (ctx.has_out(2))
+              ctx.out(2).data<float>()[c] =
+                  static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
+          }
+          // y = (x - mean) a + B with a = scale / sqrt(var + eps): centred first, as
+          // x a + (B - mean a) would cancel where the mean is large against the spread.
+          const float mf = static_cast<float>(mean), bf = bias[c];
+          const float af = static_cast<float>(scale[c] / std::sqrt(var + eps));
+          for (int64_t n = 0; n < n_batch; ++n) {
+            const float* p = xd + (n * channels + c) * size;
+            float* q = y + (n * channels + c) * size;
+            for (int64_t i = 0; i < size; ++i) q[i] = (p[i] - mf) * af + bf;
+          }
+        }
+      },
+      1);
 }
 
 // Expands a parameter broadcastable to the normalised shape `norm` into a
@@ -101,19 +108,24 @@ void layer_norm(KernelContext& ctx) {
   float* mean_out = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;  // (outer)
   float* inv_out = ctx.has_out(2) ? ctx.out(2).data<float>() : nullptr;   // (outer)
   float* y = ctx.out(0).data<float>();
-  for (int64_t r = 0; r < outer; ++r) {
-    const float* p = x.data<float>() + r * inner;
-    float* q = y + r * inner;
-    // Lane-interleaved sums (ew_common.h): a fixed order that vectorises.
-    const double mean = sum_row(p, inner) / static_cast<double>(inner);
-    const double sq = sum_sq_dev_row(p, inner, mean);
-    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
-    for (int64_t i = 0; i < inner; ++i)
-      q[i] = static_cast<float>((p[i] - mean) * inv) * scale[static_cast<size_t>(i)] +
-             bias[static_cast<size_t>(i)];
-    if (mean_out) mean_out[r] = static_cast<float>(mean);
-    if (inv_out) inv_out[r] = static_cast<float>(inv);
-  }
+  parallel_for(
+      outer, outer * inner * 3,
+      [&](int64_t r_begin, int64_t r_end) {
+        for (int64_t r = r_begin; r < r_end; ++r) {
+          const float* p = x.data<float>() + r * inner;
+          float* q = y + r * inner;
+          // Lane-interleaved sums (ew_common.h): a fixed order that vectorises.
+          const double mean = sum_row(p, inner) / static_cast<double>(inner);
+          const double sq = sum_sq_dev_row(p, inner, mean);
+          const double inv = 1.0 / std::sqrt(sq / static_cast<double>(inner) + eps);
+          for (int64_t i = 0; i < inner; ++i)
+            q[i] = static_cast<float>((p[i] - mean) * inv) * scale[static_cast<size_t>(i)] +
+                   bias[static_cast<size_t>(i)];
+          if (mean_out) mean_out[r] = static_cast<float>(mean);
+          if (inv_out) inv_out[r] = static_cast<float>(inv);
+        }
+      },
+      1);
 }
 
 }  // namespace

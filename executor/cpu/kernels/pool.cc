@@ -7,6 +7,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/pool_halving.h"
 #include "executor/cpu/kernels/pool_window.h"
 
@@ -81,48 +82,64 @@ void max_pool(KernelContext& ctx) {
   bool col_major = ctx.n().attr_int("storage_order", 0) != 0;
   Window3 p = pool_geometry(ctx.n(), x.shape());
   const int64_t halving_rows = idx ? 0 : halving_window_rows(p);
-  if (halving_rows == 2)
-    return max_pool_halving<2>(p, x.shape()[0] * x.shape()[1], x.data<float>(), y.data<float>());
-  if (halving_rows == 1)
-    return max_pool_halving<1>(p, x.shape()[0] * x.shape()[1], x.data<float>(), y.data<float>());
+  const int64_t planes = x.shape()[0] * x.shape()[1];
+  // Planes are independent: split over threads (parallel_for).
+  const int64_t work = x.numel() * 2;
+  if (halving_rows != 0)
+    return parallel_for(
+        planes, work,
+        [&](int64_t begin, int64_t end) {
+          const float* xb = x.data<float>() + begin * p.in_size();
+          float* yb = y.data<float>() + begin * p.out_size();
+          if (halving_rows == 2)
+            max_pool_halving<2>(p, end - begin, xb, yb);
+          else
+            max_pool_halving<1>(p, end - begin, xb, yb);
+        },
+        1);
   std::array<AxisTaps, 3> taps = axis_taps(p);
-  int64_t planes = x.shape()[0] * x.shape()[1];
-  for (int64_t pl = 0; pl < planes; ++pl) {
-    const float* xp = x.data<float>() + pl * p.in_size();
-    float* yp = y.data<float>() + pl * p.out_size();
-    if (!idx) {
-      max_pool_plane(p, taps, xp, yp);
-      continue;
-    }
-    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
-      float best = -std::numeric_limits<float>::infinity();
-      int64_t where = -1;  // row-major spatial offset of the maximum
-      for (int64_t a = lo[0]; a < hi[0]; ++a) {
-        int64_t i0 = st[0] + a * p.d[0];
-        for (int64_t b = lo[1]; b < hi[1]; ++b) {
-          int64_t i1 = st[1] + b * p.d[1];
-          const float* row = xp + (i0 * p.in[1] + i1) * p.in[2];
-          for (int64_t c = lo[2]; c < hi[2]; ++c) {
-            int64_t i2 = st[2] + c * p.d[2];
-            if (row[i2] > best || where < 0) {
-              best = row[i2];
-              where = (i0 * p.in[1] + i1) * p.in[2] + i2;
-            }
+  parallel_for(
+      planes, work * p.k[0] * p.k[1] * p.k[2],
+      [&](int64_t pl_begin, int64_t pl_end) {
+        for (int64_t pl = pl_begin; pl < pl_end; ++pl) {
+          const float* xp = x.data<float>() + pl * p.in_size();
+          float* yp = y.data<float>() + pl * p.out_size();
+          if (!idx) {
+            max_pool_plane(p, taps, xp, yp);
+            continue;
           }
+          for_each_window(taps,
+                          [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+                            float best = -std::numeric_limits<float>::infinity();
+                            int64_t where = -1;  // row-major spatial offset of the maximum
+                            for (int64_t a = lo[0]; a < hi[0]; ++a) {
+                              int64_t i0 = st[0] + a * p.d[0];
+                              for (int64_t b = lo[1]; b < hi[1]; ++b) {
+                                int64_t i1 = st[1] + b * p.d[1];
+                                const float* row = xp + (i0 * p.in[1] + i1) * p.in[2];
+                                for (int64_t c = lo[2]; c < hi[2]; ++c) {
+                                  int64_t i2 = st[2] + c * p.d[2];
+                                  if (row[i2] > best || where < 0) {
+                                    best = row[i2];
+                                    where = (i0 * p.in[1] + i1) * p.in[2] + i2;
+                                  }
+                                }
+                              }
+                            }
+                            yp[o] = best;
+                            {
+                              int64_t flat = where;
+                              if (col_major && where >= 0) {
+                                int64_t i2 = where % p.in[2], i1 = (where / p.in[2]) % p.in[1],
+                                        i0 = where / (p.in[1] * p.in[2]);
+                                flat = i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1];
+                              }
+                              idx[pl * p.out_size() + o] = pl * p.in_size() + flat;
+                            }
+                          });
         }
-      }
-      yp[o] = best;
-      {
-        int64_t flat = where;
-        if (col_major && where >= 0) {
-          int64_t i2 = where % p.in[2], i1 = (where / p.in[2]) % p.in[1],
-                  i0 = where / (p.in[1] * p.in[2]);
-          flat = i0 + i1 * p.in[0] + i2 * p.in[0] * p.in[1];
-        }
-        idx[pl * p.out_size() + o] = pl * p.in_size() + flat;
-      }
-    });
-  }
+      },
+      1);
 }
 
 void average_pool(KernelContext& ctx) {

@@ -47,7 +47,8 @@ void fold(const Tensor& xt, T* y, const ir::Shape& kept, int64_t count, const T*
   const auto plan = plan_broadcast<1>(xt.shape(), {&kept});
   const int64_t inner = plan.dims.back();
   const bool inner_reduced = plan.strides[0].back() == 0;
-  for_each_row(plan, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
+  // Serial: rows fold into shared outputs, in row order.
+  for_each_row(plan, 0, row_count(plan), [&](int64_t in_off, const std::array<int64_t, 1>& off) {
     const T* px = x + in_off;
     A* py = pa + off[0];
     const T* pm = m ? m + off[0] : nullptr;
