@@ -154,6 +154,7 @@ TEST(CpuThreads, EveryKernelGivesOneThreadsBitsAtTwoAndThreeThreads) {
 // Shapes here are large enough to split and leave tails (1517 = 37 x 41).
 TEST(CpuThreads, LargeElementwiseNormAndSoftmaxCasesGiveOneThreadsBits) {
   using grad_cases::I;
+  using grad_cases::Ints;
   using grad_cases::Is;
   using grad_cases::K;
   using grad_cases::S;
@@ -178,6 +179,12 @@ TEST(CpuThreads, LargeElementwiseNormAndSoftmaxCasesGiveOneThreadsBits) {
         {P({9, 7, 5, 5}), P({7}, Gen::kPositive), P({7}), C(ir::Tensor(ir::DType::kF32, {7})),
          C(ir::Tensor::from_f32({1, 1, 1, 1, 1, 1, 1}, {7}))},
         {{"training_mode", I(1)}}),
+      // Data movement: visits of disjoint rows and tiles.
+      K("transpose_tiles", "Transpose", {P({3, 37, 41})}, {{"perm", Is({0, 2, 1})}}),
+      K("transpose_rows", "Transpose", {P({37, 3, 41})}, {{"perm", Is({1, 0, 2})}}),
+      K("slice_steps", "Slice",
+        {P({37, 41}), Ints({1, 2}), Ints({36, 40}), Ints({0, 1}), Ints({1, 3})}),
+      K("expand_rows", "Expand", {P({37, 1}), Ints({37, 41})}),
       // ResNet's stem pool (the general kernel) and LeNet's 2x2 (the halving one).
       K("maxpool_3x3_s2", "MaxPool", {P({3, 5, 13, 13}, Gen::kDistinct)},
         {{"kernel_shape", Is({3, 3})}, {"strides", Is({2, 2})}, {"pads", Is({1, 1, 1, 1})}}),

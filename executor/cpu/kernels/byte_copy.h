@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "ir/dtype.h"
 #include "ir/shape.h"
 #include "ir/tensor.h"
@@ -40,24 +41,26 @@ void with_word(size_t esize, F&& f) {
   }
 }
 
-/// Visits every index of `dims` in row-major order with the matching linear
-/// offsets of two operands whose per-axis strides are sa and sb:
-/// f(sum_a idx[a] * sa[a], sum_a idx[a] * sb[a]). A rank-0 `dims` visits once.
+/// Visits the indices [begin, end) of `dims` (row-major numbering) in order
+/// with the matching linear offsets of two operands whose per-axis strides
+/// are sa and sb: f(sum_a idx[a] * sa[a], sum_a idx[a] * sb[a]).
 template <typename F>
-void walk2(const ir::Shape& dims, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb,
-           F&& f) {
+void walk2_range(const ir::Shape& dims, const std::vector<int64_t>& sa,
+                 const std::vector<int64_t>& sb, int64_t begin, int64_t end, F&& f) {
   assert(sa.size() == dims.size() && sb.size() == dims.size());
-  for (int64_t d : dims)
-    if (d == 0) return;
+  if (begin >= end) return;
   const size_t rank = dims.size();
   std::vector<int64_t> idx(rank, 0);
   int64_t oa = 0, ob = 0;
-  for (;;) {
+  for (size_t d = rank, r = static_cast<size_t>(begin); d-- > 0;) {
+    idx[d] = static_cast<int64_t>(r) % dims[d];
+    r /= static_cast<size_t>(dims[d]);
+    oa += idx[d] * sa[d];
+    ob += idx[d] * sb[d];
+  }
+  for (int64_t k = begin; k < end; ++k) {
     f(oa, ob);
-    size_t d = rank;
-    for (;;) {
-      if (d == 0) return;
-      --d;
+    for (size_t d = rank; d-- > 0;) {
       if (++idx[d] < dims[d]) {
         oa += sa[d];
         ob += sb[d];
@@ -68,6 +71,24 @@ void walk2(const ir::Shape& dims, const std::vector<int64_t>& sa, const std::vec
       ob -= sb[d] * (dims[d] - 1);
     }
   }
+}
+
+/// Visits every index of `dims` in row-major order (walk2_range over all of
+/// them). A rank-0 `dims` visits once.
+template <typename F>
+void walk2(const ir::Shape& dims, const std::vector<int64_t>& sa, const std::vector<int64_t>& sb,
+           F&& f) {
+  walk2_range(dims, sa, sb, 0, ir::numel(dims), f);
+}
+
+/// walk2 with the visits split over threads (parallel_for); for visits that
+/// write disjoint elements. `work`: the elements all visits move.
+template <typename F>
+void walk2_parallel(const ir::Shape& dims, const std::vector<int64_t>& sa,
+                    const std::vector<int64_t>& sb, int64_t work, F&& f) {
+  parallel_for(
+      ir::numel(dims), work,
+      [&](int64_t begin, int64_t end) { walk2_range(dims, sa, sb, begin, end, f); }, 1);
 }
 
 /// dst[i * dst_stride] = src[i * src_stride] for i < n (strides in elements).

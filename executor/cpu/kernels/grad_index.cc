@@ -96,8 +96,8 @@ void slice_grad(KernelContext& ctx) {
   const int64_t n = out[r - 1], inner_step = dst_st[r - 1];
   const float* s0 = dy.data<float>();
   float* d0 = dx.data<float>() + base;
-  walk2(rows, src_st, dst_st,
-        [&](int64_t s, int64_t d) { strided_copy(d0 + d, inner_step, s0 + s, 1, n); });
+  walk2_parallel(rows, src_st, dst_st, dy.numel(),
+                 [&](int64_t s, int64_t d) { strided_copy(d0 + d, inner_step, s0 + s, 1, n); });
 }
 
 }  // namespace

@@ -103,8 +103,8 @@ void slice_kernel(KernelContext& ctx) {
     using W = decltype(word);
     const W* s0 = x.data<W>() + base;
     W* d0 = y.data<W>();
-    walk2(outer, src_st, dst_st,
-          [&](int64_t s, int64_t d) { strided_copy(d0 + d, 1, s0 + s, inner_step, n); });
+    walk2_parallel(outer, src_st, dst_st, y.numel(),
+                   [&](int64_t s, int64_t d) { strided_copy(d0 + d, 1, s0 + s, inner_step, n); });
   });
 }
 

@@ -121,7 +121,7 @@ void transpose_kernel(KernelContext& ctx) {
   if (cperm[r - 1] == r - 1) {
     // Innermost block is contiguous in both: one memcpy per run.
     const size_t run = static_cast<size_t>(out_c[r - 1]) * es;
-    walk2(outer, src_st, out_st, [&](int64_t s, int64_t d) {
+    walk2_parallel(outer, src_st, out_st, x.numel(), [&](int64_t s, int64_t d) {
       std::memcpy(dst + d * static_cast<int64_t>(es), src + s * static_cast<int64_t>(es), run);
     });
     return;
@@ -135,7 +135,7 @@ void transpose_kernel(KernelContext& ctx) {
     using W = decltype(word);
     const W* s0 = reinterpret_cast<const W*>(src);
     W* d0 = reinterpret_cast<W*>(dst);
-    walk2(outer, src_st, out_st, [&](int64_t s, int64_t d) {
+    walk2_parallel(outer, src_st, out_st, x.numel() * 2, [&](int64_t s, int64_t d) {
       tile_transpose(d0 + d, s0 + s, out_c[q], out_c[r - 1], out_st[q], src_st[r - 1]);
     });
   });
@@ -163,7 +163,7 @@ void expand_kernel(KernelContext& ctx) {
     Shape outer(out.begin(), out.begin() + static_cast<int64_t>(k));
     src_st.resize(k);
     dst_st.resize(k);
-    walk2(outer, src_st, dst_st, [&](int64_t s, int64_t d) {
+    walk2_parallel(outer, src_st, dst_st, y.numel(), [&](int64_t s, int64_t d) {
       std::memcpy(dst + d * es, src + s * es, static_cast<size_t>(chunk));
     });
     return;
@@ -176,8 +176,8 @@ void expand_kernel(KernelContext& ctx) {
     using W = decltype(word);
     const W* s0 = reinterpret_cast<const W*>(src);
     W* d0 = reinterpret_cast<W*>(dst);
-    walk2(outer, src_st, dst_st,
-          [&](int64_t s, int64_t d) { std::fill(d0 + d, d0 + d + n, s0[s]); });
+    walk2_parallel(outer, src_st, dst_st, y.numel(),
+                   [&](int64_t s, int64_t d) { std::fill(d0 + d, d0 + d + n, s0[s]); });
   });
 }
 
