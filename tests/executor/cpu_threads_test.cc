@@ -179,6 +179,9 @@ TEST(CpuThreads, LargeElementwiseNormAndSoftmaxCasesGiveOneThreadsBits) {
         {P({9, 7, 5, 5}), P({7}, Gen::kPositive), P({7}), C(ir::Tensor(ir::DType::kF32, {7})),
          C(ir::Tensor::from_f32({1, 1, 1, 1, 1, 1, 1}, {7}))},
         {{"training_mode", I(1)}}),
+      // Sums over the batch (bias gradients): columns split, rows in order.
+      K("reduce_sum_batch", "ReduceSum", {P({5, 37, 41}), Ints({0})}, {{"keepdims", I(0)}}),
+      K("reduce_mean_middle", "ReduceMean", {P({5, 37, 41})}, {{"axes", Is({1})}}),
       // Data movement: visits of disjoint rows and tiles.
       K("transpose_tiles", "Transpose", {P({3, 37, 41})}, {{"perm", Is({0, 2, 1})}}),
       K("transpose_rows", "Transpose", {P({37, 3, 41})}, {{"perm", Is({1, 0, 2})}}),

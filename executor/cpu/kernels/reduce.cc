@@ -47,17 +47,29 @@ void fold(const Tensor& xt, T* y, const ir::Shape& kept, int64_t count, const T*
   const auto plan = plan_broadcast<1>(xt.shape(), {&kept});
   const int64_t inner = plan.dims.back();
   const bool inner_reduced = plan.strides[0].back() == 0;
-  // Serial: rows fold into shared outputs, in row order.
-  for_each_row(plan, 0, row_count(plan), [&](int64_t in_off, const std::array<int64_t, 1>& off) {
-    const T* px = x + in_off;
-    A* py = pa + off[0];
-    const T* pm = m ? m + off[0] : nullptr;
-    if (inner_reduced)
+  const int64_t rows = row_count(plan);
+  if (inner_reduced) {
+    // Serial: several rows may fold into one output, in row order.
+    for_each_row(plan, 0, rows, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
+      const T* px = x + in_off;
+      A* py = pa + off[0];
+      const T* pm = m ? m + off[0] : nullptr;
       *py = device::reduce_combine<kOp>(*py, device::reduce_row<kOp>(px, inner, pm ? *pm : T{}));
-    else
-      for (int64_t i = 0; i < inner; ++i)
-        py[i] = device::reduce_element<kOp>(py[i], px[i], pm ? pm[i] : T{});
-  });
+    });
+  } else {
+    // Each row adds into a row of outputs element by element (a bias gradient's
+    // sum over the batch): the row's columns split over threads, each column
+    // folded over the rows in row order as on one thread.
+    parallel_for(inner, rows * inner, [&](int64_t i0, int64_t i1) {
+      for_each_row(plan, 0, rows, [&](int64_t in_off, const std::array<int64_t, 1>& off) {
+        const T* px = x + in_off;
+        A* py = pa + off[0];
+        const T* pm = m ? m + off[0] : nullptr;
+        for (int64_t i = i0; i < i1; ++i)
+          py[i] = device::reduce_element<kOp>(py[i], px[i], pm ? pm[i] : T{});
+      });
+    });
+  }
   for (int64_t i = 0; i < n_out; ++i)
     y[i] = device::reduce_finish<kOp, T>(pa[i], count, m ? m[i] : T{});
 }
