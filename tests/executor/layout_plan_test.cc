@@ -148,37 +148,48 @@ TEST(LayoutPlan, BlockedRunsEqualPlainRunsBitwise) {
 // input element is the maximum of up to four windows, whose gradients add in
 // the output order): bitwise the row-major kernel, with distinct values and
 // with every window tied (w0 = 0: the first tap wins).
+// Overlapping 3x3/2 windows with padding (the general blocked kernel) and
+// the halving 2x2/2 and 1x2/2 windows (their own blocked kernel), over
+// inputs the windows cover and odd ones they do not; w0 = 0 ties every tap.
 TEST(LayoutPlan, MaxPoolGradOverOverlappingWindowsIsBitwiseThatOfTheRowMajorKernel) {
   if (!channel_blocks()) GTEST_SKIP() << "the backward stays row-major here (nhwc)";
-  for (double w0_scale : {0.4, 0.0}) {
-    ir::Graph g;
-    g.set_tensor({"x", ir::DType::kF32, {2, 3, 9, 11}, ir::Role::kInput});
-    g.inputs = {"x"};
-    g.set_value("w0", wave({16, 3, 3, 3}, 0.1, w0_scale), ir::Role::kParam);
-    g.set_value("b0", wave({16}, 0.2, 0.1), ir::Role::kParam);
-    g.set_value("w1", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
-    g.set_value("w2", wave({8, 16, 3, 3}, 0.4, 0.2), ir::Role::kParam);
-    const std::vector<int64_t> pad1 = {1, 1, 1, 1};
-    const std::map<std::string, ir::Attribute> pool = {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                                                       {"strides", std::vector<int64_t>{2, 2}},
-                                                       {"pads", pad1}};
-    g.nodes = {
-        with_attrs(node("conv0", "Conv", {"x", "w0", "b0"}, {"c0"}), {{"pads", pad1}}),
-        node("relu0", "Relu", {"c0"}, {"r0"}),
-        with_attrs(node("pool", "MaxPool", {"r0"}, {"p"}), pool),
-        with_attrs(node("conv1", "Conv", {"p", "w1"}, {"dp"}), {{"pads", pad1}}),
-        with_attrs(node("pool_grad", "MaxPoolGrad", {"dp", "r0"}, {"dr0"}), pool),
-        with_attrs(node("conv2", "Conv", {"dr0", "w2"}, {"c2"}), {{"pads", pad1}}),
-        node("gap", "GlobalAveragePool", {"c2"}, {"out"}),
-    };
-    g.outputs = {"out"};
-    g.infer_shapes();
-    g.verify();
-    auto backend = exec::make_cpu_backend();
-    EXPECT_EQ(exec::plan_blocked_layout(g, *backend, {"out"}).tensors,
-              (std::set<std::string>{"c0", "r0", "p", "dp", "dr0", "c2"}));
-    expect_layout_blind(g, {{"x", wave({2, 3, 9, 11}, 0.7, 1.0)}});
-  }
+  const std::vector<int64_t> pad1 = {1, 1, 1, 1};
+  const std::vector<std::map<std::string, ir::Attribute>> pools = {
+      {{"kernel_shape", std::vector<int64_t>{3, 3}},
+       {"strides", std::vector<int64_t>{2, 2}},
+       {"pads", pad1}},
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}},
+      {{"kernel_shape", std::vector<int64_t>{1, 2}}, {"strides", std::vector<int64_t>{1, 2}}}};
+  for (const auto& pool : pools)
+    for (const ir::Shape& xs : {ir::Shape{2, 3, 9, 11}, ir::Shape{2, 3, 8, 10}})
+      for (double w0_scale : {0.4, 0.0}) {
+        SCOPED_TRACE(ir::shape_str(xs) + " kernel " +
+                     ir::shape_str(std::get<std::vector<int64_t>>(pool.at("kernel_shape"))) +
+                     " w0 x " + std::to_string(w0_scale));
+        ir::Graph g;
+        g.set_tensor({"x", ir::DType::kF32, xs, ir::Role::kInput});
+        g.inputs = {"x"};
+        g.set_value("w0", wave({16, 3, 3, 3}, 0.1, w0_scale), ir::Role::kParam);
+        g.set_value("b0", wave({16}, 0.2, 0.1), ir::Role::kParam);
+        g.set_value("w1", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
+        g.set_value("w2", wave({8, 16, 3, 3}, 0.4, 0.2), ir::Role::kParam);
+        g.nodes = {
+            with_attrs(node("conv0", "Conv", {"x", "w0", "b0"}, {"c0"}), {{"pads", pad1}}),
+            node("relu0", "Relu", {"c0"}, {"r0"}),
+            with_attrs(node("pool", "MaxPool", {"r0"}, {"p"}), pool),
+            with_attrs(node("conv1", "Conv", {"p", "w1"}, {"dp"}), {{"pads", pad1}}),
+            with_attrs(node("pool_grad", "MaxPoolGrad", {"dp", "r0"}, {"dr0"}), pool),
+            with_attrs(node("conv2", "Conv", {"dr0", "w2"}, {"c2"}), {{"pads", pad1}}),
+            node("gap", "GlobalAveragePool", {"c2"}, {"out"}),
+        };
+        g.outputs = {"out"};
+        g.infer_shapes();
+        g.verify();
+        auto backend = exec::make_cpu_backend();
+        EXPECT_EQ(exec::plan_blocked_layout(g, *backend, {"out"}).tensors,
+                  (std::set<std::string>{"c0", "r0", "p", "dp", "dr0", "c2"}));
+        expect_layout_blind(g, {{"x", wave(xs, 0.7, 1.0)}});
+      }
 }
 
 TEST(LayoutPlan, ConversionsRoundTrip) {

@@ -87,6 +87,70 @@ void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* d
   }
 }
 
+/// Eight channels of one halving window (taps v0..v3 in scan order; v2, v3
+/// only when kRows = 2): the first maximum gets 0 + g, the other taps 0.
+/// A tap wins when greater than the best before it and no later tap wins
+/// (the first tap always, NaN and ties as the general kernel). GCC vector
+/// extensions: the scalar form compiled to compares and branches per lane.
+template <int64_t kRows>
+void route_first_max8(const float* v0, const float* v1, const float* v2, const float* v3,
+                      const float* g, float* d0, float* d1, float* d2, float* d3) {
+  typedef float v8f __attribute__((vector_size(32)));
+  typedef int32_t v8i __attribute__((vector_size(32)));
+  v8f a, b, c, e, gv;
+  __builtin_memcpy(&a, v0, sizeof(a));
+  __builtin_memcpy(&b, v1, sizeof(b));
+  __builtin_memcpy(&gv, g, sizeof(gv));
+  const v8f zero = {}, routed = zero + gv;  // 0 + dY: -0 becomes +0, as the add into zeros
+  const v8i t1 = b > a;
+  v8i t2 = {}, t3 = {};
+  if constexpr (kRows == 2) {
+    __builtin_memcpy(&c, v2, sizeof(c));
+    __builtin_memcpy(&e, v3, sizeof(e));
+    const v8f best = t1 ? b : a;
+    t2 = c > best;
+    t3 = e > (t2 ? c : best);
+  }
+  const v8f r0 = (t1 | t2 | t3) ? zero : routed, r1 = (t1 & ~(t2 | t3)) ? routed : zero;
+  __builtin_memcpy(d0, &r0, sizeof(r0));
+  __builtin_memcpy(d1, &r1, sizeof(r1));
+  if constexpr (kRows == 2) {
+    const v8f r2 = (t2 & ~t3) ? routed : zero, r3 = t3 ? routed : zero;
+    __builtin_memcpy(d2, &r2, sizeof(r2));
+    __builtin_memcpy(d3, &r3, sizeof(r3));
+  }
+}
+
+/// max_pool_grad_blocked for the halving windows (pool_halving.h: 1 or 2
+/// rows by 2 columns, stride the window, no padding) over `images` of
+/// (D, H, W, kB): a window's taps are kRows x 2 vectors of kB channels, and
+/// per channel the first maximum in the general kernel's scan order (the
+/// first tap always, a later one only when greater: ties and NaN as there)
+/// gets 0 + dY, as the zero-filled dX's add gives, the other taps 0. Every
+/// element of dX is written where the windows cover the input.
+template <int64_t kRows, int64_t kB>
+void max_pool_grad_blocked_halving(const Window3& p, int64_t images, const float* dy,
+                                   const float* x, float* dx) {
+  const int64_t w = p.in[2], ow = p.out[2];
+  const bool covered = p.in[0] == p.out[0] && p.in[1] == kRows * p.out[1] && w == 2 * ow;
+  if (!covered) std::fill(dx, dx + images * p.in_size() * kB, 0.0f);
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
+        for (int64_t o = 0; o < ow; ++o) {
+          const int64_t pos = ((n * p.in[0] + o0) * p.in[1] + o1 * kRows) * w + 2 * o;
+          // The taps in scan order: (0, 0), (0, 1), then the second row's.
+          const float* x0 = x + pos * kB;
+          const float* x2 = x0 + (kRows - 1) * w * kB;
+          float* d0 = dx + pos * kB;
+          float* d2 = d0 + (kRows - 1) * w * kB;
+          const float* g = dy + (((n * p.out[0] + o0) * p.out[1] + o1) * ow + o) * kB;  // (kB)
+          for (int64_t l = 0; l < kB; l += 8)
+            route_first_max8<kRows>(x0 + l, x0 + kB + l, x2 + l, x2 + kB + l, g + l, d0 + l,
+                                    d0 + kB + l, d2 + l, d2 + kB + l);
+        }
+}
+
 /// dX[argmax of window o] += dY[o].
 void max_pool_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.in(0);  // (N, C, O...)
@@ -95,6 +159,24 @@ void max_pool_grad(KernelContext& ctx) {
   const Window3 p = pool_geometry(ctx.n(), x.shape());
   if (ctx.in_blocked(1)) {  // and dY, dX (blocked_layout_access)
     const int64_t b = channel_block(x.shape()[1]);
+    const int64_t rows = halving_window_rows(p), images = x.shape()[0] * x.shape()[1] / b;
+    if ((b == 8 || b == 16) && rows != 0)  // images are independent: split over threads
+      return parallel_for(
+          images, x.numel() * 4,
+          [&](int64_t begin, int64_t end) {
+            const int64_t in = begin * p.in_size() * b, out = begin * p.out_size() * b;
+            const float *dyb = dy.data<float>() + out, *xb = x.data<float>() + in;
+            float* dxb = dx.data<float>() + in;
+            if (b == 8 && rows == 2)
+              max_pool_grad_blocked_halving<2, 8>(p, end - begin, dyb, xb, dxb);
+            if (b == 8 && rows == 1)
+              max_pool_grad_blocked_halving<1, 8>(p, end - begin, dyb, xb, dxb);
+            if (b == 16 && rows == 2)
+              max_pool_grad_blocked_halving<2, 16>(p, end - begin, dyb, xb, dxb);
+            if (b == 16 && rows == 1)
+              max_pool_grad_blocked_halving<1, 16>(p, end - begin, dyb, xb, dxb);
+          },
+          1);
     if (b == 8)
       return max_pool_grad_blocked<8>(p, x.shape(), dy.data<float>(), x.data<float>(),
                                       dx.data<float>());

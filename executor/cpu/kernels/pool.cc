@@ -55,20 +55,27 @@ void max_pool_plane(const Window3& p, const std::array<AxisTaps, 3>& t, const fl
 void max_pool_blocked(const Window3& p, const std::array<AxisTaps, 3>& taps, const ir::Shape& xs,
                       const float* x, float* y) {
   const int64_t channels = channel_block(xs[1]);
-  for (int64_t n = 0; n < xs[0] * xs[1] / channels; ++n) {
-    const float* xn = x + n * p.in_size() * channels;
-    float* yn = y + n * p.out_size() * channels;
-    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
-      float* acc = yn + o * channels;
-      std::fill(acc, acc + channels, -std::numeric_limits<float>::infinity());
-      for (int64_t a = lo[0]; a < hi[0]; ++a)
-        for (int64_t b = lo[1]; b < hi[1]; ++b) {
-          const int64_t row = ((st[0] + a * p.d[0]) * p.in[1] + st[1] + b * p.d[1]) * p.in[2];
-          for (int64_t c = lo[2]; c < hi[2]; ++c)
-            running_max<1>(acc, xn + (row + st[2] + c * p.d[2]) * channels, 0, channels);
+  // Images are independent: split over threads (parallel_for).
+  parallel_for(
+      xs[0] * xs[1] / channels, ir::numel(xs) * p.k[0] * p.k[1] * p.k[2],
+      [&](int64_t n_begin, int64_t n_end) {
+        for (int64_t n = n_begin; n < n_end; ++n) {
+          const float* xn = x + n * p.in_size() * channels;
+          float* yn = y + n * p.out_size() * channels;
+          for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo,
+                                    const int64_t* hi) {
+            float* acc = yn + o * channels;
+            std::fill(acc, acc + channels, -std::numeric_limits<float>::infinity());
+            for (int64_t a = lo[0]; a < hi[0]; ++a)
+              for (int64_t b = lo[1]; b < hi[1]; ++b) {
+                const int64_t row = ((st[0] + a * p.d[0]) * p.in[1] + st[1] + b * p.d[1]) * p.in[2];
+                for (int64_t c = lo[2]; c < hi[2]; ++c)
+                  running_max<1>(acc, xn + (row + st[2] + c * p.d[2]) * channels, 0, channels);
+              }
+          });
         }
-    });
-  }
+      },
+      1);
 }
 
 void max_pool(KernelContext& ctx) {
