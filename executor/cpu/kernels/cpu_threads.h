@@ -38,11 +38,13 @@ class OneThreadScope {
 /// is worth forking for, else on the calling thread as body(0, n). `work` is
 /// the loop's cost in element operations (n x the work of one index): parts
 /// get at least parallel_min_work() of it, so a small kernel never pays for a
-/// fork. Part boundaries fall on multiples of `align` indices (a cache line of
-/// floats by default: no two threads write one line). Iterations must be
-/// independent; each index then computes what it would on one thread, so the
-/// results are bitwise those of one thread at any count (rows stay whole,
-/// their reductions keep their order).
+/// fork. Part boundaries fall on multiples of `align` indices: 16 by default,
+/// so that a flat loop's parts start where one thread's loop would run its
+/// vector body (16 floats or fewer a vector; an element in a scalar tail may
+/// round otherwise) and write separate cache lines; row loops pass 1.
+/// Iterations must be independent; each index then computes what it would on
+/// one thread, so the results are bitwise those of one thread at any count
+/// (rows stay whole, their reductions keep their order).
 template <typename Body>
 void parallel_for(int64_t n, int64_t work, Body&& body, int64_t align = 16);
 
