@@ -254,8 +254,9 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
   cmd.add_option("--schedule", a.schedule,
                  "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
-                 "(1F1B-flush with weight gradients deferred into the bubbles), or auto (simulate "
-                 "them all at every microbatch count, run the fastest)")
+                 "(1F1B-flush with weight gradients deferred into the bubbles), interleaved "
+                 "(--chunks model chunks per worker, with --stages), or auto (simulate them all "
+                 "at every microbatch count, run the fastest)")
       ->capture_default_str();
   cmd.add_option("--semantics", a.semantics,
                  "--schedule auto: any, or exact (flush schedules only: the same updates as one "

@@ -78,11 +78,59 @@ void max_pool_blocked(const Window3& p, const std::array<AxisTaps, 3>& taps, con
       1);
 }
 
+/// max_pool_blocked for the halving windows (pool_halving.h: 1 or 2 rows by 2
+/// columns, stride the window, no padding) over `images` of (D, H, W, kB): a
+/// window's taps are kRows x 2 vectors of kB channels, folded from -inf in the
+/// general kernel's scan order with std::max's rule per lane (a NaN tap is
+/// skipped, the first of equal taps kept), so its bits. GCC vector extensions,
+/// as grad_pool.cc's route_first_max8: the general kernel spent a window's
+/// time in its tap bookkeeping.
+template <int64_t kRows, int64_t kB>
+void max_pool_blocked_halving(const Window3& p, int64_t images, const float* x, float* y) {
+  typedef float v8f __attribute__((vector_size(32)));
+  const v8f ninf = v8f{} - std::numeric_limits<float>::infinity();
+  auto max8 = [](v8f a, v8f b) -> v8f { return a < b ? b : a; };  // std::max(a, b)
+  auto at = [](const float* f) {
+    v8f v;
+    __builtin_memcpy(&v, f, sizeof(v));
+    return v;
+  };
+  const int64_t w = p.in[2], ow = p.out[2];
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+      for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
+        for (int64_t o = 0; o < ow; ++o) {
+          // The taps in scan order: (0, 0), (0, 1), then the second row's.
+          const float* x0 = x + (((n * p.in[0] + o0) * p.in[1] + o1 * kRows) * w + 2 * o) * kB;
+          const float* x2 = x0 + (kRows - 1) * w * kB;
+          float* yo = y + (((n * p.out[0] + o0) * p.out[1] + o1) * ow + o) * kB;
+          for (int64_t l = 0; l < kB; l += 8) {
+            v8f m = max8(max8(ninf, at(x0 + l)), at(x0 + kB + l));
+            if constexpr (kRows == 2) m = max8(max8(m, at(x2 + l)), at(x2 + kB + l));
+            __builtin_memcpy(yo + l, &m, sizeof(m));
+          }
+        }
+}
+
 void max_pool(KernelContext& ctx) {
   const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
   ir::Tensor& y = ctx.out(0);       // (N, C, O...)
   if (ctx.in_blocked(0)) {          // no Indices (blocked_layout_access)
     Window3 p = pool_geometry(ctx.n(), x.shape());
+    const int64_t b = channel_block(x.shape()[1]);
+    const int64_t rows = halving_window_rows(p), images = x.shape()[0] * x.shape()[1] / b;
+    if ((b == 8 || b == 16) && rows != 0)  // images are independent: split over threads
+      return parallel_for(
+          images, x.numel() * 2,
+          [&](int64_t begin, int64_t end) {
+            const float* xb = x.data<float>() + begin * p.in_size() * b;
+            float* yb = y.data<float>() + begin * p.out_size() * b;
+            if (b == 8 && rows == 2) max_pool_blocked_halving<2, 8>(p, end - begin, xb, yb);
+            if (b == 8 && rows == 1) max_pool_blocked_halving<1, 8>(p, end - begin, xb, yb);
+            if (b == 16 && rows == 2) max_pool_blocked_halving<2, 16>(p, end - begin, xb, yb);
+            if (b == 16 && rows == 1) max_pool_blocked_halving<1, 16>(p, end - begin, xb, yb);
+          },
+          1);
     return max_pool_blocked(p, axis_taps(p), x.shape(), x.data<float>(), y.data<float>());
   }
   int64_t* idx = ctx.has_out(1) ? ctx.out(1).data<int64_t>() : nullptr;  // as y
