@@ -41,7 +41,7 @@ case $kind in
              pipetrain)
     select=(-R "^(executor_pipeline_test|executor_pipeline_fault_test|executor_local_communicator_test|executor_stage_program_test|data_batch_loader_test|importer_checkpoint_files_test|pipeline_train_test)$")
     # -O1 throughout: at -O0 (the hot libraries at -O1, as ASan) the build took 8 minutes
-    # but the pipelined CLI test 291 s, and the set 13.5 min against 12.5 at -O1.
+    # but the pipelined CLI test 291 s against 156 at -O1, the set 13.5 min against 12.2.
     opt=(-O1 -DPIPETRAIN_HOT_OPT=)
     # libgomp is not instrumented: one OpenMP thread per worker, so its barriers never run.
     export OMP_NUM_THREADS=1
