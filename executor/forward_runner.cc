@@ -22,7 +22,8 @@ void ForwardRunner::poison_arena() {
 }
 
 ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan_memory,
-                             const std::set<std::string>& sink_outputs)
+                             const std::set<std::string>& sink_outputs,
+                             const std::set<std::string>& held_outputs)
     : graph_(graph), backend_(backend), order_(graph.topo_order()) {
   std::string problems;
   for (size_t i : order_) {
@@ -36,11 +37,12 @@ ForwardRunner::ForwardRunner(const ir::Graph& graph, Backend& backend, bool plan
       if (!in.empty()) last_use_[in] = pos;
   find_sink_roots();
   // Graph outputs go back to the caller as the IR shapes them.
-  layout_ = plan_blocked_layout(graph_, backend_,
-                               std::set<std::string>(graph_.outputs.begin(), graph_.outputs.end()));
+  layout_ = plan_blocked_layout(
+      graph_, backend_, std::set<std::string>(graph_.outputs.begin(), graph_.outputs.end()));
   if (plan_memory) {
     for (const auto& out : sink_outputs)
       if (accumulates_in_place(out)) unplaced_.insert(sink_roots_.at(out).tensor);
+    find_held_roots(held_outputs);
     plan_ = std::make_unique<MemoryPlan>(exec::plan_memory(
         graph_, [&](const ir::Node& n) { return backend_.output_is_view(n); }, unplaced_));
     order_ = plan_->order;
@@ -71,6 +73,32 @@ void ForwardRunner::find_sink_roots() {
       const ir::Node& n = graph_.nodes[p->second.first];
       if (!backend_.output_is_view(n)) {
         sink_roots_[out] = {t, p->second.first, p->second.second};
+        break;
+      }
+      if (n.inputs.empty() || n.inputs[0].empty()) break;
+      t = n.inputs[0];
+    }
+  }
+}
+
+void ForwardRunner::find_held_roots(const std::set<std::string>& held_outputs) {
+  if (held_outputs.empty() || !backend_.writes_host_outputs()) return;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+    for (const auto& o : graph_.nodes[i].outputs)
+      if (!o.empty()) producer[o] = i;
+  const std::set<std::string> outputs(graph_.outputs.begin(), graph_.outputs.end());
+  for (const auto& out : held_outputs) {
+    if (!outputs.count(out)) continue;
+    // Through views (Reshape of a GEMM's result) to the node that owns the
+    // storage; a view of a graph input or value has none to give.
+    for (std::string t = out;;) {
+      auto p = producer.find(t);
+      if (p == producer.end() || layout_.tensors.count(t)) break;
+      const ir::Node& n = graph_.nodes[p->second];
+      if (!backend_.output_is_view(n) || n.outputs[0] != t) {
+        unplaced_.insert(t);
+        held_outputs_.insert(out);
         break;
       }
       if (n.inputs.empty() || n.inputs[0].empty()) break;
@@ -181,7 +209,9 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
             std::memset(outs[k].raw(), 0, outs[k].nbytes());
           }
         } else if (unplaced_.count(n.outputs[k])) {
-          outs[k] = ir::Tensor(d.dtype, d.shape);  // a run without the sink it was planned for
+          // Held past the run, or a run without the sink it was planned for.
+          outs[k] = backend_.kernel_fills_outputs(n) ? ir::Tensor::uninitialized(d.dtype, d.shape)
+                                                     : ir::Tensor(d.dtype, d.shape);
         } else if (plan_) {
           const TensorSlot& slot = plan_->slots.at(n.outputs[k]);
           outs[k] = ir::Tensor::view(arena_, slot.offset, d.dtype, d.shape);
@@ -217,7 +247,9 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
   for (const auto& o : graph_.outputs) {
     if (result.count(o)) continue;  // listed twice
     auto it = live.find(o);
-    if (it != live.end() && options.keep_on_device && options.keep_on_device->count(o)) {
+    if (it != live.end() && held_outputs_.count(o)) {
+      result[o] = it->second;  // its own buffer already
+    } else if (it != live.end() && options.keep_on_device && options.keep_on_device->count(o)) {
       result[o] = backend_.keep(it->second);
     } else if (it != live.end()) {
       backend_.to_host(it->second);
@@ -235,7 +267,8 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
       const bool was_bound = root != sink_roots_.end() && bound.count(root->second.tensor);
       if (!was_bound || result.at(name).raw() != sink.raw()) {
         if (was_bound && !options.sinks_overwrite)
-          throw RuntimeFault("output '" + name + "': its kernel did not add into the sink it was given");
+          throw RuntimeFault("output '" + name +
+                             "': its kernel did not add into the sink it was given");
         fold_into_sink(name, result.at(name), sink, options.sinks_overwrite);
       }
       result[name] = sink;

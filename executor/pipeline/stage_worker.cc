@@ -105,11 +105,14 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
       kept_stash_.insert(name);
 
   // The param gradients are summed into the accumulators (RunOptions::sinks).
-  forward_runner_ = std::make_unique<ForwardRunner>(program_.forward, backend, true);
+  // The stash is written where it is kept, not copied there after each forward.
+  forward_runner_ =
+      std::make_unique<ForwardRunner>(program_.forward, backend, true, std::set<std::string>{},
+                                      recompute_ ? std::set<std::string>{} : kept_stash_);
   if (split_backward) {
     input_runner_ = std::make_unique<ForwardRunner>(program_.backward_input, backend, true);
-    weight_runner_ = std::make_unique<ForwardRunner>(
-        program_.backward_weight, backend, true, gradient_outputs(program_.backward_weight));
+    weight_runner_ = std::make_unique<ForwardRunner>(program_.backward_weight, backend, true,
+                                                     gradient_outputs(program_.backward_weight));
   } else {
     backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true,
                                                        gradient_outputs(program_.backward));

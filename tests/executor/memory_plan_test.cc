@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
@@ -54,6 +55,30 @@ TEST(MemoryPlan, PlannedRunMatchesUnplannedBitwise) {
       EXPECT_EQ(std::memcmp(p.raw(), t.raw(), t.nbytes()), 0)
           << name << " differs (run " << rep << ")";
     }
+  }
+}
+
+// Held outputs (a pipeline stage's stash) come back in buffers of their own:
+// the next run leaves them as they were, and the arena has no room for them.
+TEST(MemoryPlan, HeldOutputsOutliveTheNextRunOutsideTheArena) {
+  ir::Graph g = testing_models::reshape_mlp().graph;
+  std::mt19937_64 rng(7);
+  ir::Tensor x1 = test::random_tensor({8, 2, 8}, test::Gen::kUniform, rng);
+  ir::Tensor x2 = test::random_tensor({8, 2, 8}, test::Gen::kUniform, rng);
+  ir::Tensor y = ir::Tensor::from_i64({0, 1, 2, 3, 4, 5, 6, 9}, {8});
+  auto backend = exec::make_cpu_backend();
+  auto want = exec::ForwardRunner(g, *backend).run({{"x", x1}, {"y", y}});
+  const std::set<std::string> held(g.outputs.begin(), g.outputs.end());
+  exec::ForwardRunner all_in_arena(g, *backend, /*plan_memory=*/true);
+  exec::ForwardRunner holding(g, *backend, /*plan_memory=*/true, {}, held);
+  EXPECT_LT(holding.memory_plan()->arena_bytes, all_in_arena.memory_plan()->arena_bytes);
+  auto first = holding.run({{"x", x1}, {"y", y}});
+  auto second = holding.run({{"x", x2}, {"y", y}});
+  for (const auto& [name, t] : want) {
+    const ir::Tensor& kept = first.at(name);
+    ASSERT_EQ(kept.nbytes(), t.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(kept.raw(), t.raw(), t.nbytes()), 0) << name << " changed by run 2";
+    EXPECT_NE(kept.raw(), second.at(name).raw()) << name << " shares run 2's buffer";
   }
 }
 
