@@ -86,6 +86,10 @@ struct MemoryTracker {
 
 }  // namespace
 
+int tied_delay(const std::vector<int>& stages, int from) {
+  return *std::max_element(stages.begin(), stages.end()) - from;
+}
+
 ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
   const size_t workers = s.programs.size();
   ScheduleRun run;
@@ -119,6 +123,28 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
     const double last = *std::max_element(it->second.begin(), it->second.end());
     return last + (costs.tied_allreduce ? costs.tied_allreduce(group) : 0.0);
   };
+  // Delayed ties: a Step arrives (sending its partial), then waits for the
+  // other stages' partials it takes; tied_arrivals then holds each
+  // (group, stage's step) as (group, step * stages + stage).
+  auto sealed_key = [&](int group, int stage, int step) {
+    return std::make_pair(group, step * s.num_stages + stage);
+  };
+  auto delayed_start = [&](int group, int stage, int step) {
+    const auto& members = s.tied_groups[group];
+    const bool last = step == s.num_microbatches - 1;
+    double start = 0;
+    for (int other : members) {
+      if (other == stage) continue;
+      const int j = last ? step : step - tied_delay(members, other);
+      if (j < 0) continue;
+      const auto it = tied_arrivals.find(sealed_key(group, other, j));
+      if (it == tied_arrivals.end() || it->second.size() < s.stage_workers.at(other).size())
+        return std::numeric_limits<double>::quiet_NaN();
+      start = std::max(start, *std::max_element(it->second.begin(), it->second.end()) +
+                                  (costs.tied_allreduce ? costs.tied_allreduce(group) : 0.0));
+    }
+    return start;
+  };
   auto act_bytes = [&](int stage) {
     return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
   };
@@ -148,7 +174,8 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         start = std::max(start, it->second);
       }
       if (op.kind == OpKind::kStep && tie_of[op.stage] >= 0 && tied_waiting[w]) {
-        const double met = tied_start(tie_of[op.stage], op.microbatch);
+        const double met = s.tied_delayed ? delayed_start(tie_of[op.stage], op.stage, op.microbatch)
+                                          : tied_start(tie_of[op.stage], op.microbatch);
         if (std::isnan(met)) continue;  // a tied stage has not arrived yet
         start = std::max(start, met);
       }
@@ -201,7 +228,9 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
       }
       default: {
         if (op.kind == OpKind::kStep && tie_of[op.stage] >= 0 && !tied_waiting[w]) {
-          tied_arrivals[{tie_of[op.stage], op.microbatch}].push_back(pick_start);
+          tied_arrivals[s.tied_delayed ? sealed_key(tie_of[op.stage], op.stage, op.microbatch)
+                                       : std::make_pair(tie_of[op.stage], op.microbatch)]
+              .push_back(pick_start);
           tied_waiting[w] = true;
           clock[w] = pick_start;
           break;

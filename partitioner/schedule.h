@@ -57,7 +57,16 @@ struct Schedule {
   /// update together: stages holding copies of a tied parameter, or all
   /// stages when the update needs the global gradient norm.
   std::vector<std::vector<int>> tied_groups;
+  /// The tied groups exchange delayed partial gradients instead of meeting
+  /// (tied_gradients_delayed()): the Step k of stage s waits only for the
+  /// partial each other stage s' of its group sent at its Step
+  /// k - tied_delay(group, s'), and a round's last Step for every partial.
+  bool tied_delayed = false;
 };
+
+/// How many updates late stage `from`'s partial gradient of a tied param
+/// reaches the copies held by `stages`: its distance from the last of them.
+int tied_delay(const std::vector<int>& stages, int from);
 
 /// Durations for execute(); any may be left empty (zero).
 struct ScheduleCosts {

@@ -20,6 +20,10 @@ const char* schedule_name(ScheduleKind k) {
   return "?";
 }
 
+bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
+  return kind == ScheduleKind::kPipeDream && !synced_updates;
+}
+
 std::vector<ScheduleKind> all_schedule_kinds() {
   return {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
           ScheduleKind::kTwoBW, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1};

@@ -24,6 +24,11 @@ enum class ScheduleKind {
 const char* schedule_name(ScheduleKind k);
 /// Throws PlanError listing the names.
 ScheduleKind parse_schedule_kind(const std::string& name);
+/// Whether stages holding copies of a tied param exchange delayed partial
+/// gradients (executor/pipeline/delayed_ties.h) instead of meeting at every
+/// update: asynchronous 1F1B, unless its updates meet anyway for a global
+/// gradient norm (`synced_updates`).
+bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates);
 std::vector<ScheduleKind> all_schedule_kinds();
 
 struct ScheduleShape {

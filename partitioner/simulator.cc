@@ -49,8 +49,8 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       // With the stash at its readers: received tensors whose first reader
       // is upstream, the rest being in the layers' output_bytes.
       const LayerProfile& before = profile.layers[st.first_layer - 1];
-      d.stash_bytes += profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes)
-                                                : d.cut_in;
+      d.stash_bytes +=
+          profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes) : d.cut_in;
     }
     d.cut_out = st.last_layer + 1 < static_cast<int>(profile.layers.size())
                     ? static_cast<double>(profile.layers[st.last_layer].cut_bytes)
@@ -74,12 +74,12 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
                                   bool* per_chunk) {
   const int p = static_cast<int>(plan.stages.size());
   *per_chunk = v > 1 && std::all_of(plan.stages.begin(), plan.stages.end(), [&](const auto& st) {
-    return st.last_layer - st.first_layer + 1 == v;
-  });
+                 return st.last_layer - st.first_layer + 1 == v;
+               });
   std::vector<StageData> out;
   auto layer_of = [&](int s) -> const LayerProfile& {
-    return profile.layers[static_cast<size_t>(plan.stages[static_cast<size_t>(s % p)].first_layer +
-                                              s / p)];
+    return profile
+        .layers[static_cast<size_t>(plan.stages[static_cast<size_t>(s % p)].first_layer + s / p)];
   };
   for (int s = 0; s < p * v; ++s) {
     StageData d = data[static_cast<size_t>(s % p)];
@@ -106,8 +106,8 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
     if (s > 0) {
       const LayerProfile& before = layer_of(s - 1);
       d.cut_in = static_cast<double>(before.cut_bytes);
-      d.stash_bytes += profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes)
-                                                : d.cut_in;
+      d.stash_bytes +=
+          profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes) : d.cut_in;
     }
     d.cut_out = s + 1 < p * v ? static_cast<double>(l.cut_bytes) : 0.0;
     if (s == 0) {  // as stage_data's first stage
@@ -218,6 +218,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       res.schedule_ops.tied_groups.push_back(stages);
       tied_bytes.push_back(bytes);
     }
+    res.schedule_ops.tied_delayed = tied_gradients_delayed(kind, options.synced_updates);
   }
   const Schedule& s = res.schedule_ops;
   const int v = interleaved ? options.chunks : 1;
@@ -240,7 +241,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       interleaved ? chunk_data(plan, profile, data, v, options.recompute, &per_chunk) : data;
 
   auto input_part = [](const StageData& d) {
-    return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s) : 0.5 * d.backward_s;
+    return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s)
+                                   : 0.5 * d.backward_s;
   };
   ScheduleCosts costs;
   costs.compute = [&](int, const ScheduleOp& op) {
@@ -270,9 +272,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     int ps = plan_stage(op.stage);
     double bytes;
     if (per_chunk)  // the cut after the sending chunk, or after the one before it
-      bytes = sched[static_cast<size_t>(op.payload == Payload::kActivation ? op.stage
-                                                                              : op.stage - 1)]
-                  .cut_out;
+      bytes =
+          sched[static_cast<size_t>(op.payload == Payload::kActivation ? op.stage : op.stage - 1)]
+              .cut_out;
     else if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
                              (op.payload == Payload::kGradient && ps == 0)))
       bytes = mean_cut;  // the wrap-around between chunks
@@ -298,6 +300,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     const double k = static_cast<double>(stages.size());
     const int lo = plan.stages[stages.front()].workers.front();
     const int hi = plan.stages[stages.back()].workers.back();
+    if (s.tied_delayed)  // one partial from each other copy, point to point
+      return tied_bytes[group] / plan.topology.slowest_link(lo, hi - lo + 1) +
+             plan.topology.slowest_link_latency(lo, hi - lo + 1);
     return 2.0 * (k - 1) / k * tied_bytes[group] / plan.topology.slowest_link(lo, hi - lo + 1) +
            2.0 * (k - 1) * plan.topology.slowest_link_latency(lo, hi - lo + 1);
   };
@@ -358,10 +363,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                                     plan.stages[plan_stage(st)].replication > 1
                                 ? 2
                                 : 1;
-      out.peak_memory_bytes =
-          std::max(out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
-                                              (versions + grad_sets + options.optimizer_state) *
-                                                  params);
+      out.peak_memory_bytes = std::max(
+          out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
+                                     (versions + grad_sets + options.optimizer_state) * params);
     }
   return res;
 }

@@ -8,6 +8,7 @@ std::string MessageTag::to_string() const {
   return std::string(phase == kForward      ? "fwd"
                      : phase == kBackward   ? "bwd"
                      : phase == kCollective ? "allreduce"
+                     : phase == kTied       ? "tied"
                                             : "phase?") +
          " '" + tensor + "' mb " + std::to_string(microbatch);
 }

@@ -20,11 +20,12 @@ namespace pipetrain::exec {
 struct MessageTag {
   std::string tensor;
   int64_t microbatch = 0;
-  int phase = 0;  // kForward, kBackward or kCollective
+  int phase = 0;  // kForward, kBackward, kCollective or kTied
 
   static constexpr int kForward = 0;
   static constexpr int kBackward = 1;
   static constexpr int kCollective = 2;  // a communicator's own traffic (allreduce over messages)
+  static constexpr int kTied = 3;        // a tied param's partial gradient (delayed_ties.h)
 
   auto operator<=>(const MessageTag&) const = default;
   bool operator==(const MessageTag&) const = default;

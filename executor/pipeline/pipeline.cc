@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "executor/comm/local_communicator.h"
+#include "executor/pipeline/delayed_ties.h"
 #include "executor/pipeline/version_plan.h"
 #include "executor/pipeline/whole_minibatch.h"
 #include "ir/error.h"
@@ -51,6 +52,7 @@ struct Pipeline::Worker {
   // microbatches so far, and the sends (op indices) waiting for its results.
   std::map<int, TensorMap> gathered_fwd, gathered_bwd;
   std::vector<size_t> deferred_sends;
+  DelayedTies ties;  // asynchronous 1F1B's tied partials (delayed_ties.h)
 };
 
 namespace {
@@ -433,6 +435,7 @@ void Pipeline::run_program(Worker& w) {
   };
   auto absolute = [&](int64_t v) { return v == kNoFutureVersion ? v : base_version + v; };
   const ScheduleKind kind = options_.schedule;
+  const bool delayed_ties = partitioner::tied_gradients_delayed(kind, options_.clip_norm > 0);
   // A whole-minibatch stage (--bn-stats minibatch) computes the loss over the
   // minibatch, not one microbatch's: its gradients are the step's already.
   const bool whole = whole_[static_cast<size_t>(w.stage)];
@@ -440,7 +443,7 @@ void Pipeline::run_program(Worker& w) {
   const bool whole_loss =
       whole && std::find(own_results.begin(), own_results.end(), loss_) != own_results.end();
   const int m = options_.microbatches;
-  const double scale = whole_loss                      ? 1.0
+  const double scale = whole_loss                         ? 1.0
                        : kind == ScheduleKind::kPipeDream ? 1.0 / replicas
                                                           : 1.0 / m;
   w.inbox_fwd.clear();
@@ -470,7 +473,8 @@ void Pipeline::run_program(Worker& w) {
     auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
     for (const auto& [name, t] : results) {
       auto parts = cut_minibatch(name, t, micro.tensor(name).shape, m, part_scale);
-      for (int j = 0; j < m; ++j) box[{w.stage, j}][name] = std::move(parts[static_cast<size_t>(j)]);
+      for (int j = 0; j < m; ++j)
+        box[{w.stage, j}][name] = std::move(parts[static_cast<size_t>(j)]);
     }
     for (size_t d : w.deferred_sends) send(prog[d]);
     w.deferred_sends.clear();
@@ -503,10 +507,10 @@ void Pipeline::run_program(Worker& w) {
         if (whole) {  // the step's microbatches at once, as microbatch 0 of the round
           w.gathered_fwd[op.microbatch] = std::move(feeds);
           if (static_cast<int>(w.gathered_fwd.size()) < m) break;
-          StageForwardResult r = owner->forward(
-              round_base_, absolute(ver.forward_version[i]),
-              join_microbatches(gathered(w.gathered_fwd), owner->program().forward),
-              options_.seed + uint64_t(round_base_));
+          StageForwardResult r =
+              owner->forward(round_base_, absolute(ver.forward_version[i]),
+                             join_microbatches(gathered(w.gathered_fwd), owner->program().forward),
+                             options_.seed + uint64_t(round_base_));
           if (auto it = r.results.find(loss_); it != r.results.end())
             for (int j = 0; j < m; ++j)  // the minibatch's mean: each microbatch's share
               w.losses.emplace_back(j, it->second.at(0));
@@ -575,12 +579,21 @@ void Pipeline::run_program(Worker& w) {
         break;
       case OpKind::kStep: {
         // Seals a stage's gradients and sums its tied params' partial
-        // gradients with the other stages holding a copy (one allreduce per
-        // param, in name order on every worker), so every copy takes the same update.
+        // gradients with the other stages holding a copy (in name order on
+        // every worker), so every copy takes the same update: the same
+        // minibatch's partials in one allreduce per param, or under
+        // asynchronous 1F1B delayed ones that need no wait.
         auto prepare = [&](int stage, StageWorker& one) {
           const StageProgram& prog_s = programs_[static_cast<size_t>(stage)];
           one.seal_gradients(op.microbatch);
           for (const auto& [param, sharing] : prog_s.shared) {
+            if (delayed_ties) {
+              w.ties.exchange(
+                  *w.comm, [&](int s) { return worker_of(s, 0); }, stage, param, sharing,
+                  op.microbatch, static_cast<int>(feeds_->size()), round_base_,
+                  *one.sealed_gradient(op.microbatch, param));
+              continue;
+            }
             std::vector<int> group;
             for (int s : sharing) group.push_back(worker_of(s, 0));
             w.comm->allreduce_sum(group, {one.sealed_gradient(op.microbatch, param)});

@@ -235,11 +235,12 @@ TEST(Pipeline, MinibatchBatchNormStatisticsMatchSingleWorker) {
     int m;
   };
   const std::vector<exec::PipelineStage> three = {{0, 2}, {3, 5}, {6, 7}}, two = {{0, 3}, {4, 7}};
-  for (const Case& c : {Case{ScheduleKind::kGPipe, three, 4}, Case{ScheduleKind::kOneFOneB, three, 3},
-                        Case{ScheduleKind::kZeroBubbleH1, two, 6}, Case{ScheduleKind::kGPipe, two, 2}}) {
+  for (const Case& c :
+       {Case{ScheduleKind::kGPipe, three, 4}, Case{ScheduleKind::kOneFOneB, three, 3},
+        Case{ScheduleKind::kZeroBubbleH1, two, 6}, Case{ScheduleKind::kGPipe, two, 2}}) {
     const std::string what = std::string(partitioner::schedule_name(c.kind)) + ", " +
-                             std::to_string(c.stages.size()) + " stages, m = " +
-                             std::to_string(c.m);
+                             std::to_string(c.stages.size()) +
+                             " stages, m = " + std::to_string(c.m);
     for (bool minibatch_stats : {true, false}) {
       auto micro = testing_models::bn_mlp(kBatch / c.m);
       exec::PipelineOptions po;
@@ -256,8 +257,8 @@ TEST(Pipeline, MinibatchBatchNormStatisticsMatchSingleWorker) {
       }
       pipe.write_back(micro.graph);
       if (minibatch_stats) {
-        const std::vector<int> expect_whole = c.stages.size() == 3 ? std::vector<int>{0, 2}
-                                                                  : std::vector<int>{0, 1};
+        const std::vector<int> expect_whole =
+            c.stages.size() == 3 ? std::vector<int>{0, 2} : std::vector<int>{0, 1};
         EXPECT_EQ(pipe.whole_minibatch_stages(), expect_whole) << what;
         EXPECT_EQ(pipe.options().schedule, ScheduleKind::kGPipe) << what;
         EXPECT_TRUE(std::isfinite(loss)) << what;
@@ -268,8 +269,8 @@ TEST(Pipeline, MinibatchBatchNormStatisticsMatchSingleWorker) {
         double worst = 0;
         for (const auto& [name, w] : want)
           for (int64_t i = 0; i < w.numel(); ++i)
-            worst = std::max(worst, std::abs(double(got.at(name).data<float>()[i]) -
-                                             w.data<float>()[i]));
+            worst = std::max(worst,
+                             std::abs(double(got.at(name).data<float>()[i]) - w.data<float>()[i]));
         EXPECT_GT(worst, 1e-3) << what;
       }
     }
@@ -533,7 +534,7 @@ std::map<std::string, ir::Tensor> delayed_reference(
     autodiff::TrainingGraph& tg, const std::vector<exec::PipelineStage>& stages,
     const std::vector<TensorMap>& minibatches, const std::function<int(int s, int b)>& version,
     int group, const std::vector<std::pair<std::string, std::string>>& ties = {},
-    double clip_norm = 0) {
+    double clip_norm = 0, int tie_delay = 0) {
   auto backend = exec::make_cpu_backend();
   std::vector<std::pair<int, int>> ranges;
   for (const auto& st : stages) ranges.emplace_back(st.first_layer, st.last_layer);
@@ -548,6 +549,8 @@ std::map<std::string, ir::Tensor> delayed_reference(
   std::vector<std::map<std::string, ir::Tensor>> history = {params_of(state)};
   exec::ForwardRunner runner(tg.graph, *backend);
   std::map<std::string, ir::Tensor> sum;
+  std::map<std::string, std::vector<ir::Tensor>>
+      earlier;  // a tie's first param: its parts by update
   for (int b = 0; b < static_cast<int>(minibatches.size()); ++b) {
     for (size_t s = 0; s < programs.size(); ++s)
       for (const auto& p : programs[s].params)
@@ -564,11 +567,27 @@ std::map<std::string, ir::Tensor> delayed_reference(
         sum[p].data<float>()[i] += outs.at(g).data<float>()[i];
     }
     if ((b + 1) % group != 0) continue;
-    // Tied copies (a read on an earlier stage than b): both take a + b, summed in stage order.
+    // Tied copies (a read on an earlier stage than b2): both take a + b2,
+    // summed in stage order. With `tie_delay`, a's part comes from update
+    // b - tie_delay, and the last update takes every part of a not taken yet.
     for (const auto& [a, b2] : ties) {
-      ir::Tensor total = sum.at(a).clone();
-      for (int64_t i = 0; i < total.numel(); ++i)
-        total.data<float>()[i] += sum.at(b2).data<float>()[i];
+      earlier[a].push_back(sum.at(a).clone());
+      const int last = static_cast<int>(minibatches.size()) - 1;
+      ir::Tensor total;
+      for (int j = std::max(0, b - tie_delay); j <= (b == last ? b : b - tie_delay); ++j) {
+        const ir::Tensor& part = earlier[a].at(static_cast<size_t>(j));
+        if (!total.defined()) {
+          total = part.clone();
+          continue;
+        }
+        for (int64_t i = 0; i < total.numel(); ++i) total.data<float>()[i] += part.data<float>()[i];
+      }
+      if (!total.defined()) {
+        total = sum.at(b2).clone();
+      } else {
+        for (int64_t i = 0; i < total.numel(); ++i)
+          total.data<float>()[i] += sum.at(b2).data<float>()[i];
+      }
       sum[a] = total;
       sum[b2] = total.clone();
     }
@@ -813,7 +832,8 @@ TEST(Pipeline, TiedWeightsUnderFlushSchedulesMatchSingleWorker) {
 
 // Asynchronous 1F1B: the tied copies follow PipeDream's delays of their own
 // stages (the embedding's version b - p, the head's b - 1) and take the same
-// summed update; the reference is the untied twin with both gradients added.
+// summed update, the embedding's part p - 1 updates late (delayed_ties.h) and
+// the rest at the round's end; the reference is the untied twin so updated.
 TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
   constexpr int64_t kBatch = 4;
   constexpr int kMinibatches = 7;
@@ -833,7 +853,7 @@ TEST(Pipeline, TiedWeightsUnderAsyncOneFOneBMatchPipeDreamDelays) {
 
     auto untied = testing_models::tied_lm(kBatch, "w_head");
     auto version = [&](int s, int b) { return std::max(0, b - (p - s) + 1); };
-    auto want = delayed_reference(untied, stages, mbs, version, 1, {{"w_emb", "w_head"}});
+    auto want = delayed_reference(untied, stages, mbs, version, 1, {{"w_emb", "w_head"}}, 0, p - 1);
     const ir::Tensor head = want.at("w_head");
     want.erase("w_head");
     expect_close({{"w_emb", head}}, {{"w_emb", want.at("w_emb")}}, 0, what + ": copies");
