@@ -515,11 +515,18 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // 25 by under 2%.
     const double step_s = profile.compute_s() / m;  // the plan's profile: the whole minibatch
     const int runs = std::clamp(step_s > 0 ? static_cast<int>(4.0 / step_s) : 25, 7, 25);
-    run_profile = exec::measure_training_profile(
-        tg, random_feeds(tg.graph, "train"), 3, runs, &a.trainer.optimizer, beside,
-        worker_backend ? std::function<std::unique_ptr<exec::Backend>()>(
-                             [&] { return worker_backend(comm ? comm->rank() : 0); })
-                       : std::function<std::unique_ptr<exec::Backend>()>());
+    const auto feeds = random_feeds(tg.graph, "train");
+    const auto run_backend = worker_backend ? std::function<std::unique_ptr<exec::Backend>()>([&] {
+      return worker_backend(comm ? comm->rank() : 0);
+    })
+                                            : std::function<std::unique_ptr<exec::Backend>()>();
+    run_profile = exec::measure_training_profile(tg, feeds, 3, runs, &a.trainer.optimizer, beside,
+                                                 run_backend);
+    // Then each stage's share as its own program runs it on a worker.
+    std::vector<std::pair<int, int>> ranges;
+    for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
+    run_profile = exec::calibrate_to_stages(std::move(run_profile), tg, ranges, feeds,
+                                            a.trainer.optimizer, 3, runs, beside, run_backend);
     exec::scale_profile(run_profile, m);
   }
 

@@ -4,11 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "executor/pipeline/stage_worker.h"
+#include "executor/stage_program.h"
 #include "partitioner/profile_ir.h"
 
 namespace pipetrain::exec {
@@ -170,6 +173,100 @@ partitioner::Profile measure_training_profile(
         if (!runner.accumulates_in_place(tg.grads.at(param))) added.push_back(param);
       if (!added.empty()) p.layers[l].accumulate_s = time_accumulate(tg.graph, added, warmup, runs);
     }
+  return p;
+}
+
+namespace {
+
+// What a stage receives from its neighbours, for timing only: N(0, 0.5)
+// floats (finite gradients), zeros of other types (valid indices).
+ir::Tensor received_stand_in(const ir::TensorDesc& d, uint32_t salt) {
+  ir::Tensor t(d.dtype, d.shape);
+  if (d.dtype == ir::DType::kF32) {
+    std::mt19937 rng(salt);
+    std::normal_distribution<float> normal(0.0f, 0.5f);
+    float* x = t.data<float>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) x[i] = normal(rng);
+  }
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Scales field `f` of layers [first, last] so that they sum to `target`;
+// layers with none of it share it evenly when the sum is 0.
+template <typename Field>
+void rescale(partitioner::Profile& p, int first, int last, Field f, double target) {
+  double sum = 0;
+  for (int l = first; l <= last; ++l) sum += p.layers[static_cast<size_t>(l)].*f;
+  for (int l = first; l <= last; ++l) {
+    double& v = p.layers[static_cast<size_t>(l)].*f;
+    v = sum > 0 ? v * target / sum : target / (last - first + 1);
+  }
+}
+
+}  // namespace
+
+partitioner::Profile calibrate_to_stages(
+    partitioner::Profile p, const autodiff::TrainingGraph& tg,
+    const std::vector<std::pair<int, int>>& ranges, const std::map<std::string, ir::Tensor>& feeds,
+    const OptimizerConfig& optimizer, int warmup, int runs, int neighbours,
+    const std::function<std::unique_ptr<Backend>()>& make_backend) {
+  const std::vector<StageProgram> programs = build_stage_programs(tg, ranges);
+  auto backend = make_backend ? make_backend() : make_cpu_backend();
+  std::optional<Neighbours> busy;
+  if (neighbours > 0) busy.emplace(tg.graph, feeds, neighbours, make_backend);
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  for (size_t s = 0; s < programs.size(); ++s) {
+    const StageProgram& prog = programs[s];
+    StageWorker worker(prog, tg, *backend, optimizer, /*split_backward=*/false,
+                       /*recompute=*/false, /*overlapping_rounds=*/false);
+    TensorMap in;
+    for (const auto& name : prog.inputs) in[name] = feeds.at(name);
+    uint32_t salt = 1;
+    for (const auto& tr : prog.recv_fwd)
+      in[tr.tensor] = received_stand_in(prog.forward.tensor(tr.tensor), salt++);
+    for (const auto& tr : prog.recv_bwd)
+      in[tr.tensor] = received_stand_in(prog.backward.tensor(tr.tensor), salt++);
+    std::vector<double> fwd, bwd, upd;
+    for (int r = 0; r < warmup + runs; ++r) {
+      const auto t0 = Clock::now();
+      worker.forward(r, worker.version(), in, static_cast<uint64_t>(r));
+      const auto t1 = Clock::now();
+      worker.backward(r, in);
+      const auto t2 = Clock::now();
+      worker.seal_gradients(r);
+      if (worker.gradients_finite(r)) worker.step(r, 1.0, optimizer.lr, /*keep_old=*/false);
+      const auto t3 = Clock::now();
+      if (r < warmup) continue;
+      fwd.push_back(seconds(t0, t1));
+      bwd.push_back(seconds(t1, t2));
+      upd.push_back(seconds(t2, t3));
+    }
+    const auto [first, last] = ranges[s];
+    using L = partitioner::LayerProfile;
+    rescale(p, first, last, &L::forward_s, median(fwd));
+    // The split backward's input part (where measured) keeps its share.
+    double b_sum = 0;
+    for (int l = first; l <= last; ++l) b_sum += p.layers[static_cast<size_t>(l)].backward_s;
+    if (b_sum > 0) {
+      const double factor = median(bwd) / b_sum;
+      for (int l = first; l <= last; ++l) {
+        L& layer = p.layers[static_cast<size_t>(l)];
+        layer.backward_s *= factor;
+        if (layer.backward_input_s > 0) layer.backward_input_s *= factor;
+      }
+    } else {
+      rescale(p, first, last, &L::backward_s, median(bwd));
+    }
+    rescale(p, first, last, &L::update_s, median(upd));
+  }
   return p;
 }
 

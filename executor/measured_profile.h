@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "autodiff/training_graph.h"
 #include "executor/backend.h"
@@ -29,6 +31,21 @@ namespace pipetrain::exec {
 partitioner::Profile measure_training_profile(
     const autodiff::TrainingGraph& tg, const std::map<std::string, ir::Tensor>& feeds, int warmup,
     int runs, const OptimizerConfig* optimizer = nullptr, int neighbours = 0,
+    const std::function<std::unique_ptr<Backend>()>& make_backend = {});
+
+/// `p` (measure_training_profile() of `tg`) with each stage's layer times
+/// rescaled so that the stage's forward, backward and update sum to what
+/// its own program takes on a StageWorker, as a pipeline worker runs it
+/// (medians of `runs` after `warmup`, beside `neighbours` busy threads): the
+/// stash kept in its own buffers, gradients into accumulators, the seal, the
+/// received tensors' handling. The whole graph's run is faster than its
+/// stages' (the demo GPT's stages took 7-11% longer), which made the
+/// prediction too high. `ranges`: each stage's inclusive layer range;
+/// `feeds` the training graph's data inputs (received tensors are random).
+partitioner::Profile calibrate_to_stages(
+    partitioner::Profile p, const autodiff::TrainingGraph& tg,
+    const std::vector<std::pair<int, int>>& ranges, const std::map<std::string, ir::Tensor>& feeds,
+    const OptimizerConfig& optimizer, int warmup, int runs, int neighbours = 0,
     const std::function<std::unique_ptr<Backend>()>& make_backend = {});
 
 /// Multiplies times and bytes by `factor` and sets the batch accordingly: a

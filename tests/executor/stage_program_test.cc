@@ -14,6 +14,7 @@
 #include "autodiff/training_graph.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "executor/measured_profile.h"
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
@@ -283,10 +284,11 @@ TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
     exec::split_backward(programs[1]);
     double want = 0;
     for (const auto& node : programs[1].backward_input.nodes) {
-      const bool split_conv = node.op_type == "ConvGrad" &&
-                              std::any_of(programs[1].backward_weight.nodes.begin(),
-                                          programs[1].backward_weight.nodes.end(),
-                                          [&](const ir::Node& w) { return w.name == node.name + "/weight"; });
+      const bool split_conv =
+          node.op_type == "ConvGrad" &&
+          std::any_of(programs[1].backward_weight.nodes.begin(),
+                      programs[1].backward_weight.nodes.end(),
+                      [&](const ir::Node& w) { return w.name == node.name + "/weight"; });
       want += split_conv ? 0.5 : 1.0;
     }
     double got = 0, backward = 0;
@@ -311,6 +313,57 @@ TEST(StagePrograms, ProfileInputGradientShareIsTheZeroBubbleInputPart) {
     exec::split_backward(programs[0]);
     EXPECT_TRUE(programs[0].backward_input.nodes.empty());
     EXPECT_EQ(p.layers[static_cast<size_t>(cut - 1)].cut_bytes, kept(programs[0]));
+  }
+}
+
+// calibrate_to_stages: each stage's layer times sum to its own program's
+// (here LeNet's real milliseconds, where the synthetic profile gave every
+// node 1 s), shared among its layers as before; bytes stay as they were.
+TEST(StagePrograms, CalibrationRescalesEachStageKeepingItsLayerShares) {
+  auto tg = lenet_training_graph();
+  const int n = static_cast<int>(tg.graph.layers.size());
+  const partitioner::Profile before = partitioner::measured_profile(
+      tg.graph, [](std::vector<double>& s) { std::fill(s.begin(), s.end(), 1.0); }, 0, 1, "cpu");
+  std::map<std::string, ir::Tensor> feeds;
+  for (const auto& name : tg.graph.inputs) {
+    const ir::TensorDesc& d = tg.graph.tensor(name);
+    ir::Tensor t(d.dtype, d.shape);  // labels: class 0
+    if (d.dtype == ir::DType::kF32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(0.1f * i);
+    feeds[name] = t;
+  }
+  const std::vector<std::pair<int, int>> ranges = {{0, n / 2 - 1}, {n / 2, n - 1}};
+  exec::OptimizerConfig sgd;
+  const partitioner::Profile after =
+      exec::calibrate_to_stages(before, tg, ranges, feeds, sgd, 1, 3);
+  ASSERT_EQ(after.layers.size(), before.layers.size());
+  for (const auto& [first, last] : ranges) {
+    SCOPED_TRACE("stage of layers " + std::to_string(first) + "-" + std::to_string(last));
+    double f_before = 0, f_after = 0, b_before = 0, b_after = 0, update = 0;
+    for (int l = first; l <= last; ++l) {
+      const auto& x = before.layers[static_cast<size_t>(l)];
+      const auto& y = after.layers[static_cast<size_t>(l)];
+      f_before += x.forward_s, f_after += y.forward_s;
+      b_before += x.backward_s, b_after += y.backward_s;
+      update += y.update_s;
+      EXPECT_EQ(y.output_bytes, x.output_bytes);
+      EXPECT_EQ(y.cut_bytes, x.cut_bytes);
+      EXPECT_EQ(y.param_bytes, x.param_bytes);
+    }
+    EXPECT_GT(f_after, 0.0);
+    EXPECT_LT(f_after, 0.5) << "still the synthetic seconds";
+    EXPECT_GT(b_after, 0.0);
+    EXPECT_LT(b_after, 0.5);
+    EXPECT_GT(update, 0.0);  // both halves hold params
+    for (int l = first; l <= last; ++l) {
+      const auto& x = before.layers[static_cast<size_t>(l)];
+      const auto& y = after.layers[static_cast<size_t>(l)];
+      EXPECT_NEAR(y.forward_s / f_after, x.forward_s / f_before, 1e-12) << "layer " << l;
+      EXPECT_NEAR(y.backward_s / b_after, x.backward_s / b_before, 1e-12) << "layer " << l;
+      if (x.backward_input_s > 0) {
+        EXPECT_NEAR(y.backward_input_s / y.backward_s, x.backward_input_s / x.backward_s, 1e-12);
+      }
+    }
   }
 }
 
