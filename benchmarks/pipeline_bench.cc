@@ -148,8 +148,15 @@ struct Pipelined {
     const int64_t classes = classes_of(tg);
     // The simulator on a profile of the graph the workers run (one
     // microbatch, optimizer update included), stated per minibatch.
-    profile =
-        pt::exec::measure_training_profile(tg, random_batch(tg, classes, 0), 2, 7, &po.optimizer);
+    // Then each stage's share as its own program runs it, beside the other
+    // workers (what `pipetrain train` predicts from; medians of 15: with 7
+    // one stage of one schedule came out twice its time).
+    const auto feeds = random_batch(tg, classes, 0);
+    profile = pt::exec::measure_training_profile(tg, feeds, 2, 7, &po.optimizer, a.stages - 1);
+    std::vector<std::pair<int, int>> ranges;
+    for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
+    profile = pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, po.optimizer, 3,
+                                            15, a.stages - 1);
     pt::exec::scale_profile(profile, m);
     pt::partitioner::SimOptions so;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
