@@ -18,6 +18,11 @@ namespace pipetrain::exec {
 
 namespace {
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // Median seconds of one update over `params` (copies; small non-zero grads)
 // as the pipeline makes it: the finiteness check, then the optimizer step.
 double time_update(const ir::Graph& g, const std::vector<std::string>& params,
@@ -41,8 +46,7 @@ double time_update(const ir::Graph& g, const std::vector<std::string>& params,
     if (r >= warmup)
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 // Median seconds of adding one microbatch's gradients of `params` into the
@@ -66,8 +70,7 @@ double time_accumulate(const ir::Graph& g, const std::vector<std::string>& param
     if (r >= warmup)
       t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 // Training steps run over and over on `count` threads, each on its own copy
@@ -190,11 +193,6 @@ ir::Tensor received_stand_in(const ir::TensorDesc& d, float scale, uint32_t salt
     for (int64_t i = 0, n = t.numel(); i < n; ++i) x[i] = normal(rng);
   }
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Scales field `f` of layers [first, last] so that they sum to `target`;

@@ -48,11 +48,4 @@ void DelayedTies::exchange(Communicator& comm, const std::function<int(int stage
     throw RuntimeFault("tied param '" + param + "': partials left over at the end of a round");
 }
 
-size_t DelayedTies::pending_bytes() const {
-  size_t bytes = 0;
-  for (const auto& [key, steps] : own_)
-    for (const auto& [step, t] : steps) bytes += t.nbytes();
-  return bytes;
-}
-
 }  // namespace pipetrain::exec

@@ -39,8 +39,6 @@ class DelayedTies {
   void exchange(Communicator& comm, const std::function<int(int stage)>& worker_of, int stage,
                 const std::string& param, const std::vector<int>& stages, int step, int count,
                 int64_t base, ir::Tensor& grad);
-  /// Bytes of the partials kept for later updates.
-  size_t pending_bytes() const;
 
  private:
   std::map<std::pair<int, std::string>, std::map<int, ir::Tensor>> own_;  // (stage, param) -> step
