@@ -199,9 +199,9 @@ def main():
     args = parser.parse_args()
     bf16 = args.precision == "bf16"
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from blas_core import cpu_line, same_blas_as_pipetrain
+    from blas_core import blas_of_torch, cpu_line, same_blas_as_pipetrain, torch_openmp_blas
     same_blas_as_pipetrain()  # before torch loads OpenBLAS (imported lazily below)
-    print(cpu_line())
+    print(cpu_line() + f"; PyTorch's OpenBLAS build: {blas_of_torch(torch_openmp_blas(os.environ))}")
     gpu = args.device == "cuda"
     if not args.build and not args.train_step:
         parser.error("give BUILD_DIR or --train-step")
@@ -238,7 +238,7 @@ def main():
                 for k in order:
                     if k in errors:
                         continue  # a program that failed once is not retried
-                    ms, err = run_json(programs[k], env)
+                    ms, err = run_json(programs[k], torch_openmp_blas(env) if k == "PyTorch" else env)
                     if err:
                         errors[k] = err
                         print(f"{name}: {k}: {err}", file=sys.stderr)
