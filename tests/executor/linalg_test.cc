@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "executor/cpu/kernels/blas_core.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "tests/executor/nn_test_util.h"
 
 namespace pipetrain::test {
@@ -41,40 +42,84 @@ TEST(Gemm, HandComputed) {
 
 TEST(Gemm, AllTransposesAndBiasShapesMatchNaive) {
   // A small product (dnnl_sgemm) with every bias shape, and one above
-  // linalg.cc's kSmallGemm (cblas_sgemm) with a row bias.
+  // linalg.cc's kSmallGemm (cblas_sgemm) with a row bias; with B a graph
+  // value (a weight), both on oneDNN's matmul where the CPU has brgemm.
   for (const auto& [m, k, n, large] :
        {std::tuple<int64_t, int64_t, int64_t, bool>{3, 5, 4, false}, {130, 170, 200, true}})
+    for (bool weight : {false, true})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb)
+          for (const Shape& cs :
+               {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
+            if (large && cs != Shape{n}) continue;
+            bool no_c = cs == Shape{0};
+            Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
+            Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
+            Tensor c = no_c ? Tensor() : wave(cs, 1.3);
+            std::vector<OpInput> ins = {in(a), weight ? constant(b) : in(b)};
+            if (!no_c) ins.push_back(in(c));
+            auto y = run_op("Gemm", ins,
+                            {{"transA", int64_t{ta}},
+                             {"transB", int64_t{tb}},
+                             {"alpha", 0.75f},
+                             {"beta", -1.25f}})[0];
+            Tensor want(ir::DType::kF32, {m, n});
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(b, tb, p, j);
+                double cv = 0;
+                if (!no_c) {
+                  int64_t ci = cs.size() == 2 && cs[0] != 1 ? i : 0;
+                  int64_t cj = !cs.empty() && cs.back() != 1 ? j : 0;
+                  cv = c.data<float>()[ci * (cs.empty() ? 1 : cs.back()) + cj];
+                }
+                want.data<float>()[i * n + j] = static_cast<float>(0.75 * s - 1.25 * cv);
+              }
+            SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " C " +
+                         (no_c ? "absent" : ir::shape_str(cs)) + (weight ? " B a weight" : ""));
+            expect_close(y, want);
+          }
+}
+
+// Products with a weight on oneDNN's matmul (weight_gemm.cc): bias, alpha
+// and accumulation into Y hold for every transpose.
+TEST(Gemm, WeightProductsMatchNaive) {
+  for (const auto& [m, k, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{3, 50, 40}, {40, 64, 48}, {600, 70, 30}})
     for (int ta = 0; ta < 2; ++ta)
-      for (int tb = 0; tb < 2; ++tb)
-        for (const Shape& cs :
-             {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
-          if (large && cs != Shape{n}) continue;
-          bool no_c = cs == Shape{0};
+      for (int tw = 0; tw < 2; ++tw)
+        for (int variant = 0; variant < 3; ++variant) {  // plain, bias + alpha 1, accumulate
+          const bool bias = variant == 1, accumulate = variant == 2;
+          const float alpha = bias ? 1.0f : 0.5f;
           Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
-          Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
-          Tensor c = no_c ? Tensor() : wave(cs, 1.3);
-          std::vector<OpInput> ins = {in(a), in(b)};
-          if (!no_c) ins.push_back(in(c));
-          auto y = run_op("Gemm", ins,
-                          {{"transA", int64_t{ta}},
-                           {"transB", int64_t{tb}},
-                           {"alpha", 0.75f},
-                           {"beta", -1.25f}})[0];
+          Tensor w = wave(tw ? Shape{n, k} : Shape{k, n}, 0.7);
+          Tensor b = wave({n}, 1.3), y = wave({m, n}, 2.1);
           Tensor want(ir::DType::kF32, {m, n});
           for (int64_t i = 0; i < m; ++i)
             for (int64_t j = 0; j < n; ++j) {
               double s = 0;
-              for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(b, tb, p, j);
-              double cv = 0;
-              if (!no_c) {
-                int64_t ci = cs.size() == 2 && cs[0] != 1 ? i : 0;
-                int64_t cj = !cs.empty() && cs.back() != 1 ? j : 0;
-                cv = c.data<float>()[ci * (cs.empty() ? 1 : cs.back()) + cj];
-              }
-              want.data<float>()[i * n + j] = static_cast<float>(0.75 * s - 1.25 * cv);
+              for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(w, tw, p, j);
+              s = alpha * s + (bias ? b.data<float>()[j] : 0.0) +
+                  (accumulate ? y.data<float>()[i * n + j] : 0.0);
+              want.data<float>()[i * n + j] = static_cast<float>(s);
             }
-          SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " C " +
-                       (no_c ? "absent" : ir::shape_str(cs)));
+          exec::cpu::WeightGemm g;
+          g.m = m;
+          g.n = n;
+          g.k = k;
+          g.lda = a.shape()[1];
+          g.ldw = w.shape()[1];
+          g.ta = ta != 0;
+          g.tw = tw != 0;
+          g.bias = bias;
+          g.accumulate = accumulate;
+          g.alpha = alpha;
+          SCOPED_TRACE(ir::shape_str({m, k, n}) + " ta " + std::to_string(ta) + " tw " +
+                       std::to_string(tw) + " variant " + std::to_string(variant));
+          if (!exec::cpu::sgemm_weight(g, a.data<float>(), w.data<float>(), b.data<float>(),
+                                       y.data<float>()))
+            GTEST_SKIP() << "no brgemm matmul on this CPU: OpenBLAS runs these";
           expect_close(y, want);
         }
 }

@@ -150,6 +150,21 @@ bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const floa
   return true;
 }
 
+// Y = beta * C broadcast, plus Y when `add`: C is (), (N), (1|M, 1|N); a
+// size-1 axis has stride 0.
+void add_broadcast_c(const ir::Tensor& c, float beta, bool add, int64_t m, int64_t n, float* yd) {
+  const ir::Shape& cs = c.shape();
+  int64_t c_rows = cs.size() == 2 ? cs[0] : 1;
+  int64_t c_cols = cs.empty() ? 1 : cs.back();
+  int64_t row_stride = c_rows == 1 ? 0 : c_cols, col_stride = c_cols == 1 ? 0 : 1;
+  const float* cd = c.data<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float bc = beta * cd[i * row_stride + j * col_stride];
+      yd[i * n + j] = add ? yd[i * n + j] + bc : bc;  // y may hold garbage when not adding
+    }
+}
+
 void gemm(KernelContext& ctx) {
   const ir::Tensor& a = ctx.in(0);  // (M, K) or (K, M)
   const ir::Tensor& b = ctx.in(1);  // (K, N) or (N, K)
@@ -161,24 +176,44 @@ void gemm(KernelContext& ctx) {
   int64_t m = y.shape()[0], n = y.shape()[1];
   int64_t k = ta ? a.shape()[0] : a.shape()[1];
   float* yd = y.data<float>();
-  float acc = ctx.accumulates(0) ? 1.0f : 0.0f;  // sgemm's beta: 1 adds to a running sum
-  if (ctx.has_in(2) && beta != 0.0f) {
-    // Y = beta * C broadcast: C is (), (N), (1|M, 1|N); a size-1 axis has stride 0.
-    const ir::Tensor& c = ctx.in(2);
-    const ir::Shape& cs = c.shape();
-    int64_t c_rows = cs.size() == 2 ? cs[0] : 1;
-    int64_t c_cols = cs.empty() ? 1 : cs.back();
-    int64_t row_stride = c_rows == 1 ? 0 : c_cols, col_stride = c_cols == 1 ? 0 : 1;
-    const float* cd = c.data<float>();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) {
-        const float bc = beta * cd[i * row_stride + j * col_stride];
-        yd[i * n + j] = acc != 0.0f ? yd[i * n + j] + bc : bc;  // y may hold garbage when not adding
+  bool acc = ctx.accumulates(0);  // add to a running sum
+  const ir::Tensor* c = ctx.has_in(2) && beta != 0.0f ? &ctx.in(2) : nullptr;
+  if (ctx.in_is_value(1)) {
+    // A weight: oneDNN's matmul, with a bias row (Linear's) in its epilogue.
+    WeightGemm g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.lda = a.shape()[1];
+    g.ldw = b.shape()[1];
+    g.ta = ta;
+    g.tw = tb;
+    g.accumulate = acc;
+    g.alpha = alpha;
+    const float* bias = nullptr;
+    std::vector<float> scaled;
+    if (c && alpha == 1.0f && c->numel() == n && c->shape().size() <= 2 &&
+        (c->shape().size() < 2 || c->shape()[0] == 1)) {
+      bias = c->data<float>();
+      if (beta != 1.0f) {
+        scaled.assign(bias, bias + n);
+        for (float& v : scaled) v *= beta;
+        bias = scaled.data();
       }
-    acc = 1.0f;
+      g.bias = true;
+    } else if (c) {
+      add_broadcast_c(*c, beta, acc, m, n, yd);
+      g.accumulate = acc = true;
+      c = nullptr;
+    }
+    if (sgemm_weight(g, a.data<float>(), b.data<float>(), bias, yd)) return;
   }
-  sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1], acc,
-        yd);
+  if (c) {
+    add_broadcast_c(*c, beta, acc, m, n, yd);
+    acc = true;
+  }
+  sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1],
+        acc ? 1.0f : 0.0f, yd);
 }
 
 void matmul(KernelContext& ctx) {
@@ -194,7 +229,16 @@ void matmul(KernelContext& ctx) {
   const float acc = ctx.accumulates(0) ? 1.0f : 0.0f;  // 1 adds to a running sum
   if (ir::numel(mb.batch_b) == 1 && !mb.ta) {
     // One B matrix: A's matrices stack into one of rows.
-    sgemm(false, mb.tb, ir::numel(mb.batch_a) * m, n, k, 1.0f, ad, k, bd, mb.ldb, acc, yd);
+    const int64_t rows = ir::numel(mb.batch_a) * m;
+    WeightGemm g;
+    g.m = rows;
+    g.n = n;
+    g.k = g.lda = k;
+    g.ldw = mb.ldb;
+    g.tw = mb.tb;
+    g.accumulate = acc != 0.0f;
+    if (ctx.in_is_value(1) && sgemm_weight(g, ad, bd, nullptr, yd)) return;
+    sgemm(false, mb.tb, rows, n, k, 1.0f, ad, k, bd, mb.ldb, acc, yd);
     return;
   }
   if (m * n * k <= kSmallGemm && batched_on_dnnl(mb, ad, bd, yd, acc != 0.0f)) return;

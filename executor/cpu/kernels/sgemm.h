@@ -1,6 +1,7 @@
 // The CPU kernels' f32 GEMM (executor/cpu/kernels/linalg.cc): oneDNN's
 // dnnl_sgemm for small products, OpenBLAS for the rest; batches of strided
-// products on oneDNN's matmul.
+// products on oneDNN's matmul; products with a weight on oneDNN's brgemm
+// matmul where the CPU has it (weight_gemm.cc).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +19,17 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                    int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                    float beta, float* y, int64_t ldy, int64_t stride_y, int64_t count);
+
+/// Y (m, n) = alpha op(A) op(W) (+ a bias row of n) (+ Y when `accumulate`),
+/// W a weight (a graph value).
+struct WeightGemm {
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldw = 0;
+  bool ta = false, tw = false, bias = false, accumulate = false;
+  float alpha = 1.0f;
+};
+
+/// WeightGemm on oneDNN's brgemm matmul (weight_gemm.cc); false where this
+/// CPU has no such matmul (nothing written: use sgemm).
+bool sgemm_weight(const WeightGemm& g, const float* a, const float* w, const float* bias, float* y);
 
 }  // namespace pipetrain::exec::cpu
