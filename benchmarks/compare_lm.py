@@ -22,8 +22,18 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_core import blas_of_torch, torch_openmp_blas  # noqa: E402
+
+# PyTorch trains in this process: it must load OpenBLAS's OpenMP build (see
+# blas_core.torch_openmp_blas), so the script restarts itself with it preloaded.
+if __name__ == "__main__" and "openblas-openmp" not in os.environ.get("LD_PRELOAD", ""):
+    _env = torch_openmp_blas(os.environ)
+    if _env is not os.environ:
+        os.execve(sys.executable, [sys.executable] + sys.argv, _env)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 CORPUS = "/usr/share/games/fortunes"
 VOCAB, SEQ, WIDTH, HEADS, LAYERS = 256, 64, 192, 3, 2
@@ -141,7 +151,8 @@ def main():
         np.savez(data, input_ids=x, labels=y)
         params = sum(p.numel() for p in model.parameters())
         print(f"GPT {params / 1e6:.2f} M parameters (tied), vocab {VOCAB}, context {SEQ}, "
-              f"batch {a.batch}, {len(x)} windows per epoch; {cores} cores, CPU flags: {cpu_flags()}")
+              f"batch {a.batch}, {len(x)} windows per epoch; {cores} cores, CPU flags: {cpu_flags()}; "
+              f"PyTorch's OpenBLAS build: {blas_of_torch(os.environ)}")
         one, one_loss, _ = pipetrain_run(a.build, onnx_path, data, a.batch,
                                          ["--threads", str(cores)], os.path.join(tmp, "r1"))
         two, two_loss, predicted = pipetrain_run(
