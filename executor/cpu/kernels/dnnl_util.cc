@@ -66,6 +66,18 @@ dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16) {
                             dnnl::memory::format_tag::any);
 }
 
+dnnl::primitive_attr matmul_attr(float alpha, float sum) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (sum != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(sum);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 std::string key_of(const ir::Shape& s) {
   return ir::shape_str(s);
 }

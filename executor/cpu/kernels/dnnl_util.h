@@ -69,6 +69,9 @@ dnnl::memory::desc plain_desc(const ir::Shape& dims);
 dnnl::memory scratchpad(const dnnl::memory::desc& d);
 /// d's dims in a layout the primitive chooses (format `any`), in f32 or bf16.
 dnnl::memory::desc any_layout(const dnnl::memory::desc& d, bool bf16);
+/// A matmul's attributes: our scratchpad (one primitive runs on many
+/// threads), Y = alpha * product (+ sum * Y when `sum` is not 0).
+dnnl::primitive_attr matmul_attr(float alpha, float sum);
 /// "(2, 3)" pieces for cache keys.
 std::string key_of(const ir::Shape& s);
 

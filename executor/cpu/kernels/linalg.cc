@@ -77,16 +77,8 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
     r->a = dnnl_util::plain_desc({count, m, k}, sa);
     r->b = dnnl_util::plain_desc({count, k, n}, sb);
     r->y = dnnl_util::plain_desc({count, m, n}, sy);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(beta);
-      attr.set_post_ops(ops);
-    }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y), attr,
-                                    dnnl_util::engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y),
+                                    dnnl_util::matmul_attr(alpha, beta), dnnl_util::engine());
     r->scratch = pd.scratchpad_desc();
     r->prim = dnnl::matmul(pd);
     return r;
@@ -128,14 +120,8 @@ bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const floa
     r->a = du::plain_desc({batch, m, k}, mb.ta ? ir::Shape{m * k, 1, m} : ir::Shape{m * k, k, 1});
     r->b = du::plain_desc({batch, k, n}, mb.tb ? ir::Shape{k * n, 1, k} : ir::Shape{k * n, n, 1});
     r->y = du::plain_desc({batch, m, n});
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one primitive, many threads
-    if (accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y), attr, du::engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->a, r->b, r->y),
+                                    du::matmul_attr(1.0f, accumulate ? 1.0f : 0.0f), du::engine());
     r->scratch = pd.scratchpad_desc();
     r->prim = dnnl::matmul(pd);
     return r;

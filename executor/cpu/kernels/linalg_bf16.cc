@@ -57,14 +57,7 @@ bool run_product(const Product& p, const uint16_t* a, const uint16_t* b, float* 
     r->b = bf16_desc({p.batch, p.k, p.n}, p.b_strides);
     r->y = du::plain_desc({p.batch, p.m, p.n});
     if (p.bias) r->bias = du::plain_desc({1, 1, p.n});
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one primitive, many threads
-    if (p.alpha != 1.0f) attr.set_output_scales(0, {p.alpha});
-    if (p.sum) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
-    }
+    const dnnl::primitive_attr attr = du::matmul_attr(p.alpha, p.sum ? 1.0f : 0.0f);
     try {
       dnnl::matmul::primitive_desc pd(p.bias ? dnnl::matmul::desc(r->a, r->b, r->bias, r->y)
                                              : dnnl::matmul::desc(r->a, r->b, r->y),

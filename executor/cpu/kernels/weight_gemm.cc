@@ -32,14 +32,7 @@ std::shared_ptr<WeightProduct> make_product(const WeightGemm& g) {
   r->w = du::plain_desc({g.k, g.n}, g.tw ? ir::Shape{1, g.ldw} : ir::Shape{g.ldw, 1});
   r->y = du::plain_desc({g.m, g.n});
   if (g.bias) r->bias = du::plain_desc({1, g.n});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one primitive, many threads
-  if (g.alpha != 1.0f) attr.set_output_scales(0, {g.alpha});
-  if (g.accumulate) {
-    dnnl::post_ops ops;
-    ops.append_sum(1.0f);
-    attr.set_post_ops(ops);
-  }
+  const dnnl::primitive_attr attr = du::matmul_attr(g.alpha, g.accumulate ? 1.0f : 0.0f);
   try {
     dnnl::matmul::primitive_desc pd(g.bias ? dnnl::matmul::desc(r->a, r->w, r->bias, r->y)
                                            : dnnl::matmul::desc(r->a, r->w, r->y),
