@@ -46,7 +46,7 @@ void bm_forward(benchmark::State& state, Model* m, bool blocked_layout) {
   exec::CpuBackendOptions cpu;
   cpu.blocked_layout = blocked_layout;
   auto backend = exec::make_cpu_backend(cpu);
-  exec::ForwardRunner runner(m->graph, *backend);
+  exec::ForwardRunner runner(m->graph, *backend, /*plan_memory=*/true);
   runner.run(m->feeds);  // warm-up: primitive caches, page faults
   for (auto _ : state) benchmark::DoNotOptimize(runner.run(m->feeds));
   int64_t flops = 0;

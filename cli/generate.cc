@@ -77,7 +77,7 @@ void generate(GenerateArgs& a) {
   std::vector<int64_t> text = tokenizer->encode(a.prompt);
   exec::set_cpu_threads(a.threads);
   auto backend = exec::make_cpu_backend();
-  exec::ForwardRunner runner(g, *backend);
+  exec::ForwardRunner runner(g, *backend, /*plan_memory=*/true);
   exec::RunOptions opts;
   opts.values_version = exec::fresh_values_version();  // the weights stay put while generating
   std::mt19937_64 rng(a.seed);

@@ -121,7 +121,7 @@ void run(const RunArgs& a) {
   exec::CpuBackendOptions cpu;
   cpu.blocked_layout = !a.model.no_fuse;
   auto backend = exec::make_cpu_backend(cpu);
-  exec::ForwardRunner runner(g, *backend);
+  exec::ForwardRunner runner(g, *backend, /*plan_memory=*/true);
   exec::RunOptions opts;
   opts.training = a.training;
   opts.seed = a.seed;
