@@ -58,7 +58,7 @@ EvalResult evaluate(const ir::Graph& model, Backend& backend,
                      " labels per sample but '" + prediction + "' " + ir::shape_str(pred.shape) +
                      " scores " + std::to_string(outer * inner));
 
-  ForwardRunner runner(model, backend);
+  ForwardRunner runner(model, backend, /*plan_memory=*/true);  // one arena for every batch
   RunOptions run;  // the params may have changed in place since any earlier run
   run.values_version = fresh_values_version();
   EvalResult r;
