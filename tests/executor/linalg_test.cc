@@ -43,43 +43,46 @@ TEST(Gemm, HandComputed) {
 TEST(Gemm, AllTransposesAndBiasShapesMatchNaive) {
   // A small product (dnnl_sgemm) with every bias shape, and one above
   // linalg.cc's kSmallGemm (cblas_sgemm) with a row bias; with B a graph
-  // value (a weight), both on oneDNN's matmul where the CPU has brgemm.
+  // value (a weight), both on oneDNN's matmul where the CPU has brgemm (at
+  // alpha 1 a bias row, beta times C, goes in its epilogue).
   for (const auto& [m, k, n, large] :
        {std::tuple<int64_t, int64_t, int64_t, bool>{3, 5, 4, false}, {130, 170, 200, true}})
     for (bool weight : {false, true})
-      for (int ta = 0; ta < 2; ++ta)
-        for (int tb = 0; tb < 2; ++tb)
-          for (const Shape& cs :
-               {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
-            if (large && cs != Shape{n}) continue;
-            bool no_c = cs == Shape{0};
-            Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
-            Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
-            Tensor c = no_c ? Tensor() : wave(cs, 1.3);
-            std::vector<OpInput> ins = {in(a), weight ? constant(b) : in(b)};
-            if (!no_c) ins.push_back(in(c));
-            auto y = run_op("Gemm", ins,
-                            {{"transA", int64_t{ta}},
-                             {"transB", int64_t{tb}},
-                             {"alpha", 0.75f},
-                             {"beta", -1.25f}})[0];
-            Tensor want(ir::DType::kF32, {m, n});
-            for (int64_t i = 0; i < m; ++i)
-              for (int64_t j = 0; j < n; ++j) {
-                double s = 0;
-                for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(b, tb, p, j);
-                double cv = 0;
-                if (!no_c) {
-                  int64_t ci = cs.size() == 2 && cs[0] != 1 ? i : 0;
-                  int64_t cj = !cs.empty() && cs.back() != 1 ? j : 0;
-                  cv = c.data<float>()[ci * (cs.empty() ? 1 : cs.back()) + cj];
+      for (float alpha : {0.75f, 1.0f})  // 1: a weight's bias row goes in the epilogue
+        for (int ta = 0; ta < 2; ++ta)
+          for (int tb = 0; tb < 2; ++tb)
+            for (const Shape& cs :
+                 {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}, Shape{0}}) {
+              if (large && cs != Shape{n}) continue;
+              bool no_c = cs == Shape{0};
+              Tensor a = wave(ta ? Shape{k, m} : Shape{m, k}, 0.1);
+              Tensor b = wave(tb ? Shape{n, k} : Shape{k, n}, 0.7);
+              Tensor c = no_c ? Tensor() : wave(cs, 1.3);
+              std::vector<OpInput> ins = {in(a), weight ? constant(b) : in(b)};
+              if (!no_c) ins.push_back(in(c));
+              auto y = run_op("Gemm", ins,
+                              {{"transA", int64_t{ta}},
+                               {"transB", int64_t{tb}},
+                               {"alpha", alpha},
+                               {"beta", -1.25f}})[0];
+              Tensor want(ir::DType::kF32, {m, n});
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                  double s = 0;
+                  for (int64_t p = 0; p < k; ++p) s += at2(a, ta, i, p) * at2(b, tb, p, j);
+                  double cv = 0;
+                  if (!no_c) {
+                    int64_t ci = cs.size() == 2 && cs[0] != 1 ? i : 0;
+                    int64_t cj = !cs.empty() && cs.back() != 1 ? j : 0;
+                    cv = c.data<float>()[ci * (cs.empty() ? 1 : cs.back()) + cj];
+                  }
+                  want.data<float>()[i * n + j] = static_cast<float>(alpha * s - 1.25 * cv);
                 }
-                want.data<float>()[i * n + j] = static_cast<float>(0.75 * s - 1.25 * cv);
-              }
-            SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) + " C " +
-                         (no_c ? "absent" : ir::shape_str(cs)) + (weight ? " B a weight" : ""));
-            expect_close(y, want);
-          }
+              SCOPED_TRACE("transA " + std::to_string(ta) + " transB " + std::to_string(tb) +
+                           " C " + (no_c ? "absent" : ir::shape_str(cs)) +
+                           (weight ? " B a weight" : "") + " alpha " + std::to_string(alpha));
+              expect_close(y, want);
+            }
 }
 
 // Products with a weight on oneDNN's matmul (weight_gemm.cc): bias, alpha
