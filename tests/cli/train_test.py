@@ -170,7 +170,11 @@ class TrainTest(unittest.TestCase):
         row-major activations: oneDNN then reorders the convolutions'
         activations in and out (its verbose log counts them; on AVX-512 the
         LeNet's training steps block nothing either way, its test-set pass
-        does), and the weights come out bitwise the same."""
+        does), and the weights come out bitwise the same. Counted per
+        convolution run: the profile's neighbour threads train for as long as
+        the profile takes, so the totals vary from run to run (one CI run under
+        ASan gave 1,675 fused against 1,555 unfused; per convolution 2.02
+        against 2.24 in every run here)."""
         model = self.zoo("lenet")
         env = dict(os.environ, ONEDNN_VERBOSE="1")
         for extra in ([], ["--stages", 2, "--schedule", "gpipe"]):
@@ -183,7 +187,9 @@ class TrainTest(unittest.TestCase):
                      "--batch", "32", "--seed", "7", "--max-steps", "3", *map(str, extra + flag)],
                     capture_output=True, text=True, env=env, timeout=300)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                reorders[bool(flag)] = r.stdout.count("exec,cpu,reorder")
+                convs = r.stdout.count("exec,cpu,convolution")
+                self.assertGreater(convs, 0, extra + flag)
+                reorders[bool(flag)] = r.stdout.count("exec,cpu,reorder") / convs
                 weights[bool(flag)] = open(out, "rb").read()  # noqa: SIM115
             self.assertGreater(reorders[True], reorders[False], extra)
             self.assertEqual(weights[True], weights[False], extra)
