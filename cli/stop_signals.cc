@@ -11,10 +11,12 @@ namespace {
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGUSR1};
 std::atomic<bool> g_requested{false};
 std::atomic<int> g_first{0};
+std::atomic<bool> g_stopped{false};  // the stop is done: the run is exiting
 struct sigaction g_previous[3];
 
 extern "C" void on_stop_signal(int sig) {
   // Only async-signal-safe calls here: atomics, write, _exit.
+  if (g_stopped.load()) return;
   int expected = 0;
   if (g_first.compare_exchange_strong(expected, sig)) {
     g_requested = true;
@@ -47,6 +49,10 @@ const std::atomic<bool>& StopSignals::requested() {
 int StopSignals::exit_code() {
   const int sig = g_first.load();
   return sig == 0 ? 0 : 128 + (sig == SIGUSR1 ? SIGINT : sig);
+}
+
+void StopSignals::mark_stopped() {
+  g_stopped = true;
 }
 
 const char* StopSignals::name() {

@@ -23,6 +23,11 @@ class StopSignals {
   static int exit_code();
   /// "SIGINT", "SIGTERM" or "SIGUSR1" for the first signal.
   static const char* name();
+  /// The stop is done (its checkpoint written): later signals are ignored
+  /// while the run exits. Under mpirun the first rank to exit with 130 makes
+  /// mpirun abort the job, which sends SIGTERM to every rank still tearing
+  /// down; without this such a rank took it for a second Ctrl-C.
+  static void mark_stopped();
 };
 
 }  // namespace pipetrain::cli

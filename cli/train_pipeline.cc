@@ -656,10 +656,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     throw RuntimeFault(std::string(e.what()) + kept);
   }
   if (writer) writer->finish();
-  if (!root) {
-    if (result.stopped) throw ExitRequest{StopSignals::exit_code()};
-    return;
+  if (result.stopped && !root) {
+    StopSignals::mark_stopped();
+    throw ExitRequest{StopSignals::exit_code()};
   }
+  if (!root) return;
   report->write_loss_svg(a.run_dir + "/loss.svg");
   if (writer->written() > 0)
     fmt::print(
@@ -674,6 +675,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   if (result.stopped) {
     fmt::print("\ninterrupted at step {} ({}): checkpoint {} (continue with --resume {})\n",
                result.steps, StopSignals::name(), checkpoint, checkpoint);
+    StopSignals::mark_stopped();
     throw ExitRequest{StopSignals::exit_code()};
   }
 
