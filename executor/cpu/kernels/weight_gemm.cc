@@ -8,6 +8,7 @@
 // (0.50 ms for the first product) but slower in a pipeline, where the 4 MiB
 // copy came from memory (1 ms a weight) and flush schedules' forwards went
 // from 11 to 16 ms per minibatch.
+#include <mutex>
 #include <unordered_map>
 
 #include "executor/cpu/kernels/cpu_threads.h"
@@ -33,6 +34,12 @@ std::shared_ptr<WeightProduct> make_product(const WeightGemm& g) {
   r->y = du::plain_desc({g.m, g.n});
   if (g.bias) r->bias = du::plain_desc({1, g.n});
   const dnnl::primitive_attr attr = du::matmul_attr(g.alpha, g.accumulate ? 1.0f : 0.0f);
+  // One creation at a time: two workers building the same product at once
+  // shared oneDNN's primitive-descriptor cache unsynchronised as far as
+  // ThreadSanitizer could see (a data race on the descriptor's scratchpad
+  // query in the profile's neighbour threads). Creation is rare: the result is cached.
+  static std::mutex creating;
+  std::lock_guard<std::mutex> lock(creating);
   try {
     dnnl::matmul::primitive_desc pd(g.bias ? dnnl::matmul::desc(r->a, r->w, r->bias, r->y)
                                            : dnnl::matmul::desc(r->a, r->w, r->y),
