@@ -83,12 +83,23 @@ class Sgd final : public Optimizer {
     s.nesterov = config_.nesterov;
     s.first_step = t == 1;
     float* buf = config_.momentum != 0 ? state_data(g, param + ".momentum") : nullptr;  // (n)
+    // One loop per case, the momentum buffer read through a local: a
+    // reference that is buf[i] or a dummy keeps GCC from vectorizing (4M
+    // params with momentum: 16 -> 8 ms on one AVX-512 core, bitwise equal).
     for_each_part(n, [&](int64_t begin, int64_t end) {
-      float unused = 0;
-      for (int64_t i = begin; i < end; ++i) {
-        float w = p_in[i];
-        optim::sgd_update(w, grad[i] * grad_scale, buf ? buf[i] : unused, s);
-        p_out[i] = w;
+      if (buf) {
+        for (int64_t i = begin; i < end; ++i) {
+          float w = p_in[i], b = buf[i];
+          optim::sgd_update(w, grad[i] * grad_scale, b, s);
+          buf[i] = b;
+          p_out[i] = w;
+        }
+      } else {
+        for (int64_t i = begin; i < end; ++i) {
+          float w = p_in[i], unused = 0;
+          optim::sgd_update(w, grad[i] * grad_scale, unused, s);
+          p_out[i] = w;
+        }
       }
     });
   }
