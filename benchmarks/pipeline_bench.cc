@@ -115,9 +115,10 @@ constexpr int kChunks = 2;  // interleaved: virtual stages per worker
 // One schedule's pipeline, its prediction and what its timed rounds measured.
 struct Pipelined {
   ScheduleKind kind;
-  int m = 1;  // microbatches per step
-  pt::ir::Graph model;
-  pt::autodiff::TrainingGraph tg;
+  bool batched = false;  // gpipe, 1f1b-flush: weight gradients once per step (WeightGradients)
+  int m = 1;             // microbatches per step
+  pt::ir::Graph model, step_model;
+  pt::autodiff::TrainingGraph tg, step_tg;  // at the microbatch and at the minibatch size
   pt::partitioner::Profile profile;  // of the graph the workers run, per minibatch
   double predicted = 0;              // the simulator's samples/s
   std::unique_ptr<pt::exec::Pipeline> pipe;
@@ -129,12 +130,18 @@ struct Pipelined {
 
   pt::partitioner::Plan plan;  // interleaved: the virtual stages
 
-  Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& stage_plan)
+  Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& stage_plan,
+            bool batched_weights = false)
       : kind(k),
+        batched(batched_weights),
         m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches),
         model(load(a, a.batch / m)),
         plan(stage_plan) {
     tg = pt::autodiff::build_training_graph(model, {"cross-entropy", ""});
+    if (batched) {
+      step_model = load(a, a.batch);
+      step_tg = pt::autodiff::build_training_graph(step_model, {"cross-entropy", ""});
+    }
     std::vector<pt::exec::PipelineStage> stages;
     for (const auto& st : plan.stages)
       stages.push_back({st.first_layer, st.last_layer, st.replication});
@@ -145,6 +152,10 @@ struct Pipelined {
     po.optimizer.momentum = 0.9;
     po.threads_per_worker = a.threads;
     po.chunks = kChunks;
+    if (batched) {
+      po.weight_gradients = pt::exec::WeightGradients::kBatched;
+      po.step_graph = &step_tg;
+    }
     const int64_t classes = classes_of(tg);
     // The simulator on a profile of the graph the workers run (one
     // microbatch, optimizer update included), stated per minibatch.
@@ -157,11 +168,16 @@ struct Pipelined {
     for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
     profile = pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, po.optimizer, 3,
                                             15, a.stages - 1);
+    // Batched: each stage's weight half timed once at the minibatch size.
+    if (batched)
+      pt::exec::measure_weight_steps(profile, step_tg, ranges, random_batch(step_tg, classes, 0),
+                                     po.optimizer, 3, 15, a.stages - 1);
     pt::exec::scale_profile(profile, m);
     pt::partitioner::SimOptions so;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
     so.chunks = kChunks;
+    so.batched_weights = batched;
     auto [sim_plan, sim_profile] =
         kind == ScheduleKind::kInterleaved
             ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
@@ -270,9 +286,12 @@ int main(int argc, char** argv) {
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
     std::vector<std::unique_ptr<Pipelined>> runs;
-    for (ScheduleKind k : kinds)
+    for (ScheduleKind k : kinds) {
       runs.push_back(
           std::make_unique<Pipelined>(a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan));
+      if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
+        runs.push_back(std::make_unique<Pipelined>(a, k, plan, /*batched_weights=*/true));
+    }
     // Trials interleave the single worker and every schedule, so drift on a
     // shared machine hits all of them alike; each ratio is taken within a
     // trial and the median over trials is printed.
@@ -287,7 +306,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
                a.threads > 1 ? "s" : "", median(one), a.trials);
-    fmt::print("{:<11} {:>10} {:>11} {:>10} {:>9} {:>7} {:>9}  {}\n", "schedule", "samples/s",
+    fmt::print("{:<13} {:>10} {:>11} {:>10} {:>9} {:>7} {:>9}  {}\n", "schedule", "samples/s",
                "x 1 worker", "predicted", "meas/pred", "bubble", "peak MiB",
                "per stage: microbatches in flight, weight versions, peak stash MiB");
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -310,19 +329,22 @@ int main(int argc, char** argv) {
             peak, (static_cast<double>(st.peak_stash_bytes) + st.peak_weight_versions * params) /
                       1048576.0);
       }
-      const char* name = r.kind == ScheduleKind::kPipeDream ? "1f1b"
-                         : r.kind == ScheduleKind::kOneFOneB
-                             ? "1f1b-flush"
-                             : pt::partitioner::schedule_name(r.kind);
+      const std::string name = std::string(r.kind == ScheduleKind::kPipeDream ? "1f1b"
+                                           : r.kind == ScheduleKind::kOneFOneB
+                                               ? "1f1b-flush"
+                                               : pt::partitioner::schedule_name(r.kind)) +
+                               (r.batched ? "+bw" : "");
       const double measured = median(rate[i]);
-      fmt::print("{:<11} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
+      fmt::print("{:<13} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
                  measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),
                  peak, per);
-      fmt::print("{:<11} ms per minibatch, measured (profile):{}\n", "", r.breakdown());
+      fmt::print("{:<13} ms per minibatch, measured (profile):{}\n", "", r.breakdown());
     }
     fmt::print(
         "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
-        "2bw cut the minibatch into {} microbatches; interleaved runs {} chunks per worker\n",
+        "2bw cut the minibatch into {} microbatches; interleaved runs {} chunks per worker; "
+        "+bw: batched weight gradients (per microbatch only the input gradients, then each "
+        "stage's weight gradients once per step at the minibatch size)\n",
         a.microbatches, kChunks);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());

@@ -207,6 +207,18 @@ void rescale(partitioner::Profile& p, int first, int last, Field f, double targe
   }
 }
 
+// A stage's feeds for timing: its data inputs, stand-ins for what it receives.
+TensorMap stage_feeds(const StageProgram& prog, const std::map<std::string, ir::Tensor>& feeds) {
+  TensorMap in;
+  for (const auto& name : prog.inputs) in[name] = feeds.at(name);
+  uint32_t salt = 1;
+  for (const auto& tr : prog.recv_fwd)
+    in[tr.tensor] = received_stand_in(prog.forward.tensor(tr.tensor), 0.5f, salt++);
+  for (const auto& tr : prog.recv_bwd)
+    in[tr.tensor] = received_stand_in(prog.backward.tensor(tr.tensor), 1e-3f, salt++);
+  return in;
+}
+
 }  // namespace
 
 partitioner::Profile calibrate_to_stages(
@@ -226,13 +238,7 @@ partitioner::Profile calibrate_to_stages(
     const StageProgram& prog = programs[s];
     StageWorker worker(prog, tg, *backend, optimizer, /*split_backward=*/false,
                        /*recompute=*/false, /*overlapping_rounds=*/false);
-    TensorMap in;
-    for (const auto& name : prog.inputs) in[name] = feeds.at(name);
-    uint32_t salt = 1;
-    for (const auto& tr : prog.recv_fwd)
-      in[tr.tensor] = received_stand_in(prog.forward.tensor(tr.tensor), 0.5f, salt++);
-    for (const auto& tr : prog.recv_bwd)
-      in[tr.tensor] = received_stand_in(prog.backward.tensor(tr.tensor), 1e-3f, salt++);
+    const TensorMap in = stage_feeds(prog, feeds);
     std::vector<double> fwd, bwd, upd;
     for (int r = 0; r < warmup + runs; ++r) {
       const auto t0 = Clock::now();
@@ -272,6 +278,52 @@ partitioner::Profile calibrate_to_stages(
     rescale(p, first, last, &L::update_s, median(upd));
   }
   return p;
+}
+
+void measure_weight_steps(partitioner::Profile& p, const autodiff::TrainingGraph& minibatch_tg,
+                          const std::vector<std::pair<int, int>>& ranges,
+                          const std::map<std::string, ir::Tensor>& feeds,
+                          const OptimizerConfig& optimizer, int warmup, int runs, int neighbours,
+                          const std::function<std::unique_ptr<Backend>()>& make_backend) {
+  const std::vector<StageProgram> programs = build_stage_programs(minibatch_tg, ranges);
+  auto backend = make_backend ? make_backend() : make_cpu_backend();
+  std::optional<Neighbours> busy;
+  if (neighbours > 0) busy.emplace(minibatch_tg.graph, feeds, neighbours, make_backend);
+  for (size_t s = 0; s < programs.size(); ++s) {
+    StageWorker worker(programs[s], minibatch_tg, *backend, optimizer, /*split_backward=*/true,
+                       /*recompute=*/false, /*overlapping_rounds=*/false);
+    const TensorMap in = stage_feeds(programs[s], feeds);
+    std::vector<double> weight;
+    for (int r = 0; r < warmup + runs; ++r) {
+      worker.forward(r, worker.version(), in, static_cast<uint64_t>(r));
+      worker.backward_input(r, in);
+      const auto t0 = std::chrono::steady_clock::now();
+      worker.backward_weight(r, in);
+      const auto t1 = std::chrono::steady_clock::now();
+      worker.seal_gradients(r);
+      worker.step(r, 1.0, 0.0, /*keep_old=*/false);  // lr 0: the weights stay (see above)
+      if (r >= warmup) weight.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+    // Shared by the stage's layers as their weight parts of backward_s
+    // (the whole backward in the first stage, which sends no gradient).
+    const auto [first, last] = ranges[s];
+    std::vector<double> share;
+    double sum = 0;
+    for (int l = first; l <= last; ++l) {
+      const auto& lp = p.layers[static_cast<size_t>(l)];
+      const double input = first == 0            ? 0.0
+                           : lp.backward_input_s >= 0 ? lp.backward_input_s
+                                                      : 0.5 * lp.backward_s;
+      share.push_back(std::max(0.0, lp.backward_s - input));
+      sum += share.back();
+    }
+    const double total = median(weight);
+    for (int l = first; l <= last; ++l) {
+      const double part = share[static_cast<size_t>(l - first)];
+      p.layers[static_cast<size_t>(l)].backward_weight_step_s =
+          sum > 0 ? total * part / sum : total / (last - first + 1);
+    }
+  }
 }
 
 void scale_profile(partitioner::Profile& p, int factor) {

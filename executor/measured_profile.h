@@ -48,6 +48,18 @@ partitioner::Profile calibrate_to_stages(
     const OptimizerConfig& optimizer, int warmup, int runs, int neighbours = 0,
     const std::function<std::unique_ptr<Backend>()>& make_backend = {});
 
+/// Sets the layers' backward_weight_step_s (batched weight gradients): each
+/// stage's weight half of the backward (split_backward()) timed on a
+/// StageWorker of `minibatch_tg`, the training graph at the whole
+/// minibatch's size (`feeds`: its data inputs), medians of `runs` after
+/// `warmup`, shared by the stage's layers as their weight parts of backward_s.
+void measure_weight_steps(partitioner::Profile& p, const autodiff::TrainingGraph& minibatch_tg,
+                          const std::vector<std::pair<int, int>>& ranges,
+                          const std::map<std::string, ir::Tensor>& feeds,
+                          const OptimizerConfig& optimizer, int warmup, int runs,
+                          int neighbours = 0,
+                          const std::function<std::unique_ptr<Backend>()>& make_backend = {});
+
 /// Multiplies times and bytes by `factor` and sets the batch accordingly: a
 /// profile measured on one microbatch, stated for a minibatch of `factor`
 /// microbatches (the simulator divides it again), so that the prediction

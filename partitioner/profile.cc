@@ -49,6 +49,8 @@ void validate(const Profile& p) {
     check(l.accumulate_s, "accumulate_s");
     if (l.backward_input_s > l.backward_s * (1 + 1e-9) || std::isnan(l.backward_input_s))
       throw PlanError(where + ": backward_input_s must be at most backward_s (negative: unknown)");
+    if (std::isnan(l.backward_weight_step_s) || std::isinf(l.backward_weight_step_s))
+      throw PlanError(where + ": backward_weight_step_s must be finite (negative: unknown)");
     check(static_cast<double>(l.output_bytes), "output_bytes");
     check(static_cast<double>(l.cut_bytes), "cut_bytes");
     check(static_cast<double>(l.carry_bytes), "carry_bytes");
@@ -78,6 +80,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"update_s", l.update_s},
                       {"accumulate_s", l.accumulate_s},
                       {"backward_input_s", l.backward_input_s},
+                      {"backward_weight_step_s", l.backward_weight_step_s},
                       {"carry_bytes", l.carry_bytes},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
@@ -135,6 +138,8 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (lj.contains("carry_bytes")) l.carry_bytes = ju::integer(lj, "carry_bytes", w);
     if (lj.contains("backward_input_s"))
       l.backward_input_s = ju::number(lj, "backward_input_s", w);
+    if (lj.contains("backward_weight_step_s"))
+      l.backward_weight_step_s = ju::number(lj, "backward_weight_step_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
     l.cut_bytes = ju::integer(lj, "cut_bytes", w);
     if (lj.contains("cut_stash_bytes")) l.cut_stash_bytes = ju::integer(lj, "cut_stash_bytes", w);

@@ -47,6 +47,12 @@ struct LayerProfile {
   /// input is the model's data runs all its backward as W. Negative: not
   /// measured (the simulator takes half of backward_s).
   double backward_input_s = -1;
+  /// The weight part of the backward (backward_s - backward_input_s) run once
+  /// over a whole minibatch, as one batched W op of a step runs it: wide
+  /// products in place of one narrow product per microbatch, so less than
+  /// the per-microbatch W's share of backward_s. Per step (scale_profile()
+  /// leaves it). Negative: not measured (the simulator takes that share).
+  double backward_weight_step_s = -1;
   /// Bytes a zero-bubble schedule keeps per microbatch from B to W for this
   /// layer: activation gradients B makes that W reads here (at their last
   /// W reader's layer).

@@ -19,7 +19,9 @@ std::string to_string(const ScheduleOp& op) {
     case OpKind::kForward: return fmt::format("F{}.{}", op.stage, op.microbatch);
     case OpKind::kBackward: return fmt::format("B{}.{}", op.stage, op.microbatch);
     case OpKind::kBackwardInput: return fmt::format("Bi{}.{}", op.stage, op.microbatch);
-    case OpKind::kBackwardWeight: return fmt::format("W{}.{}", op.stage, op.microbatch);
+    case OpKind::kBackwardWeight:
+      if (op.microbatch == kWholeStep) return fmt::format("W{}.all", op.stage);
+      return fmt::format("W{}.{}", op.stage, op.microbatch);
     case OpKind::kSend:
       return fmt::format("Send({} {}.{} -> w{})", what, op.stage, op.microbatch, op.peer);
     case OpKind::kRecv:
@@ -72,6 +74,14 @@ struct MemoryTracker {
       --in_flight[w];
       bytes[w] -= b;
     }
+  }
+  /// Every microbatch of stage s on w (a batched W op); returns how many.
+  int release_all(int w, int s, double b) {
+    const int n = static_cast<int>(live[{w, s}].size());
+    live[{w, s}].clear();
+    in_flight[w] -= n;
+    bytes[w] -= n * b;
+    return n;
   }
   /// Bytes held outside the stashes, e.g. from a B op to its W op.
   void hold(int w, double b) {
@@ -245,8 +255,12 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
             s.split_backward ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
         if (op.kind == OpKind::kBackwardInput && costs.carry_bytes)
           memory.hold(w, costs.carry_bytes(op.stage));
-        if (op.kind == OpKind::kBackwardWeight && costs.carry_bytes)
+        if (op.kind == OpKind::kBackwardWeight && op.microbatch == kWholeStep) {
+          const int n = memory.release_all(w, op.stage, act_bytes(op.stage));
+          if (costs.carry_bytes) memory.hold(w, -n * costs.carry_bytes(op.stage));
+        } else if (op.kind == OpKind::kBackwardWeight && costs.carry_bytes) {
           memory.hold(w, -costs.carry_bytes(op.stage));
+        }
         if (op.kind == OpKind::kForward)
           memory.stash(w, op.stage, op.microbatch, act_bytes(op.stage));
         else if (release)
@@ -294,6 +308,19 @@ void validate(const Schedule& s) {
       const auto& reps = s.stage_workers[op.stage];
       if (std::find(reps.begin(), reps.end(), w) == reps.end())
         throw PlanError(where + ": worker is not a replica of the stage");
+      if (op.kind == OpKind::kBackwardWeight && s.batched_weights) {
+        if (op.microbatch != kWholeStep)
+          throw PlanError(where + ": batched weight gradients run one W over the whole step");
+        if (reps.size() != 1)
+          throw PlanError(where + ": batched weight gradients need an unreplicated stage");
+        for (int mb = 0; mb < s.num_microbatches; ++mb)
+          if (!seen_here.count({static_cast<int>(OpKind::kBackwardInput), op.stage, mb}))
+            throw PlanError(where + ": runs before " +
+                            to_string(ScheduleOp{OpKind::kBackwardInput, op.stage, mb}));
+        if (!done.emplace(std::tuple{static_cast<int>(op.kind), op.stage, kWholeStep}, w).second)
+          throw PlanError(where + ": runs more than once");
+        continue;
+      }
       if (op.microbatch < 0 || op.microbatch >= s.num_microbatches)
         throw PlanError(where + ": microbatch out of range");
       auto key = std::tuple{static_cast<int>(op.kind), op.stage, op.microbatch};
@@ -327,10 +354,14 @@ void validate(const Schedule& s) {
       seen_here.insert(key);
     }
   }
-  for (int st = 0; st < s.num_stages; ++st)
+  for (int st = 0; st < s.num_stages; ++st) {
+    if (s.batched_weights && !done.count({static_cast<int>(OpKind::kBackwardWeight), st, kWholeStep}))
+      throw PlanError(fmt::format("schedule '{}': {} never runs", s.name,
+                                  to_string(ScheduleOp{OpKind::kBackwardWeight, st, kWholeStep})));
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
       std::vector<OpKind> kinds =
-          s.split_backward
+          s.batched_weights ? std::vector{OpKind::kForward, OpKind::kBackwardInput}
+          : s.split_backward
               ? std::vector{OpKind::kForward, OpKind::kBackwardInput, OpKind::kBackwardWeight}
               : std::vector{OpKind::kForward, OpKind::kBackward};
       for (OpKind k : kinds)
@@ -338,6 +369,7 @@ void validate(const Schedule& s) {
           throw PlanError(fmt::format("schedule '{}': {} never runs", s.name,
                                       to_string(ScheduleOp{k, st, mb})));
     }
+  }
   for (const auto& [k, n] : sends)
     if (!recvs.count(k))
       throw PlanError(fmt::format("schedule '{}': a send from w{} to w{} is never received", s.name,

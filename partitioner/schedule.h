@@ -33,6 +33,10 @@ enum class OpKind {
 };
 enum class Payload { kActivation, kGradient };
 
+/// The microbatch of a W op that computes the weight gradients of every
+/// microbatch its worker ran this step at once (Schedule::batched_weights).
+constexpr int kWholeStep = -1;
+
 struct ScheduleOp {
   OpKind kind = OpKind::kForward;
   int stage = 0;
@@ -51,6 +55,10 @@ struct Schedule {
   int num_stages = 0;
   int num_microbatches = 0;
   bool split_backward = false;                    // B is input-only and every microbatch has a W
+  /// With split_backward: each stage has one W (microbatch kWholeStep) after
+  /// all its B's, which computes the step's weight gradients at the
+  /// minibatch size (one wide GEMM instead of one narrow one per microbatch).
+  bool batched_weights = false;
   std::vector<std::vector<int>> stage_workers;    // stage -> its replicas' workers
   std::vector<std::vector<ScheduleOp>> programs;  // worker -> ops in order
   /// Stages whose Steps of the same index meet (every replica of each), then
@@ -108,7 +116,8 @@ struct ScheduleRun {
 ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs);
 
 /// Structural checks (every F and B, or B and W, of every stage and
-/// microbatch exactly once, on a replica of its stage, F before B before W,
+/// microbatch exactly once (batched weights: one W per stage, after its
+/// B's), on a replica of its stage, F before B before W,
 /// each F/B of a stage > 0 / < last preceded by its Recv, every Send matched
 /// by one Recv) and a unit-cost execution. Throws PlanError naming the op.
 void validate(const Schedule& s);

@@ -117,6 +117,18 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
   std::vector<int> base;
   Schedule s = skeleton(schedule_name(kind), reps, total, base);
   s.split_backward = kind == ScheduleKind::kZeroBubbleH1;
+  if (shape.batched_weights) {
+    if (kind != ScheduleKind::kGPipe && kind != ScheduleKind::kOneFOneB)
+      throw PlanError(fmt::format("batched weight gradients run with gpipe and 1f1b, not {}",
+                                  schedule_name(kind)));
+    if (*std::max_element(reps.begin(), reps.end()) != 1)
+      throw PlanError("batched weight gradients need unreplicated stages");
+    s.split_backward = s.batched_weights = true;
+  }
+  // Batched: after a stage's last B (and its send), the step's one W.
+  auto batched_w = [&](int w, int st) {
+    if (s.batched_weights) s.programs[w].push_back({OpKind::kBackwardWeight, st, kWholeStep});
+  };
   Builder b(s, base, reps);
   const int p = s.num_stages;
   for (int st = 0; st < p; ++st)
@@ -126,7 +138,9 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
       const int n = static_cast<int>(mbs.size());
       if (kind == ScheduleKind::kGPipe) {
         for (int mb : mbs) b.forward(w, st, mb);
-        for (int mb : mbs) b.backward(w, st, mb);
+        for (int mb : mbs)
+          b.backward(w, st, mb, s.split_backward ? OpKind::kBackwardInput : OpKind::kBackward);
+        batched_w(w, st);
         b.step(w, st, 0);
         continue;
       }
@@ -167,7 +181,7 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
           int group = mb / shape.microbatches;
           int last_in_group = std::min(total, (group + 1) * shape.microbatches) - 1;
           if (mb + reps[st] > last_in_group) async_step(group, reps[st] > 1);
-        } else if (s.split_backward) {
+        } else if (s.split_backward && !s.batched_weights) {
           while (next_w < n && next_w + delay < done_b)
             b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
         }
@@ -183,7 +197,9 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
         after_backward(mbs[i]);
       }
       if (pending >= 0) b.add(w, OpKind::kStep, st, pending);
-      while (s.split_backward && next_w < n) b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
+      while (s.split_backward && !s.batched_weights && next_w < n)
+        b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
+      batched_w(w, st);
       if (kind == ScheduleKind::kOneFOneB || kind == ScheduleKind::kZeroBubbleH1) b.step(w, st, 0);
     }
   return s;

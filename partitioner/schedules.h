@@ -43,10 +43,15 @@ struct ScheduleShape {
   /// overlaps compute (one more round of staleness). false: right after the
   /// allreduce, which 2BW's one-step-late semantics needs.
   bool overlap_allreduce = true;
+  /// gpipe and 1f1b, unreplicated stages: B computes input gradients only and
+  /// each stage runs one W over the whole step after its last B
+  /// (Schedule::batched_weights).
+  bool batched_weights = false;
 };
 
 /// Throws PlanError when the shape does not suit the schedule (interleaved
-/// needs unreplicated stages and microbatches divisible by the stages).
+/// needs unreplicated stages and microbatches divisible by the stages;
+/// batched weights gpipe or 1f1b and unreplicated stages).
 Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape);
 
 }  // namespace pipetrain::partitioner

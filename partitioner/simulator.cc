@@ -16,6 +16,7 @@ namespace {
 
 struct StageData {
   double backward_input_s = -1;  // negative: not measured
+  double weight_step_s = -1;     // batched W over a step; negative: not measured
   double carry = 0;              // kept from B to W under zero-bubble schedules
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
          stash_bytes = 0, cut_out = 0, cut_in = 0, inputs = 0;
@@ -27,12 +28,14 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
   for (const auto& st : plan.stages) {
     StageData d;
     d.recompute = recompute || st.recompute;
-    bool split_known = true;
-    double input_part = 0;
+    bool split_known = true, step_known = true;
+    double input_part = 0, weight_step = 0;
     for (int l = st.first_layer; l <= st.last_layer; ++l) {
       const LayerProfile& lp = profile.layers[l];
       split_known = split_known && lp.backward_input_s >= 0;
       input_part += std::max(0.0, lp.backward_input_s);
+      step_known = step_known && lp.backward_weight_step_s >= 0;
+      weight_step += std::max(0.0, lp.backward_weight_step_s);
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
@@ -44,6 +47,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     }
     // The first stage sends no gradient upstream: its B op has nothing to do.
     if (split_known) d.backward_input_s = st.first_layer > 0 ? input_part : 0.0;
+    if (step_known) d.weight_step_s = weight_step;
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
       // With the stash at its readers: received tensors whose first reader
@@ -184,6 +188,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   shape.chunks = options.chunks;
   shape.steps = options.steps;
   shape.overlap_allreduce = options.overlap_allreduce;
+  shape.batched_weights = options.batched_weights;
   if (kind == ScheduleKind::kInterleaved && shape.microbatches % p != 0)
     throw PlanError("interleaved 1F1B needs microbatches divisible by the stages (" +
                     std::to_string(p) + ")");
@@ -260,6 +265,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       // with the gradient accumulation, which adds the weight gradients.
       case OpKind::kBackwardInput: return again + input_part(d) * scale;
       case OpKind::kBackwardWeight:
+        // Batched: the whole step's at once, into the step's sum directly.
+        if (op.microbatch == kWholeStep)
+          return d.weight_step_s >= 0 ? d.weight_step_s : d.backward_s - input_part(d);
         return (d.backward_s - input_part(d)) * scale + d.accumulate_s * (m - 1) / m;
       case OpKind::kStep: return d.update_s;  // once per step, whatever the microbatches
       default: return 0.0;

@@ -36,6 +36,10 @@ struct SimOptions {
   /// Optimizer state per param byte (plain SGD 0, momentum 1, Adam 2): held
   /// once beside the weights.
   double optimizer_state = 0;
+  /// gpipe and 1f1b: each stage's weight gradients in one W op over the whole
+  /// step (ScheduleShape::batched_weights), timed from the layers'
+  /// backward_weight_step_s where measured.
+  bool batched_weights = false;
 };
 
 struct StageSimStats {

@@ -119,6 +119,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
   whole_.assign(programs_.size(), false);
   if (options_.minibatch_graph && options_.microbatches > 1 && k != ScheduleKind::kPipeDream)
     plan_whole_minibatch_stages(ranges);
+  plan_batched_weights(ranges);
   for (const auto& prog : programs_)
     for (const auto& [param, sharing] : prog.shared)
       for (int s : sharing)
@@ -163,11 +164,12 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
         worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
             whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
             options_.optimizer,
-            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1,
+            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1 || batched_,
             options_.recompute || stages_[vs].recompute,
             // Only pipedream's replicas update a round after the next one's backward.
             /*overlapping_rounds=*/options_.schedule == ScheduleKind::kPipeDream &&
-                stages_[vs].replicas > 1);
+                stages_[vs].replicas > 1,
+            batched_ ? &step_programs_[vs] : nullptr);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
@@ -201,6 +203,48 @@ void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>
   // Such a stage waits for a step's last forward before its first result;
   // 1F1B orders would wait on a backward first.
   if (std::count(whole_.begin(), whole_.end(), true) > 0) options_.schedule = ScheduleKind::kGPipe;
+}
+
+void Pipeline::plan_batched_weights(const std::vector<std::pair<int, int>>& ranges) {
+  const WeightGradients want = options_.weight_gradients;
+  if (want == WeightGradients::kPerMicrobatch) return;
+  const ScheduleKind k = options_.schedule;
+  std::string why;
+  if (k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB)
+    why = std::string("they run with gpipe and 1f1b, not ") + partitioner::schedule_name(k);
+  else if (options_.microbatches < 2)
+    why = "a step of one microbatch has nothing to batch";
+  else if (!options_.step_graph)
+    why = "no training graph at the minibatch size was given";
+  else if (options_.recompute)
+    why = "stages that recompute their activations keep only their inputs";
+  else if (std::count(whole_.begin(), whole_.end(), true) > 0)
+    why = "--bn-stats minibatch runs BatchNorm stages on the whole minibatch already";
+  for (const auto& st : stages_)
+    if (why.empty() && st.replicas != 1) why = "a replicated stage holds a share of the step";
+    else if (why.empty() && st.recompute) why = "a stage recomputes its activations";
+  if (why.empty()) {
+    try {
+      step_programs_ = build_stage_programs(*options_.step_graph, ranges);
+      for (size_t s = 0; s < programs_.size(); ++s) {
+        check_same_transfers(programs_[s], step_programs_[s]);
+        StageProgram micro = programs_[s], whole = step_programs_[s];
+        split_backward(micro);
+        split_backward(whole);
+        check_batched_weights(micro, whole);
+      }
+    } catch (const PlanError& e) {
+      why = e.what();
+      step_programs_.clear();
+    }
+  }
+  if (why.empty()) {
+    batched_ = true;
+    return;
+  }
+  if (want == WeightGradients::kBatched)
+    throw PlanError("batched weight gradients cannot run: " + why);
+  weight_note_ = "weight gradients per microbatch: " + why;
 }
 
 std::vector<int> Pipeline::whole_minibatch_stages() const {
@@ -246,6 +290,7 @@ partitioner::Schedule Pipeline::build_round_schedule(int count) const {
             "pipedream rounds must give every replica the same number of minibatches: " +
             std::to_string(count) + " minibatches over " + std::to_string(st.replicas) +
             " replicas");
+  shape.batched_weights = batched_;
   partitioner::Schedule s = partitioner::build_schedule(k, shape);
   partitioner::validate(s);
   return s;
@@ -629,7 +674,14 @@ void Pipeline::run_program(Worker& w) {
         break;
       }
       case OpKind::kBackwardWeight:
-        owner->backward_weight(gmb, (*feeds_)[static_cast<size_t>(op.microbatch)]);
+        if (op.microbatch == partitioner::kWholeStep) {  // the step's microbatches at once
+          std::map<int64_t, TensorMap> feeds;
+          for (size_t j = 0; j < feeds_->size(); ++j)
+            feeds[round_base_ + static_cast<int64_t>(j)] = (*feeds_)[j];
+          owner->backward_weight_step(feeds);
+        } else {
+          owner->backward_weight(gmb, (*feeds_)[static_cast<size_t>(op.microbatch)]);
+        }
         break;
     }
     const double end = seconds_since(round_start_);

@@ -37,6 +37,18 @@ struct PipelineStage {
   bool recompute = false;  // this stage recomputes its activations (PipelineOptions::recompute: all)
 };
 
+/// Where gpipe's and 1f1b's weight gradients run.
+enum class WeightGradients {
+  kPerMicrobatch,  // in each microbatch's backward
+  /// Each microbatch's backward computes its input gradients only; each
+  /// stage then computes the step's weight gradients at once, at the
+  /// minibatch size (PipelineOptions::step_graph), in the pipeline's drain:
+  /// wide products instead of one narrow product per microbatch. The stashes
+  /// (what the weight half reads) live until then, as in gpipe.
+  kBatched,
+  kAuto,  // batched where the run allows it (Pipeline::weight_gradients_note says why not)
+};
+
 struct PipelineOptions {
   partitioner::ScheduleKind schedule = partitioner::ScheduleKind::kPipeDream;
   /// Flush schedules and 2bw: microbatches per optimizer step.
@@ -64,6 +76,14 @@ struct PipelineOptions {
   /// unreplicated, without recomputation. Null: each microbatch normalises
   /// with its own statistics (as GPipe does).
   const autodiff::TrainingGraph* minibatch_graph = nullptr;
+  /// gpipe and 1f1b with microbatches > 1: kBatched needs step_graph,
+  /// unreplicated stages, no recomputation, no whole-minibatch stage, and
+  /// weight halves that read only tensors stacked along the batch axis
+  /// (check_batched_weights); a PlanError names what stands in the way.
+  WeightGradients weight_gradients = WeightGradients::kPerMicrobatch;
+  /// Batched weight gradients: the training graph at the whole minibatch's
+  /// size (the same graph as minibatch_graph when both are given).
+  const autodiff::TrainingGraph* step_graph = nullptr;
   uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
@@ -121,6 +141,10 @@ class Pipeline {
   const std::vector<PipelineStage>& stages() const { return stages_; }
   /// --bn-stats minibatch: the stages that run each step's microbatches at once.
   std::vector<int> whole_minibatch_stages() const;
+  /// Whether the weight gradients run batched once per step (WeightGradients).
+  bool batched_weights() const { return batched_; }
+  /// kAuto left per microbatch: why (empty otherwise).
+  const std::string& weight_gradients_note() const { return weight_note_; }
   /// Per worker (across processes: rank 0 has every worker's, as of the last round).
   std::vector<WorkerStats> stats() const;
   /// Optimizer updates applied so far (every stage applies the same number).
@@ -138,6 +162,9 @@ class Pipeline {
   /// programs from options_.minibatch_graph; throws PlanError for a schedule
   /// or stage that cannot run so.
   void plan_whole_minibatch_stages(const std::vector<std::pair<int, int>>& ranges);
+  /// Sets batched_ and step_programs_ from options_.weight_gradients, or
+  /// the note of why not; throws PlanError for kBatched that cannot run.
+  void plan_batched_weights(const std::vector<std::pair<int, int>>& ranges);
 
   std::vector<PipelineStage> stages_;
   PipelineOptions options_;
@@ -146,6 +173,10 @@ class Pipeline {
   // once, and the programs cut from the minibatch graph (those stages').
   std::vector<bool> whole_;
   std::vector<StageProgram> whole_programs_;
+  // Batched weight gradients: every stage cut from options_.step_graph.
+  bool batched_ = false;
+  std::vector<StageProgram> step_programs_;
+  std::string weight_note_;
   std::string loss_;
   int total_workers_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;  // those this process runs

@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "executor/pipeline/whole_minibatch.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -55,9 +56,18 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
                          Backend& backend, const OptimizerConfig& optimizer, bool split_backward,
-                         bool recompute, bool overlapping_rounds)
+                         bool recompute, bool overlapping_rounds,
+                         const StageProgram* step_program)
     : recompute_(recompute), overlapping_rounds_(overlapping_rounds), program_(program) {
   if (split_backward) exec::split_backward(program_);
+  if (step_program) {
+    if (!split_backward || recompute)
+      throw PlanError("stage " + std::to_string(program_.stage) +
+                      ": batched weight gradients need the split backward, without recomputation");
+    step_program_ = *step_program;
+    exec::split_backward(step_program_);
+    check_batched_weights(program_, step_program_);
+  }
   std::map<std::string, std::string> buffer_for;
   for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;
   for (const auto& r : program_.results)
@@ -72,7 +82,7 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
     ir::Tensor copy = v->clone();
     into[name] = copy;
     for (ir::Graph* g : {&program_.forward, &program_.backward, &program_.backward_input,
-                         &program_.backward_weight})
+                         &program_.backward_weight, &step_program_.backward_weight})
       if (g->has_value(name)) g->set_value(name, copy, role);
   };
   for (const auto& p : program_.params) {
@@ -113,6 +123,10 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
     input_runner_ = std::make_unique<ForwardRunner>(program_.backward_input, backend, true);
     weight_runner_ = std::make_unique<ForwardRunner>(program_.backward_weight, backend, true,
                                                      gradient_outputs(program_.backward_weight));
+    if (step_program)
+      step_weight_runner_ =
+          std::make_unique<ForwardRunner>(step_program_.backward_weight, backend, true,
+                                          gradient_outputs(step_program_.backward_weight));
   } else {
     backward_runner_ = std::make_unique<ForwardRunner>(program_.backward, backend, true,
                                                        gradient_outputs(program_.backward));
@@ -125,7 +139,7 @@ void StageWorker::use_version(int64_t version) {
   const auto& set = target == kNewest ? params_ : old_versions_.at(version);
   for (const auto& [name, t] : set)
     for (ir::Graph* g : {&program_.forward, &program_.backward, &program_.backward_input,
-                         &program_.backward_weight})
+                         &program_.backward_weight, &step_program_.backward_weight})
       if (g->has_value(name)) g->set_value(name, t, ir::Role::kParam);
   active_ = target;
   values_version_ = fresh_values_version();  // other buffers now: kernels drop cached weights
@@ -301,9 +315,17 @@ TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   for (const auto& name : program_.carry) st.carry[name] = outs.at(name).clone();
   // Received gradients the weight half reads too (dW = X^T dY): kept by handle.
   const auto& w_inputs = program_.backward_weight.inputs;
+  auto w_reads = [&](const std::string& t) {
+    return std::find(w_inputs.begin(), w_inputs.end(), t) != w_inputs.end();
+  };
   for (const auto& tr : program_.recv_bwd)
-    if (std::find(w_inputs.begin(), w_inputs.end(), tr.tensor) != w_inputs.end())
-      st.carry[tr.tensor] = feeds.at(tr.tensor);
+    if (w_reads(tr.tensor)) st.carry[tr.tensor] = feeds.at(tr.tensor);
+  // Batched: the weight half runs at the end of the step, so what only the
+  // input half read is freed now.
+  if (step_weight_runner_)
+    for (auto it = st.tensors.begin(); it != st.tensors.end();)
+      it = w_reads(it->first) ? std::next(it) : st.tensors.erase(it);
+  st.input_done = true;
   return sent_gradients(outs);
 }
 
@@ -320,6 +342,45 @@ void StageWorker::backward_weight(int64_t mb, const TensorMap& feeds) {
   }
   acc_empty_ = false;
   stash_.erase(mb);
+}
+
+void StageWorker::backward_weight_step(const std::map<int64_t, TensorMap>& feeds) {
+  if (!step_weight_runner_)
+    throw RuntimeFault("stage " + std::to_string(program_.stage) +
+                       ": batched weight gradients without a step program");
+  std::vector<int64_t> mbs;
+  std::vector<TensorMap> parts;
+  for (auto& [mb, st] : stash_) {
+    if (!st.input_done) continue;
+    if (!mbs.empty() && st.version != stash_.at(mbs.front()).version)
+      throw RuntimeFault("stage " + std::to_string(program_.stage) +
+                         ": batched weight gradients over microbatches of different weight "
+                         "versions");
+    auto f = feeds.find(mb);
+    if (f == feeds.end())
+      throw RuntimeFault("stage " + std::to_string(program_.stage) + ": no data inputs for "
+                         "microbatch " + std::to_string(mb) + "'s weight gradient");
+    mbs.push_back(mb);
+    parts.push_back(backward_inputs(program_.backward_weight, st, f->second));
+  }
+  if (mbs.empty()) return;
+  use_version(stash_.at(mbs.front()).version);
+  const ir::Graph& g = step_program_.backward_weight;
+  const bool first = acc_empty_;
+  TensorMap sinks;
+  RunOptions run = backward_run(g, sinks);
+  // The step program's products run at m microbatches' rows: as many as
+  // the minibatch it was cut for (check_batched_weights saw the factor).
+  step_weight_runner_->run(join_microbatches(parts, g), run);
+  // Gradients the input halves computed were carried: added by hand.
+  for (auto& [param, acc] : grad_acc_) {
+    const std::string& grad = program_.grads.at(param);
+    if (sinks.count(grad)) continue;
+    for (size_t i = 0; i < mbs.size(); ++i)
+      accumulate(acc, stash_.at(mbs[i]).carry.at(grad), first && i == 0);
+  }
+  acc_empty_ = false;
+  for (int64_t mb : mbs) stash_.erase(mb);
 }
 
 void StageWorker::seal_gradients(int64_t round) {

@@ -44,9 +44,13 @@ class StageWorker {
   /// `overlapping_rounds`: a sealed set may wait (for its allreduce) while
   /// the next round accumulates, so sealing swaps in other buffers; else the
   /// sealed set is the accumulators themselves (one set of gradient memory).
+  /// `step_program`: batched weight gradients (needs split_backward): the
+  /// same stage cut from the training graph at the whole minibatch's size,
+  /// whose weight half backward_weight_step() runs.
   StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
               const OptimizerConfig& optimizer, bool split_backward = false,
-              bool recompute = false, bool overlapping_rounds = true);
+              bool recompute = false, bool overlapping_rounds = true,
+              const StageProgram* step_program = nullptr);
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;
 
@@ -66,6 +70,12 @@ class StageWorker {
   /// Second half: the param gradients, added into the accumulators; the
   /// microbatch's stash is dropped. `feeds` holds data inputs.
   void backward_weight(int64_t mb, const TensorMap& feeds);
+  /// Batched weight gradients: the second half of every microbatch whose
+  /// first half has run, at once on the step program (their stashes, carries
+  /// and data inputs joined along the batch axis in microbatch order), into
+  /// the accumulators; their stashes are dropped. `feeds`: each such
+  /// microbatch's data inputs, by microbatch.
+  void backward_weight_step(const std::map<int64_t, TensorMap>& feeds);
 
   /// Closes the gradients accumulated since the last seal as the set of
   /// update `round` (asynchronous schedules reduce one set while the next
@@ -117,6 +127,7 @@ class StageWorker {
     int64_t version = 0;
     TensorMap tensors;
     TensorMap carry;  // split backward: from backward_input() to backward_weight()
+    bool input_done = false;  // backward_input() ran
     // Recomputation: the forward's inputs and seed; `tensors` is filled again
     // from them just before the backward.
     TensorMap inputs;
@@ -153,6 +164,10 @@ class StageWorker {
   void use_version(int64_t version);
 
   StageProgram program_;  // its subgraphs hold this worker's param handles
+  // Batched weight gradients: the stage at the minibatch size (split), whose
+  // backward_weight holds the same param handles, and its runner.
+  StageProgram step_program_;
+  std::unique_ptr<ForwardRunner> step_weight_runner_;
   ir::Graph state_;       // params (same handles) + optimizer state
   std::map<std::string, ir::Tensor> params_, buffers_;  // newest weights, BatchNorm buffers
   std::map<std::string, std::string> buffer_of_;        // fresh statistic -> buffer

@@ -19,7 +19,8 @@ namespace pipetrain::exec {
 bool has_batch_statistics(const ir::Graph& g);
 
 /// Joins the feeds of a step's microbatches (in order) for `whole`, the
-/// minibatch program's subgraph: a tensor whose shape there has m times the
+/// minibatch program's subgraph (a whole-minibatch stage's, or a batched
+/// weight gradient's): a tensor whose shape there has m times the
 /// rows along axis 0 is concatenated; one of the same shape in every
 /// microbatch (no batch axis) is taken from the first; names `whole` does not
 /// know are left out. Throws RuntimeFault naming a tensor that fits neither.
@@ -35,5 +36,14 @@ std::vector<ir::Tensor> cut_minibatch(const std::string& name, const ir::Tensor&
 /// Throws PlanError when the two programs of stage `stage` (microbatch and
 /// minibatch graphs) do not send and receive the same tensors.
 void check_same_transfers(const StageProgram& micro, const StageProgram& whole);
+
+/// Batched weight gradients: throws PlanError unless the weight half of
+/// `micro`'s backward can run once over a step as `whole`'s (both split, the
+/// same stage at the microbatch and the minibatch size): the same inputs and
+/// param gradients, and every input stacked along axis 0 by one factor, the
+/// microbatch count, so that the joined microbatches are the minibatch. (An
+/// input without a batch axis, such as a per-microbatch statistic, would
+/// differ between microbatches.)
+void check_batched_weights(const StageProgram& micro, const StageProgram& whole);
 
 }  // namespace pipetrain::exec

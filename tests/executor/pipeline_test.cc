@@ -352,6 +352,100 @@ TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
   }
 }
 
+// Batched weight gradients: per microbatch only the input gradients, then
+// per stage the step's weight gradients at once on its program at the
+// minibatch size; the weights still equal one worker's (relative 1e-5).
+TEST(Pipeline, BatchedWeightGradientsMatchSingleWorker) {
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 3;
+  auto full = mlp_training_graph(kBatch);
+  const auto want = single_worker_params(full, mlp_minibatches(full, kSteps, kBatch));
+  const auto step_graph = mlp_training_graph(kBatch);
+  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
+    for (int p : {2, 3, 4})
+      for (int m : {3, 8}) {
+        const std::string what = std::string(partitioner::schedule_name(kind)) +
+                                 ", p = " + std::to_string(p) + ", m = " + std::to_string(m);
+        auto micro = mlp_training_graph(kBatch / m);
+        exec::PipelineOptions po;
+        po.schedule = kind;
+        po.microbatches = m;
+        po.optimizer = sgd_momentum();
+        po.weight_gradients = exec::WeightGradients::kBatched;
+        po.step_graph = &step_graph;
+        exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
+                                         std::vector<int>(static_cast<size_t>(p), 1)),
+                            po);
+        ASSERT_TRUE(pipe.batched_weights()) << what;
+        for (int k = 0; k < kSteps; ++k) {
+          auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), m, kBatch));
+          int b = 0, w = 0;
+          for (const auto& op : r.ops) {
+            EXPECT_NE(op.op.kind, partitioner::OpKind::kBackward) << what;
+            b += op.op.kind == partitioner::OpKind::kBackwardInput;
+            if (op.op.kind == partitioner::OpKind::kBackwardWeight) {
+              EXPECT_EQ(op.op.microbatch, partitioner::kWholeStep) << what;
+              ++w;
+            }
+          }
+          EXPECT_EQ(b, m * p) << what;
+          EXPECT_EQ(w, p) << what;
+        }
+        pipe.write_back(micro.graph);
+        expect_close(params_of(micro.graph), want, 1e-5, what);
+        // Every microbatch's stash waits for the step's weight gradients.
+        for (const auto& st : pipe.stats()) EXPECT_EQ(st.peak_in_flight, m) << what;
+      }
+}
+
+// What batched weight gradients cannot run with: refused by name when asked
+// for, left per microbatch (with the reason) under kAuto.
+TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
+  constexpr int64_t kBatch = 24;
+  const auto step_graph = mlp_training_graph(kBatch);
+  auto micro = mlp_training_graph(kBatch / 4);
+  const int layers = static_cast<int>(micro.graph.layers.size());
+  auto attempt = [&](ScheduleKind kind, std::vector<int> replicas, bool with_graph,
+                     exec::WeightGradients wg) {
+    exec::PipelineOptions po;
+    po.schedule = kind;
+    po.microbatches = 4;
+    po.optimizer = sgd_momentum();
+    po.weight_gradients = wg;
+    po.step_graph = with_graph ? &step_graph : nullptr;
+    return std::make_unique<exec::Pipeline>(micro, split(layers, std::move(replicas)), po);
+  };
+  auto refusal = [&](ScheduleKind kind, std::vector<int> replicas, bool with_graph) {
+    try {
+      attempt(kind, std::move(replicas), with_graph, exec::WeightGradients::kBatched);
+    } catch (const PlanError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal(ScheduleKind::kTwoBW, {1, 1}, true).find("gpipe and 1f1b, not 2bw"),
+            std::string::npos);
+  EXPECT_NE(refusal(ScheduleKind::kGPipe, {2, 1}, true).find("replicated stage"),
+            std::string::npos);
+  EXPECT_NE(refusal(ScheduleKind::kGPipe, {1, 1}, false).find("minibatch size"),
+            std::string::npos);
+  auto fallback = attempt(ScheduleKind::kOneFOneB, {1, 2}, true, exec::WeightGradients::kAuto);
+  EXPECT_FALSE(fallback->batched_weights());
+  EXPECT_NE(fallback->weight_gradients_note().find("replicated stage"), std::string::npos);
+  EXPECT_TRUE(attempt(ScheduleKind::kOneFOneB, {1, 1}, true, exec::WeightGradients::kAuto)
+                  ->batched_weights());
+  // A microbatch graph that is not the minibatch's cut: its weight halves
+  // read tensors that do not stack.
+  const auto other = mlp_training_graph(kBatch / 4 + 1);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kGPipe;
+  po.microbatches = 4;
+  po.optimizer = sgd_momentum();
+  po.weight_gradients = exec::WeightGradients::kBatched;
+  po.step_graph = &other;
+  EXPECT_THROW(exec::Pipeline(micro, split(layers, {1, 1}), po), PlanError);
+}
+
 // The zoo's LeNet at `batch`, one node per layer.
 autodiff::TrainingGraph lenet_training_graph(int64_t batch) {
   models::ZooOptions opts;
@@ -828,6 +922,53 @@ TEST(Pipeline, TiedWeightsUnderFlushSchedulesMatchSingleWorker) {
       pipe.write_back(micro.graph);
       expect_close(params_of(micro.graph), want, 1e-5, what);
     }
+}
+
+// LeNet's convolutions (their weight halves) and the tied LM's shared
+// embedding take batched weight gradients too.
+TEST(Pipeline, BatchedWeightGradientsOnLeNetAndATiedLM) {
+  constexpr int kSteps = 2, m = 4;
+  struct Case {
+    std::string name;
+    std::function<autodiff::TrainingGraph(int64_t)> graph;
+    std::function<TensorMap(const autodiff::TrainingGraph&, int, int64_t)> batch;
+    int64_t rows;
+  };
+  const std::vector<Case> cases = {
+      {"lenet", [](int64_t b) { return lenet_training_graph(b); },
+       [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); },
+       8},
+      {"tied lm", [](int64_t b) { return testing_models::tied_lm(b); },
+       [](const autodiff::TrainingGraph& tg, int i, int64_t rows) {
+         return token_minibatch(tg, i, rows);
+       },
+       8}};
+  for (const Case& c : cases) {
+    auto full = c.graph(c.rows);
+    std::vector<TensorMap> steps;
+    for (int k = 0; k < kSteps; ++k) steps.push_back(c.batch(full, k, c.rows));
+    const auto want = single_worker_params(full, steps);
+    const auto step_graph = c.graph(c.rows);
+    for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
+      for (int p : {2, 3}) {
+        const std::string what =
+            c.name + ", " + partitioner::schedule_name(kind) + ", p = " + std::to_string(p);
+        auto micro = c.graph(c.rows / m);
+        exec::PipelineOptions po;
+        po.schedule = kind;
+        po.microbatches = m;
+        po.optimizer = sgd_momentum();
+        po.weight_gradients = exec::WeightGradients::kBatched;
+        po.step_graph = &step_graph;
+        exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
+                                         std::vector<int>(static_cast<size_t>(p), 1)),
+                            po);
+        for (int k = 0; k < kSteps; ++k)
+          pipe.run(microbatches_of(steps[static_cast<size_t>(k)], m, c.rows));
+        pipe.write_back(micro.graph);
+        expect_close(params_of(micro.graph), want, 1e-5, what);
+      }
+  }
 }
 
 // Asynchronous 1F1B: the tied copies follow PipeDream's delays of their own

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -321,6 +322,69 @@ TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
       --between;
   EXPECT_GE(most, 1);
   EXPECT_DOUBLE_EQ(r.stages[1].peak_activation_bytes, 500.0 * most);
+}
+
+// Batched weight gradients: each B is the input part of one microbatch's
+// backward; each stage runs one W after its last B, charged the measured
+// per-step W (unmeasured: the weight share of backward_s, as m per-microbatch
+// W's would be); every stash lives until that W.
+TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
+  auto [prof, plan] = two_stages_across_a_cut(1.0, 4.0, 0);
+  prof.layers[0].backward_input_s = 1.0;  // stage 0's: no gradient leaves it
+  prof.layers[1].backward_input_s = 2.0;
+  SimOptions o;
+  o.microbatches = 4;
+  o.batched_weights = true;
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
+    for (bool measured : {false, true}) {
+      prof.layers[0].backward_weight_step_s = measured ? 2.5 : -1;
+      prof.layers[1].backward_weight_step_s = measured ? 1.0 : -1;
+      const std::string what = std::string(schedule_name(k)) + (measured ? ", measured" : "");
+      const SimResult r = simulate(plan, prof, k, o);
+      validate(r.schedule_ops);
+      std::map<int, std::vector<TimedOp>> w_ops;
+      std::map<int, double> last_b_end;
+      for (const auto& t : r.run.ops) {
+        if (t.op.kind == OpKind::kBackward) ADD_FAILURE() << what << ": a whole backward ran";
+        if (t.op.kind == OpKind::kBackwardInput) {
+          EXPECT_DOUBLE_EQ(t.end - t.start, t.op.stage == 0 ? 0.0 : 0.5) << what;
+          last_b_end[t.op.stage] = std::max(last_b_end[t.op.stage], t.end);
+        }
+        if (t.op.kind == OpKind::kBackwardWeight) w_ops[t.op.stage].push_back(t);
+      }
+      for (int st : {0, 1}) {
+        ASSERT_EQ(w_ops[st].size(), 1u) << what;
+        const TimedOp& w = w_ops[st][0];
+        EXPECT_EQ(w.op.microbatch, kWholeStep) << what;
+        EXPECT_GE(w.start, last_b_end[st]) << what;
+        const double want = measured ? (st == 0 ? 2.5 : 1.0) : (st == 0 ? 4.0 : 2.0);
+        EXPECT_DOUBLE_EQ(w.end - w.start, want) << what << ", stage " << st;
+        EXPECT_EQ(r.stages[static_cast<size_t>(st)].peak_in_flight, 4) << what;
+      }
+      // gpipe: stage 1's B's end at 1.25 + 4 x 0.5 = 3.25, where stage 0's
+      // last gradient arrives and its W of 2.5 begins.
+      if (k == ScheduleKind::kGPipe && measured) {
+        EXPECT_DOUBLE_EQ(r.makespan_s, 5.75);
+      }
+    }
+  // The W over the whole step waits for every B of its stage.
+  ScheduleShape shape;
+  shape.replicas = {1, 1};
+  shape.microbatches = 3;
+  shape.batched_weights = true;
+  Schedule s = build_schedule(ScheduleKind::kGPipe, shape);
+  validate(s);
+  auto& prog = s.programs[1];
+  auto w = std::find_if(prog.begin(), prog.end(),
+                        [](const ScheduleOp& op) { return op.kind == OpKind::kBackwardWeight; });
+  ASSERT_NE(w, prog.end());
+  const ScheduleOp moved = *w;
+  prog.erase(w);
+  prog.insert(prog.begin() + 4, moved);  // after the forwards, before any B
+  EXPECT_THROW(validate(s), PlanError);
+  EXPECT_THROW(build_schedule(ScheduleKind::kZeroBubbleH1, shape), PlanError);
+  shape.replicas = {2, 1};
+  EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, shape), PlanError);
 }
 
 // Interleaved 1F1B on the worker view of p x v virtual stages: each chunk
