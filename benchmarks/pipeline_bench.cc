@@ -177,7 +177,10 @@ struct Pipelined {
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
     so.chunks = kChunks;
-    so.batched_weights = batched;
+    // Batched: on the stages where the simulator finds it faster.
+    if (batched) so.batched_weights = pt::partitioner::best_batched_weights(plan, profile, kind, so);
+    po.batched_stages = so.batched_weights;
+    if (batched && so.batched_weights.empty()) po.weight_gradients = pt::exec::WeightGradients::kPerMicrobatch;
     auto [sim_plan, sim_profile] =
         kind == ScheduleKind::kInterleaved
             ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
@@ -220,6 +223,13 @@ struct Pipelined {
   // Per stage, ms per minibatch: measured (the profile's figure).
   std::string breakdown() {
     std::string out;
+    if (batched) {
+      std::string which;
+      const auto& b = pipe->batched_stages();
+      for (size_t s = 0; s < b.size(); ++s)
+        if (b[s]) which += (which.empty() ? "" : ", ") + std::to_string(s);
+      out += " batched on stages " + (which.empty() ? std::string("none") : which) + ";";
+    }
     for (size_t s = 0; s < plan.stages.size(); ++s) {
       double f = 0, b = 0, u = 0;
       for (int l = plan.stages[s].first_layer; l <= plan.stages[s].last_layer; ++l) {

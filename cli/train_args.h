@@ -58,6 +58,7 @@ struct TrainArgs {
   double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit
   bool recompute = false;         // stash inputs only, run the forward again before backward
   std::string bn_stats = "microbatch";  // or "minibatch": BatchNorm stages run a step at once
+  std::string weight_grads = "auto";    // gpipe, 1f1b-flush: "batched", "per-microbatch" or auto
   int chunks = 2;                 // interleaved: virtual stages per worker
   bool vertical_sync = false;
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule

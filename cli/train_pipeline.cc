@@ -277,6 +277,14 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "schedules match one worker; 1f1b-flush and zb-h1 then run in gpipe's order)")
       ->check(CLI::IsMember({"microbatch", "minibatch"}))
       ->capture_default_str();
+  cmd.add_option("--weight-grads", a.weight_grads,
+                 "gpipe and 1f1b-flush: batched (each microbatch's backward computes its input "
+                 "gradients only; each stage computes the step's weight gradients at once, at the "
+                 "minibatch size, in the drain: wide products for narrow ones, every stash kept "
+                 "until then), per-microbatch, or auto (the stages where the simulator finds "
+                 "batching faster)")
+      ->check(CLI::IsMember({"auto", "batched", "per-microbatch"}))
+      ->capture_default_str();
   cmd.add_option("--memory", a.memory_bytes,
                  "--schedule auto: bytes per worker a schedule's simulated peak may use")
       ->check(CLI::PositiveNumber);
@@ -463,6 +471,12 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "
         "--microbatches is for 1f1b-flush, gpipe and 2bw");
   const int m = kind == ScheduleKind::kPipeDream ? 1 : microbatch_count(a, kind, p);
+  // Batched weight gradients need a step of several microbatches and the
+  // graph at the minibatch size (full_tg, kept when m > 1).
+  const bool batchable = (kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB) && m > 1;
+  if (a.weight_grads == "batched" && !batchable)
+    throw PlanError("--weight-grads batched runs with gpipe and 1f1b-flush over 2 or more "
+                    "microbatches, not " + a.schedule + " with " + std::to_string(m));
 
   // The graph the workers run, at the microbatch size (the one already built
   // when a minibatch is one microbatch).
@@ -527,7 +541,34 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
     run_profile = exec::calibrate_to_stages(std::move(run_profile), tg, ranges, feeds,
                                             a.trainer.optimizer, 3, runs, beside, run_backend);
+    // Batched weight gradients: each stage's weight half timed at the minibatch size.
+    if (batchable && a.weight_grads != "per-microbatch")
+      exec::measure_weight_steps(run_profile, full_tg, ranges,
+                                 random_feeds(full_tg.graph, "train"), a.trainer.optimizer, 3,
+                                 runs, beside, run_backend);
     exec::scale_profile(run_profile, m);
+  }
+  // The simulation of the run (the choice of batched stages, the report).
+  partitioner::SimOptions so;
+  so.synced_updates = a.trainer.clip_norm > 0;
+  so.recompute = a.recompute;
+  so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
+  so.microbatches = m;
+  so.chunks = a.chunks;
+  so.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
+  // Rank 0 chooses the stages that batch their weight gradients; every rank runs them.
+  std::vector<bool> batched;
+  if (batchable && a.weight_grads != "per-microbatch") {
+    std::string flags;
+    if (root) {
+      batched = a.weight_grads == "batched"
+                    ? std::vector<bool>(plan.stages.size(), true)
+                    : partitioner::best_batched_weights(plan, run_profile, kind, so);
+      for (bool b : batched) flags += b ? '1' : '0';
+    }
+    if (comm) flags = exec::share_text(*comm, "weight gradients", flags);
+    batched.clear();
+    for (char c : flags) batched.push_back(c == '1');
   }
 
   exec::PipelineOptions po;
@@ -541,6 +582,12 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // The minibatch graph for BatchNorm stages (--bn-stats minibatch); with
   // one microbatch per step every stage already normalises the minibatch.
   if (a.bn_stats == "minibatch" && m > 1) po.minibatch_graph = &full_tg;
+  if (!batched.empty()) {
+    po.weight_gradients = a.weight_grads == "batched" ? exec::WeightGradients::kBatched
+                                                     : exec::WeightGradients::kAuto;
+    po.batched_stages = batched;
+    po.step_graph = &full_tg;
+  }
   po.chunks = a.chunks;
   po.seed = a.seed;
   po.threads_per_worker = threads;
@@ -571,6 +618,17 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", a.backend + (a.precision == "bf16" ? " bf16" : ""),
         stage_list(plan));
+  if (root && pipe.batched_weights()) {
+    std::string list;
+    for (size_t st = 0; st < pipe.batched_stages().size(); ++st)
+      if (pipe.batched_stages()[st]) list += (list.empty() ? "" : ", ") + std::to_string(st);
+    fmt::print("weight gradients: batched once per step on stage{} {}\n",
+               list.find(',') != std::string::npos ? "s" : "", list);
+  } else if (root && !pipe.weight_gradients_note().empty()) {
+    fmt::print("{}\n", pipe.weight_gradients_note());
+  } else if (root && batchable && a.weight_grads == "auto") {
+    fmt::print("weight gradients: per microbatch (batched simulated no faster on any stage)\n");
+  }
   if (const auto whole = pipe.whole_minibatch_stages(); root && !whole.empty()) {
     std::string list;
     for (int st : whole) list += (list.empty() ? "" : ", ") + std::to_string(st);
@@ -680,15 +738,10 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   }
 
   // Utilisation and memory against the simulator, throughput, timelines.
-  partitioner::SimOptions so;
-  so.synced_updates = a.trainer.clip_norm > 0;
-  so.recompute = a.recompute;
-  so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
   so.microbatches = flush || kind == ScheduleKind::kTwoBW
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
-  so.chunks = a.chunks;
-  so.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
+  so.batched_weights = pipe.batched_stages();
   auto [sim_plan, sim_profile] =
       interleaved ? partitioner::interleaved_worker_view(plan, run_profile, workers)
                   : std::make_pair(plan, run_profile);

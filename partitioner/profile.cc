@@ -81,6 +81,7 @@ nlohmann::json to_json(const Profile& p) {
                       {"accumulate_s", l.accumulate_s},
                       {"backward_input_s", l.backward_input_s},
                       {"backward_weight_step_s", l.backward_weight_step_s},
+                      {"weight_stash_bytes", l.weight_stash_bytes},
                       {"carry_bytes", l.carry_bytes},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
@@ -138,6 +139,8 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (lj.contains("carry_bytes")) l.carry_bytes = ju::integer(lj, "carry_bytes", w);
     if (lj.contains("backward_input_s"))
       l.backward_input_s = ju::number(lj, "backward_input_s", w);
+    if (lj.contains("weight_stash_bytes"))
+      l.weight_stash_bytes = ju::integer(lj, "weight_stash_bytes", w);
     if (lj.contains("backward_weight_step_s"))
       l.backward_weight_step_s = ju::number(lj, "backward_weight_step_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);

@@ -53,6 +53,10 @@ struct LayerProfile {
   /// the per-microbatch W's share of backward_s. Per step (scale_profile()
   /// leaves it). Negative: not measured (the simulator takes that share).
   double backward_weight_step_s = -1;
+  /// The part of output_bytes the weight part of the backward reads: what a
+  /// stage batching its weight gradients keeps of each microbatch from its B
+  /// to the step's W (the rest is freed after B). Negative: not known (all).
+  int64_t weight_stash_bytes = -1;
   /// Bytes a zero-bubble schedule keeps per microbatch from B to W for this
   /// layer: activation gradients B makes that W reads here (at their last
   /// W reader's layer).

@@ -158,6 +158,10 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
   auto act_bytes = [&](int stage) {
     return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
   };
+  auto weight_act_bytes = [&](int stage) {
+    return costs.weight_activation_bytes ? std::min(costs.weight_activation_bytes(stage), act_bytes(stage))
+                                         : act_bytes(stage);
+  };
   auto key_of = [](const ScheduleOp& op, int from, int to) {
     return MessageKey{static_cast<int>(op.payload), op.stage, op.microbatch, from, to};
   };
@@ -252,11 +256,14 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         if (is_compute(op.kind)) run.busy_s[w] += dur;
         // A microbatch's stash lives until its last backward op.
         bool release =
-            s.split_backward ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
+            s.split(op.stage) ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
         if (op.kind == OpKind::kBackwardInput && costs.carry_bytes)
           memory.hold(w, costs.carry_bytes(op.stage));
+        // A batched stage frees at B what its W does not read.
+        if (op.kind == OpKind::kBackwardInput && s.batched(op.stage))
+          memory.hold(w, -(act_bytes(op.stage) - weight_act_bytes(op.stage)));
         if (op.kind == OpKind::kBackwardWeight && op.microbatch == kWholeStep) {
-          const int n = memory.release_all(w, op.stage, act_bytes(op.stage));
+          const int n = memory.release_all(w, op.stage, weight_act_bytes(op.stage));
           if (costs.carry_bytes) memory.hold(w, -n * costs.carry_bytes(op.stage));
         } else if (op.kind == OpKind::kBackwardWeight && costs.carry_bytes) {
           memory.hold(w, -costs.carry_bytes(op.stage));
@@ -308,7 +315,7 @@ void validate(const Schedule& s) {
       const auto& reps = s.stage_workers[op.stage];
       if (std::find(reps.begin(), reps.end(), w) == reps.end())
         throw PlanError(where + ": worker is not a replica of the stage");
-      if (op.kind == OpKind::kBackwardWeight && s.batched_weights) {
+      if (op.kind == OpKind::kBackwardWeight && s.batched(op.stage)) {
         if (op.microbatch != kWholeStep)
           throw PlanError(where + ": batched weight gradients run one W over the whole step");
         if (reps.size() != 1)
@@ -345,8 +352,8 @@ void validate(const Schedule& s) {
         bool local =
             seen_here.count({static_cast<int>(payload == Payload::kActivation
                                                   ? OpKind::kForward
-                                                  : (s.split_backward ? OpKind::kBackwardInput
-                                                                      : OpKind::kBackward)),
+                                                  : (s.split(from_stage) ? OpKind::kBackwardInput
+                                                                         : OpKind::kBackward)),
                              from_stage, op.microbatch}) != 0;
         bool got = received.count({static_cast<int>(payload), from_stage, op.microbatch}) != 0;
         if (!local && !got) throw PlanError(where + ": its input is never received before it");
@@ -355,12 +362,12 @@ void validate(const Schedule& s) {
     }
   }
   for (int st = 0; st < s.num_stages; ++st) {
-    if (s.batched_weights && !done.count({static_cast<int>(OpKind::kBackwardWeight), st, kWholeStep}))
+    if (s.batched(st) && !done.count({static_cast<int>(OpKind::kBackwardWeight), st, kWholeStep}))
       throw PlanError(fmt::format("schedule '{}': {} never runs", s.name,
                                   to_string(ScheduleOp{OpKind::kBackwardWeight, st, kWholeStep})));
     for (int mb = 0; mb < s.num_microbatches; ++mb) {
       std::vector<OpKind> kinds =
-          s.batched_weights ? std::vector{OpKind::kForward, OpKind::kBackwardInput}
+          s.batched(st) ? std::vector{OpKind::kForward, OpKind::kBackwardInput}
           : s.split_backward
               ? std::vector{OpKind::kForward, OpKind::kBackwardInput, OpKind::kBackwardWeight}
               : std::vector{OpKind::kForward, OpKind::kBackward};

@@ -55,10 +55,17 @@ struct Schedule {
   int num_stages = 0;
   int num_microbatches = 0;
   bool split_backward = false;                    // B is input-only and every microbatch has a W
-  /// With split_backward: each stage has one W (microbatch kWholeStep) after
-  /// all its B's, which computes the step's weight gradients at the
-  /// minibatch size (one wide GEMM instead of one narrow one per microbatch).
-  bool batched_weights = false;
+  /// Per stage (empty: none): the stage's B's are input-only and one W
+  /// (microbatch kWholeStep) after all of them computes the step's weight
+  /// gradients at the minibatch size (wide products instead of one narrow
+  /// product per microbatch).
+  std::vector<bool> batched_weights;
+  bool batched(int stage) const {
+    return stage >= 0 && stage < static_cast<int>(batched_weights.size()) &&
+           batched_weights[static_cast<size_t>(stage)];
+  }
+  /// Whether stage `stage`'s backward runs as B (input) then W ops.
+  bool split(int stage) const { return split_backward || batched(stage); }
   std::vector<std::vector<int>> stage_workers;    // stage -> its replicas' workers
   std::vector<std::vector<ScheduleOp>> programs;  // worker -> ops in order
   /// Stages whose Steps of the same index meet (every replica of each), then
@@ -88,6 +95,9 @@ struct ScheduleCosts {
   /// Bytes a microbatch keeps from its B op to its W op (split backward);
   /// null: none.
   std::function<double(int stage)> carry_bytes;
+  /// Of activation_bytes, what a batched stage's W reads (kept from B to
+  /// the step's W; the rest is freed at B); null: all of it.
+  std::function<double(int stage)> weight_activation_bytes;
 };
 
 struct TimedOp {

@@ -117,17 +117,23 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
   std::vector<int> base;
   Schedule s = skeleton(schedule_name(kind), reps, total, base);
   s.split_backward = kind == ScheduleKind::kZeroBubbleH1;
-  if (shape.batched_weights) {
+  if (std::count(shape.batched_weights.begin(), shape.batched_weights.end(), true) > 0) {
     if (kind != ScheduleKind::kGPipe && kind != ScheduleKind::kOneFOneB)
       throw PlanError(fmt::format("batched weight gradients run with gpipe and 1f1b, not {}",
                                   schedule_name(kind)));
-    if (*std::max_element(reps.begin(), reps.end()) != 1)
-      throw PlanError("batched weight gradients need unreplicated stages");
-    s.split_backward = s.batched_weights = true;
+    if (shape.batched_weights.size() != reps.size())
+      throw PlanError(fmt::format("batched weight gradients: {} stage flags for {} stages",
+                                  shape.batched_weights.size(), reps.size()));
+    for (size_t st = 0; st < reps.size(); ++st)
+      if (shape.batched_weights[st] && reps[st] != 1)
+        throw PlanError(fmt::format(
+            "batched weight gradients need unreplicated stages (stage {} has {} replicas)", st,
+            reps[st]));
+    s.batched_weights = shape.batched_weights;
   }
   // Batched: after a stage's last B (and its send), the step's one W.
   auto batched_w = [&](int w, int st) {
-    if (s.batched_weights) s.programs[w].push_back({OpKind::kBackwardWeight, st, kWholeStep});
+    if (s.batched(st)) s.programs[w].push_back({OpKind::kBackwardWeight, st, kWholeStep});
   };
   Builder b(s, base, reps);
   const int p = s.num_stages;
@@ -139,13 +145,13 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
       if (kind == ScheduleKind::kGPipe) {
         for (int mb : mbs) b.forward(w, st, mb);
         for (int mb : mbs)
-          b.backward(w, st, mb, s.split_backward ? OpKind::kBackwardInput : OpKind::kBackward);
+          b.backward(w, st, mb, s.split(st) ? OpKind::kBackwardInput : OpKind::kBackward);
         batched_w(w, st);
         b.step(w, st, 0);
         continue;
       }
       const int warm = std::min(warmup_count(reps, st), n);
-      const OpKind bkind = s.split_backward ? OpKind::kBackwardInput : OpKind::kBackward;
+      const OpKind bkind = s.split(st) ? OpKind::kBackwardInput : OpKind::kBackward;
       // ZB-H1: the weight gradient of the j-th backward runs after the
       // (j + s)-th input gradient on stage s. Late stages, idle during the
       // warm-up, push their input gradients upstream first and do the W's
@@ -181,7 +187,7 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
           int group = mb / shape.microbatches;
           int last_in_group = std::min(total, (group + 1) * shape.microbatches) - 1;
           if (mb + reps[st] > last_in_group) async_step(group, reps[st] > 1);
-        } else if (s.split_backward && !s.batched_weights) {
+        } else if (s.split_backward) {
           while (next_w < n && next_w + delay < done_b)
             b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
         }
@@ -197,8 +203,7 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
         after_backward(mbs[i]);
       }
       if (pending >= 0) b.add(w, OpKind::kStep, st, pending);
-      while (s.split_backward && !s.batched_weights && next_w < n)
-        b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
+      while (s.split_backward && next_w < n) b.add(w, OpKind::kBackwardWeight, st, mbs[next_w++]);
       batched_w(w, st);
       if (kind == ScheduleKind::kOneFOneB || kind == ScheduleKind::kZeroBubbleH1) b.step(w, st, 0);
     }

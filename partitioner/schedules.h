@@ -43,10 +43,10 @@ struct ScheduleShape {
   /// overlaps compute (one more round of staleness). false: right after the
   /// allreduce, which 2BW's one-step-late semantics needs.
   bool overlap_allreduce = true;
-  /// gpipe and 1f1b, unreplicated stages: B computes input gradients only and
-  /// each stage runs one W over the whole step after its last B
-  /// (Schedule::batched_weights).
-  bool batched_weights = false;
+  /// gpipe and 1f1b, per stage (empty: none; the stages batched must be
+  /// unreplicated): B computes input gradients only and the stage runs one W
+  /// over the whole step after its last B (Schedule::batched_weights).
+  std::vector<bool> batched_weights;
 };
 
 /// Throws PlanError when the shape does not suit the schedule (interleaved

@@ -17,6 +17,7 @@ namespace {
 struct StageData {
   double backward_input_s = -1;  // negative: not measured
   double weight_step_s = -1;     // batched W over a step; negative: not measured
+  double weight_stash = -1;      // of stash_bytes, what the W part reads; negative: all
   double carry = 0;              // kept from B to W under zero-bubble schedules
   double forward_s = 0, backward_s = 0, update_s = 0, accumulate_s = 0, param_bytes = 0,
          stash_bytes = 0, cut_out = 0, cut_in = 0, inputs = 0;
@@ -28,7 +29,8 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
   for (const auto& st : plan.stages) {
     StageData d;
     d.recompute = recompute || st.recompute;
-    bool split_known = true, step_known = true;
+    bool split_known = true, step_known = true, weight_stash_known = true;
+    double weight_stash = 0;
     double input_part = 0, weight_step = 0;
     for (int l = st.first_layer; l <= st.last_layer; ++l) {
       const LayerProfile& lp = profile.layers[l];
@@ -36,6 +38,8 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       input_part += std::max(0.0, lp.backward_input_s);
       step_known = step_known && lp.backward_weight_step_s >= 0;
       weight_step += std::max(0.0, lp.backward_weight_step_s);
+      weight_stash_known = weight_stash_known && lp.weight_stash_bytes >= 0;
+      weight_stash += static_cast<double>(std::max<int64_t>(0, lp.weight_stash_bytes));
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
@@ -47,6 +51,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     }
     // The first stage sends no gradient upstream: its B op has nothing to do.
     if (split_known) d.backward_input_s = st.first_layer > 0 ? input_part : 0.0;
+    const double own_stash = d.stash_bytes;  // the received part comes next
     if (step_known) d.weight_step_s = weight_step;
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
@@ -62,6 +67,10 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     // The first stage's B does nothing: it carries only the gradient it
     // received (its W computes the rest itself), as large as what it sent.
     if (st.first_layer == 0) d.carry = d.cut_out;
+    // What the W part reads: the first stage's W is its whole backward;
+    // received tensors count whole (dW = X^T dY reads a stage's input).
+    if (weight_stash_known && st.first_layer > 0)
+      d.weight_stash = weight_stash + (d.stash_bytes - own_stash);
     out.push_back(d);
   }
   return out;
@@ -320,6 +329,10 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     return (d.recompute ? d.cut_in + d.inputs : d.stash_bytes) * scale;
   };
   costs.carry_bytes = [&](int stage) { return sched[static_cast<size_t>(stage)].carry * scale; };
+  costs.weight_activation_bytes = [&](int stage) {
+    const StageData& d = sched[static_cast<size_t>(stage)];
+    return (d.weight_stash >= 0 ? d.weight_stash : d.stash_bytes) * scale;
+  };
   res.run = execute(s, costs);
   const ScheduleRun& run = res.run;
   res.makespan_s = run.makespan;
@@ -376,6 +389,26 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                                      (versions + grad_sets + options.optimizer_state) * params);
     }
   return res;
+}
+
+std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile, ScheduleKind kind,
+                                       const SimOptions& options) {
+  if (kind != ScheduleKind::kGPipe && kind != ScheduleKind::kOneFOneB) return {};
+  const size_t p = plan.stages.size();
+  for (const auto& st : plan.stages)
+    if (st.replication != 1) return {};
+  std::vector<bool> all_but_first(p, true);
+  all_but_first[0] = false;
+  std::vector<bool> best;
+  SimOptions o = options;
+  o.batched_weights = {};
+  double best_time = simulate(plan, profile, kind, o).time_per_minibatch_s;
+  for (const auto& candidate : {all_but_first, std::vector<bool>(p, true)}) {
+    o.batched_weights = candidate;
+    const double t = simulate(plan, profile, kind, o).time_per_minibatch_s;
+    if (t < best_time * (1 - 1e-9)) best_time = t, best = candidate;
+  }
+  return best;
 }
 
 }  // namespace pipetrain::partitioner

@@ -36,10 +36,11 @@ struct SimOptions {
   /// Optimizer state per param byte (plain SGD 0, momentum 1, Adam 2): held
   /// once beside the weights.
   double optimizer_state = 0;
-  /// gpipe and 1f1b: each stage's weight gradients in one W op over the whole
-  /// step (ScheduleShape::batched_weights), timed from the layers'
-  /// backward_weight_step_s where measured.
-  bool batched_weights = false;
+  /// gpipe and 1f1b, per plan stage (empty: none): the stage's weight
+  /// gradients in one W op over the whole step (ScheduleShape::
+  /// batched_weights), timed from its layers' backward_weight_step_s where
+  /// measured.
+  std::vector<bool> batched_weights;
 };
 
 struct StageSimStats {
@@ -69,6 +70,15 @@ struct SimResult {
 /// schedule does not suit the plan (interleaved with replicated stages).
 SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                    const SimOptions& options = {});
+
+/// gpipe and 1f1b on unreplicated stages: which stages should batch their
+/// weight gradients, by simulating none, all but the first and all (the
+/// first stage's whole backward is its W: batched, it can start only after
+/// the last gradient arrives) and taking the fastest (the fewer batched on a
+/// tie, as they keep every microbatch's stash until the W). Empty when none
+/// wins or the schedule and plan cannot batch.
+std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile, ScheduleKind kind,
+                                       const SimOptions& options);
 
 /// Interleaved 1F1B runs a plan of p x v virtual stages on p workers (worker
 /// w holds w, w + p, ...), while simulate() models p workers whose stage it

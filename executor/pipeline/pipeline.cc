@@ -164,12 +164,13 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
         worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
             whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
             options_.optimizer,
-            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1 || batched_,
+            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1 ||
+                (!batched_.empty() && batched_[vs]),
             options_.recompute || stages_[vs].recompute,
             // Only pipedream's replicas update a round after the next one's backward.
             /*overlapping_rounds=*/options_.schedule == ScheduleKind::kPipeDream &&
                 stages_[vs].replicas > 1,
-            batched_ ? &step_programs_[vs] : nullptr);
+            !batched_.empty() && batched_[vs] ? &step_programs_[vs] : nullptr);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
       worker->stats.stage = s;
@@ -209,8 +210,14 @@ void Pipeline::plan_batched_weights(const std::vector<std::pair<int, int>>& rang
   const WeightGradients want = options_.weight_gradients;
   if (want == WeightGradients::kPerMicrobatch) return;
   const ScheduleKind k = options_.schedule;
+  std::vector<bool> chosen = options_.batched_stages;
+  if (chosen.empty()) chosen.assign(stages_.size(), true);
+  if (std::find(chosen.begin(), chosen.end(), true) == chosen.end()) return;  // none chosen
   std::string why;
-  if (k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB)
+  if (chosen.size() != stages_.size())
+    why = std::to_string(chosen.size()) + " stage flags for " + std::to_string(stages_.size()) +
+          " stages";
+  else if (k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB)
     why = std::string("they run with gpipe and 1f1b, not ") + partitioner::schedule_name(k);
   else if (options_.microbatches < 2)
     why = "a step of one microbatch has nothing to batch";
@@ -220,31 +227,42 @@ void Pipeline::plan_batched_weights(const std::vector<std::pair<int, int>>& rang
     why = "stages that recompute their activations keep only their inputs";
   else if (std::count(whole_.begin(), whole_.end(), true) > 0)
     why = "--bn-stats minibatch runs BatchNorm stages on the whole minibatch already";
-  for (const auto& st : stages_)
-    if (why.empty() && st.replicas != 1) why = "a replicated stage holds a share of the step";
-    else if (why.empty() && st.recompute) why = "a stage recomputes its activations";
-  if (why.empty()) {
-    try {
-      step_programs_ = build_stage_programs(*options_.step_graph, ranges);
-      for (size_t s = 0; s < programs_.size(); ++s) {
+  if (!why.empty()) {
+    if (want == WeightGradients::kBatched)
+      throw PlanError("batched weight gradients cannot run: " + why);
+    weight_note_ = "weight gradients per microbatch: " + why;
+    return;
+  }
+  // Per stage: under kAuto a stage that cannot batch keeps per-microbatch
+  // weight gradients, the others batch.
+  step_programs_ = build_stage_programs(*options_.step_graph, ranges);
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (!chosen[s]) continue;
+    std::string stage_why;
+    if (stages_[s].replicas != 1)
+      stage_why = "stage " + std::to_string(s) + " is replicated (a replica holds a share of the step)";
+    else if (stages_[s].recompute)
+      stage_why = "stage " + std::to_string(s) + " recomputes its activations";
+    else
+      try {
         check_same_transfers(programs_[s], step_programs_[s]);
         StageProgram micro = programs_[s], whole = step_programs_[s];
         split_backward(micro);
         split_backward(whole);
         check_batched_weights(micro, whole);
+      } catch (const PlanError& e) {
+        stage_why = e.what();
       }
-    } catch (const PlanError& e) {
-      why = e.what();
-      step_programs_.clear();
-    }
+    if (stage_why.empty()) continue;
+    if (want == WeightGradients::kBatched)
+      throw PlanError("batched weight gradients cannot run: " + stage_why);
+    chosen[s] = false;
+    weight_note_ += (weight_note_.empty() ? "weight gradients per microbatch on " : "; ") + stage_why;
   }
-  if (why.empty()) {
-    batched_ = true;
-    return;
-  }
-  if (want == WeightGradients::kBatched)
-    throw PlanError("batched weight gradients cannot run: " + why);
-  weight_note_ = "weight gradients per microbatch: " + why;
+  if (std::find(chosen.begin(), chosen.end(), true) != chosen.end())
+    batched_ = chosen;
+  else
+    step_programs_.clear();
 }
 
 std::vector<int> Pipeline::whole_minibatch_stages() const {

@@ -15,6 +15,7 @@
 // a consistent point (for checkpoints and evaluation).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -81,6 +82,9 @@ struct PipelineOptions {
   /// weight halves that read only tensors stacked along the batch axis
   /// (check_batched_weights); a PlanError names what stands in the way.
   WeightGradients weight_gradients = WeightGradients::kPerMicrobatch;
+  /// kBatched, kAuto: the stages that batch (partitioner::best_batched_weights
+  /// chooses them by simulation); empty: every stage.
+  std::vector<bool> batched_stages;
   /// Batched weight gradients: the training graph at the whole minibatch's
   /// size (the same graph as minibatch_graph when both are given).
   const autodiff::TrainingGraph* step_graph = nullptr;
@@ -141,9 +145,13 @@ class Pipeline {
   const std::vector<PipelineStage>& stages() const { return stages_; }
   /// --bn-stats minibatch: the stages that run each step's microbatches at once.
   std::vector<int> whole_minibatch_stages() const;
-  /// Whether the weight gradients run batched once per step (WeightGradients).
-  bool batched_weights() const { return batched_; }
-  /// kAuto left per microbatch: why (empty otherwise).
+  /// Per stage, whether its weight gradients run batched once per step
+  /// (WeightGradients); empty: no stage's.
+  const std::vector<bool>& batched_stages() const { return batched_; }
+  bool batched_weights() const {
+    return std::find(batched_.begin(), batched_.end(), true) != batched_.end();
+  }
+  /// kAuto left a stage, or all, per microbatch: why (empty otherwise).
   const std::string& weight_gradients_note() const { return weight_note_; }
   /// Per worker (across processes: rank 0 has every worker's, as of the last round).
   std::vector<WorkerStats> stats() const;
@@ -174,7 +182,7 @@ class Pipeline {
   std::vector<bool> whole_;
   std::vector<StageProgram> whole_programs_;
   // Batched weight gradients: every stage cut from options_.step_graph.
-  bool batched_ = false;
+  std::vector<bool> batched_;
   std::vector<StageProgram> step_programs_;
   std::string weight_note_;
   std::string loss_;

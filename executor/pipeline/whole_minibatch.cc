@@ -82,7 +82,7 @@ void check_same_transfers(const StageProgram& micro, const StageProgram& whole) 
 }
 
 void check_batched_weights(const StageProgram& micro, const StageProgram& whole) {
-  const std::string where = "batched weight gradients: stage " + std::to_string(micro.stage);
+  const std::string where = "stage " + std::to_string(micro.stage);
   const ir::Graph& a = micro.backward_weight;
   const ir::Graph& b = whole.backward_weight;
   std::vector<std::string> in_a = a.inputs, in_b = b.inputs;

@@ -363,39 +363,51 @@ TEST(Pipeline, BatchedWeightGradientsMatchSingleWorker) {
   const auto step_graph = mlp_training_graph(kBatch);
   for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
     for (int p : {2, 3, 4})
-      for (int m : {3, 8}) {
-        const std::string what = std::string(partitioner::schedule_name(kind)) +
-                                 ", p = " + std::to_string(p) + ", m = " + std::to_string(m);
-        auto micro = mlp_training_graph(kBatch / m);
-        exec::PipelineOptions po;
-        po.schedule = kind;
-        po.microbatches = m;
-        po.optimizer = sgd_momentum();
-        po.weight_gradients = exec::WeightGradients::kBatched;
-        po.step_graph = &step_graph;
-        exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
-                                         std::vector<int>(static_cast<size_t>(p), 1)),
-                            po);
-        ASSERT_TRUE(pipe.batched_weights()) << what;
-        for (int k = 0; k < kSteps; ++k) {
-          auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), m, kBatch));
-          int b = 0, w = 0;
-          for (const auto& op : r.ops) {
-            EXPECT_NE(op.op.kind, partitioner::OpKind::kBackward) << what;
-            b += op.op.kind == partitioner::OpKind::kBackwardInput;
-            if (op.op.kind == partitioner::OpKind::kBackwardWeight) {
-              EXPECT_EQ(op.op.microbatch, partitioner::kWholeStep) << what;
-              ++w;
+      for (int m : {3, 8})
+        for (bool first_too : {true, false}) {  // every stage, or all but the first
+          const std::string what = std::string(partitioner::schedule_name(kind)) +
+                                   ", p = " + std::to_string(p) + ", m = " + std::to_string(m) +
+                                   (first_too ? "" : ", stage 0 per microbatch");
+          auto micro = mlp_training_graph(kBatch / m);
+          exec::PipelineOptions po;
+          po.schedule = kind;
+          po.microbatches = m;
+          po.optimizer = sgd_momentum();
+          po.weight_gradients = exec::WeightGradients::kBatched;
+          po.step_graph = &step_graph;
+          po.batched_stages.assign(static_cast<size_t>(p), true);
+          po.batched_stages[0] = first_too;
+          exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
+                                           std::vector<int>(static_cast<size_t>(p), 1)),
+                              po);
+          ASSERT_EQ(pipe.batched_stages(), po.batched_stages) << what;
+          for (int k = 0; k < kSteps; ++k) {
+            auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), m, kBatch));
+            std::map<int, int> whole, input, weight;  // per stage
+            for (const auto& op : r.ops) {
+              const int s = op.op.stage;
+              whole[s] += op.op.kind == partitioner::OpKind::kBackward;
+              input[s] += op.op.kind == partitioner::OpKind::kBackwardInput;
+              if (op.op.kind == partitioner::OpKind::kBackwardWeight) {
+                EXPECT_EQ(op.op.microbatch, partitioner::kWholeStep) << what;
+                ++weight[s];
+              }
+            }
+            for (int s = 0; s < p; ++s) {
+              const bool batched = s > 0 || first_too;
+              EXPECT_EQ(whole[s], batched ? 0 : m) << what << ", stage " << s;
+              EXPECT_EQ(input[s], batched ? m : 0) << what << ", stage " << s;
+              EXPECT_EQ(weight[s], batched ? 1 : 0) << what << ", stage " << s;
             }
           }
-          EXPECT_EQ(b, m * p) << what;
-          EXPECT_EQ(w, p) << what;
+          pipe.write_back(micro.graph);
+          expect_close(params_of(micro.graph), want, 1e-5, what);
+          // A batched stage's microbatches all wait for the step's weight gradients.
+          for (const auto& st : pipe.stats())
+            if (st.stage > 0 || first_too) {
+              EXPECT_EQ(st.peak_in_flight, m) << what;
+            }
         }
-        pipe.write_back(micro.graph);
-        expect_close(params_of(micro.graph), want, 1e-5, what);
-        // Every microbatch's stash waits for the step's weight gradients.
-        for (const auto& st : pipe.stats()) EXPECT_EQ(st.peak_in_flight, m) << what;
-      }
 }
 
 // What batched weight gradients cannot run with: refused by name when asked
@@ -425,13 +437,17 @@ TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
   };
   EXPECT_NE(refusal(ScheduleKind::kTwoBW, {1, 1}, true).find("gpipe and 1f1b, not 2bw"),
             std::string::npos);
-  EXPECT_NE(refusal(ScheduleKind::kGPipe, {2, 1}, true).find("replicated stage"),
+  EXPECT_NE(refusal(ScheduleKind::kGPipe, {2, 1}, true).find("stage 0 is replicated"),
             std::string::npos);
   EXPECT_NE(refusal(ScheduleKind::kGPipe, {1, 1}, false).find("minibatch size"),
             std::string::npos);
+  // kAuto: the replicated stage keeps per-microbatch weight gradients, the other batches.
   auto fallback = attempt(ScheduleKind::kOneFOneB, {1, 2}, true, exec::WeightGradients::kAuto);
-  EXPECT_FALSE(fallback->batched_weights());
-  EXPECT_NE(fallback->weight_gradients_note().find("replicated stage"), std::string::npos);
+  EXPECT_EQ(fallback->batched_stages(), (std::vector<bool>{true, false}));
+  EXPECT_NE(fallback->weight_gradients_note().find("stage 1 is replicated"), std::string::npos);
+  auto none = attempt(ScheduleKind::kTwoBW, {1, 1}, true, exec::WeightGradients::kAuto);
+  EXPECT_FALSE(none->batched_weights());
+  EXPECT_NE(none->weight_gradients_note().find("not 2bw"), std::string::npos);
   EXPECT_TRUE(attempt(ScheduleKind::kOneFOneB, {1, 1}, true, exec::WeightGradients::kAuto)
                   ->batched_weights());
   // A microbatch graph that is not the minibatch's cut: its weight halves
@@ -444,6 +460,13 @@ TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
   po.weight_gradients = exec::WeightGradients::kBatched;
   po.step_graph = &other;
   EXPECT_THROW(exec::Pipeline(micro, split(layers, {1, 1}), po), PlanError);
+  // The mixed pipeline above (stage 0 batched, stage 1 replicated) still
+  // trains as one worker does.
+  auto full = mlp_training_graph(kBatch);
+  const auto want = single_worker_params(full, mlp_minibatches(full, 2, kBatch));
+  for (int k = 0; k < 2; ++k) fallback->run(microbatches_of(minibatch(full, k, kBatch), 4, kBatch));
+  fallback->write_back(micro.graph);
+  expect_close(params_of(micro.graph), want, 1e-5, "1f1b, stage 0 batched, stage 1 replicated");
 }
 
 // The zoo's LeNet at `batch`, one node per layer.

@@ -334,7 +334,7 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   prof.layers[1].backward_input_s = 2.0;
   SimOptions o;
   o.microbatches = 4;
-  o.batched_weights = true;
+  o.batched_weights = {true, true};
   for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB})
     for (bool measured : {false, true}) {
       prof.layers[0].backward_weight_step_s = measured ? 2.5 : -1;
@@ -371,7 +371,7 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   ScheduleShape shape;
   shape.replicas = {1, 1};
   shape.microbatches = 3;
-  shape.batched_weights = true;
+  shape.batched_weights = {true, true};
   Schedule s = build_schedule(ScheduleKind::kGPipe, shape);
   validate(s);
   auto& prog = s.programs[1];
@@ -385,6 +385,53 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   EXPECT_THROW(build_schedule(ScheduleKind::kZeroBubbleH1, shape), PlanError);
   shape.replicas = {2, 1};
   EXPECT_THROW(build_schedule(ScheduleKind::kOneFOneB, shape), PlanError);
+  // Per stage: the first keeps whole backwards, the second batches.
+  shape.batched_weights = {false, true};
+  shape.replicas = {2, 1};
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    const Schedule mixed = build_schedule(k, shape);
+    validate(mixed);
+    for (const auto& prog : mixed.programs)
+      for (const auto& op : prog) {
+        const bool split = op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight;
+        if (op.kind == OpKind::kBackward || split) {
+          EXPECT_EQ(op.stage, split ? 1 : 0) << schedule_name(k);
+        }
+      }
+  }
+  // The choice by simulation is no slower than any of its candidates.
+  SimOptions choose;
+  choose.microbatches = 4;
+  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
+    const std::vector<bool> best = best_batched_weights(plan, prof, k, choose);
+    choose.batched_weights = best;
+    const double t = simulate(plan, prof, k, choose).time_per_minibatch_s;
+    for (const std::vector<bool>& other :
+         {std::vector<bool>{}, std::vector<bool>{false, true}, std::vector<bool>{true, true}}) {
+      choose.batched_weights = other;
+      EXPECT_LE(t, simulate(plan, prof, k, choose).time_per_minibatch_s) << schedule_name(k);
+    }
+    choose.batched_weights = {};
+  }
+  EXPECT_TRUE(best_batched_weights(plan, prof, ScheduleKind::kPipeDream, choose).empty());
+  // Memory: a batched stage keeps of each microbatch, from its B to the W,
+  // only what the W reads. Stage 1 stashes 1,000 bytes per minibatch (250 a
+  // microbatch), its W reads 400 (100): under 1F1B it holds at most
+  // 3 x 100 + 250 after its fourth forward; unknown, the whole stash.
+  auto [mem_prof, mem_plan] = two_stages_across_a_cut(1.0, 4.0, 0);
+  mem_prof.layers[1].output_bytes = 1000;
+  SimOptions mem;
+  mem.microbatches = 4;
+  mem.batched_weights = {false, true};
+  EXPECT_DOUBLE_EQ(simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem)
+                       .stages[1]
+                       .peak_activation_bytes,
+                   1000);
+  mem_prof.layers[1].weight_stash_bytes = 400;
+  EXPECT_DOUBLE_EQ(simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem)
+                       .stages[1]
+                       .peak_activation_bytes,
+                   550);
 }
 
 // Interleaved 1F1B on the worker view of p x v virtual stages: each chunk
@@ -462,7 +509,7 @@ TEST(Schedule, ValidatorFindsDeadlocksAndGaps) {
   } catch (const PlanError& e) {
     EXPECT_NE(std::string(e.what()).find("deadlocks"), std::string::npos);
   }
-  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {{2, 1}, 4, 2, 3}), PlanError);
+  EXPECT_THROW(build_schedule(ScheduleKind::kInterleaved, {{2, 1}, 4, 2, 3, true, {}}), PlanError);
   EXPECT_THROW(parse_schedule_kind("fifo"), PlanError);
 }
 
