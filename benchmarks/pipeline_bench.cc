@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -119,8 +120,8 @@ struct Pipelined {
   int m = 1;             // microbatches per step
   pt::ir::Graph model, step_model;
   pt::autodiff::TrainingGraph tg, step_tg;  // at the microbatch and at the minibatch size
-  pt::partitioner::Profile profile;  // of the graph the workers run, per minibatch
-  double predicted = 0;              // the simulator's samples/s
+  pt::partitioner::Profile profile;         // of the graph the workers run, per minibatch
+  double predicted = 0;                     // the simulator's samples/s
   std::unique_ptr<pt::exec::Pipeline> pipe;
   std::vector<pt::exec::TensorMap> round;
   int steps_per_round = 1;
@@ -178,9 +179,13 @@ struct Pipelined {
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
     so.chunks = kChunks;
     // Batched: on the stages where the simulator finds it faster.
-    if (batched) so.batched_weights = pt::partitioner::best_batched_weights(plan, profile, kind, so);
+    // (Whatever their memory: the rows show what batching can gain.)
+    if (batched)
+      so.batched_weights = pt::partitioner::best_batched_weights(
+          plan, profile, kind, so, std::numeric_limits<double>::infinity());
     po.batched_stages = so.batched_weights;
-    if (batched && so.batched_weights.empty()) po.weight_gradients = pt::exec::WeightGradients::kPerMicrobatch;
+    if (batched && so.batched_weights.empty())
+      po.weight_gradients = pt::exec::WeightGradients::kPerMicrobatch;
     auto [sim_plan, sim_profile] =
         kind == ScheduleKind::kInterleaved
             ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)

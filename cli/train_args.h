@@ -50,16 +50,16 @@ struct TrainArgs {
   }
 
   // Pipelined training (any of the first three selects it).
-  int stages = 0;                 // a straight pipeline, balanced by measured time
-  int workers = 0;                // the DP partitioner on this many workers (may replicate)
-  std::string plan_path;          // a plan from `pipetrain partition`
-  std::string schedule = "1f1b";  // or "auto": simulated and chosen (cli/schedule_auto.h)
-  std::string semantics = "any";  // --schedule auto: "exact" keeps to flush schedules
-  double memory_bytes = 0;        // --schedule auto: per worker; 0: no limit
-  bool recompute = false;         // stash inputs only, run the forward again before backward
+  int stages = 0;                       // a straight pipeline, balanced by measured time
+  int workers = 0;                      // the DP partitioner on this many workers (may replicate)
+  std::string plan_path;                // a plan from `pipetrain partition`
+  std::string schedule = "1f1b";        // or "auto": simulated and chosen (cli/schedule_auto.h)
+  std::string semantics = "any";        // --schedule auto: "exact" keeps to flush schedules
+  double memory_bytes = 0;              // --schedule auto: per worker; 0: no limit
+  bool recompute = false;               // stash inputs only, run the forward again before backward
   std::string bn_stats = "microbatch";  // or "minibatch": BatchNorm stages run a step at once
-  std::string weight_grads = "auto";    // gpipe, 1f1b-flush: "batched", "per-microbatch" or auto
-  int chunks = 2;                 // interleaved: virtual stages per worker
+  std::string weight_grads = "per-microbatch";  // gpipe, 1f1b-flush: or "batched", "auto"
+  int chunks = 2;                               // interleaved: virtual stages per worker
   bool vertical_sync = false;
   int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
   int64_t round_limit = 128;

@@ -311,7 +311,7 @@ void measure_weight_steps(partitioner::Profile& p, const autodiff::TrainingGraph
     double sum = 0;
     for (int l = first; l <= last; ++l) {
       const auto& lp = p.layers[static_cast<size_t>(l)];
-      const double input = first == 0            ? 0.0
+      const double input = first == 0                 ? 0.0
                            : lp.backward_input_s >= 0 ? lp.backward_input_s
                                                       : 0.5 * lp.backward_s;
       share.push_back(std::max(0.0, lp.backward_s - input));

@@ -137,8 +137,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (lj.contains("update_s")) l.update_s = ju::number(lj, "update_s", w);
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
     if (lj.contains("carry_bytes")) l.carry_bytes = ju::integer(lj, "carry_bytes", w);
-    if (lj.contains("backward_input_s"))
-      l.backward_input_s = ju::number(lj, "backward_input_s", w);
+    if (lj.contains("backward_input_s")) l.backward_input_s = ju::number(lj, "backward_input_s", w);
     if (lj.contains("weight_stash_bytes"))
       l.weight_stash_bytes = ju::integer(lj, "weight_stash_bytes", w);
     if (lj.contains("backward_weight_step_s"))

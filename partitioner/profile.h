@@ -15,8 +15,8 @@ namespace pipetrain::partitioner {
 
 struct LayerProfile {
   std::string name;
-  double forward_s = 0;      // one minibatch, forward
-  double backward_s = 0;     // one minibatch, backward (input and weight gradients)
+  double forward_s = 0;   // one minibatch, forward
+  double backward_s = 0;  // one minibatch, backward (input and weight gradients)
   /// Activations stashed for this layer per minibatch in flight: with
   /// Profile::stash_at_readers, the forward tensors whose first backward
   /// reader is this layer's (what a pipeline worker keeps, received ones

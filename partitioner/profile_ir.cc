@@ -124,8 +124,8 @@ Profile structural_profile(const ir::Graph& g) {
   // they read of the forward's tensors, at the first reader's layer (the
   // stage that keeps it, having made or received it); without, every
   // forward activation at its producer.
-  const bool training = std::any_of(g.nodes.begin(), g.nodes.end(),
-                                    [](const ir::Node& n) { return n.backward; });
+  const bool training =
+      std::any_of(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.backward; });
   p.stash_at_readers = training;
   std::set<std::pair<int, int>> edges;
   for (size_t l = 0; l < g.layers.size(); ++l) {

@@ -159,8 +159,9 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
     return costs.activation_bytes ? costs.activation_bytes(stage) : 1.0;
   };
   auto weight_act_bytes = [&](int stage) {
-    return costs.weight_activation_bytes ? std::min(costs.weight_activation_bytes(stage), act_bytes(stage))
-                                         : act_bytes(stage);
+    return costs.weight_activation_bytes
+               ? std::min(costs.weight_activation_bytes(stage), act_bytes(stage))
+               : act_bytes(stage);
   };
   auto key_of = [](const ScheduleOp& op, int from, int to) {
     return MessageKey{static_cast<int>(op.payload), op.stage, op.microbatch, from, to};

@@ -54,7 +54,7 @@ struct Schedule {
   std::string name;
   int num_stages = 0;
   int num_microbatches = 0;
-  bool split_backward = false;                    // B is input-only and every microbatch has a W
+  bool split_backward = false;  // B is input-only and every microbatch has a W
   /// Per stage (empty: none): the stage's B's are input-only and one W
   /// (microbatch kWholeStep) after all of them computes the step's weight
   /// gradients at the minibatch size (wide products instead of one narrow

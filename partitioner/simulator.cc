@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -392,7 +393,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
 }
 
 std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile, ScheduleKind kind,
-                                       const SimOptions& options) {
+                                       const SimOptions& options, double max_memory_growth) {
   if (kind != ScheduleKind::kGPipe && kind != ScheduleKind::kOneFOneB) return {};
   const size_t p = plan.stages.size();
   for (const auto& st : plan.stages)
@@ -402,11 +403,17 @@ std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile,
   std::vector<bool> best;
   SimOptions o = options;
   o.batched_weights = {};
-  double best_time = simulate(plan, profile, kind, o).time_per_minibatch_s;
+  const SimResult plain = simulate(plan, profile, kind, o);
+  double best_time = plain.time_per_minibatch_s;
   for (const auto& candidate : {all_but_first, std::vector<bool>(p, true)}) {
     o.batched_weights = candidate;
-    const double t = simulate(plan, profile, kind, o).time_per_minibatch_s;
-    if (t < best_time * (1 - 1e-9)) best_time = t, best = candidate;
+    const SimResult r = simulate(plan, profile, kind, o);
+    bool fits = true;  // the stashes kept until the W must not raise any stage's peak
+    for (size_t s = 0; s < p && !std::isinf(max_memory_growth); ++s)
+      fits = fits && r.stages[s].peak_memory_bytes <=
+                         plain.stages[s].peak_memory_bytes * (1 + max_memory_growth) + 1;
+    if (fits && r.time_per_minibatch_s < best_time * (1 - 1e-9))
+      best_time = r.time_per_minibatch_s, best = candidate;
   }
   return best;
 }

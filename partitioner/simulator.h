@@ -44,8 +44,8 @@ struct SimOptions {
 };
 
 struct StageSimStats {
-  int peak_in_flight = 0;  // microbatches stashed at once on one replica
-  int weight_versions = 1; // distinct weight versions alive at once
+  int peak_in_flight = 0;   // microbatches stashed at once on one replica
+  int weight_versions = 1;  // distinct weight versions alive at once
   /// Activations in flight + versions x params + gradients + optimizer state.
   double peak_memory_bytes = 0;
   double peak_activation_bytes = 0;  // the first part alone
@@ -74,11 +74,13 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
 /// gpipe and 1f1b on unreplicated stages: which stages should batch their
 /// weight gradients, by simulating none, all but the first and all (the
 /// first stage's whole backward is its W: batched, it can start only after
-/// the last gradient arrives) and taking the fastest (the fewer batched on a
-/// tie, as they keep every microbatch's stash until the W). Empty when none
-/// wins or the schedule and plan cannot batch.
+/// the last gradient arrives) and taking the fastest of those whose peak
+/// memory per stage stays within (1 + max_memory_growth) of none's (a
+/// batched stage keeps what its W reads of every microbatch until the W:
+/// 1f1b's stages would hold gpipe's count); the fewer batched on a tie.
+/// Empty when none wins or the schedule and plan cannot batch.
 std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile, ScheduleKind kind,
-                                       const SimOptions& options);
+                                       const SimOptions& options, double max_memory_growth = 0.05);
 
 /// Interleaved 1F1B runs a plan of p x v virtual stages on p workers (worker
 /// w holds w, w + p, ...), while simulate() models p workers whose stage it

@@ -240,7 +240,8 @@ void Pipeline::plan_batched_weights(const std::vector<std::pair<int, int>>& rang
     if (!chosen[s]) continue;
     std::string stage_why;
     if (stages_[s].replicas != 1)
-      stage_why = "stage " + std::to_string(s) + " is replicated (a replica holds a share of the step)";
+      stage_why =
+          "stage " + std::to_string(s) + " is replicated (a replica holds a share of the step)";
     else if (stages_[s].recompute)
       stage_why = "stage " + std::to_string(s) + " recomputes its activations";
     else
@@ -257,7 +258,8 @@ void Pipeline::plan_batched_weights(const std::vector<std::pair<int, int>>& rang
     if (want == WeightGradients::kBatched)
       throw PlanError("batched weight gradients cannot run: " + stage_why);
     chosen[s] = false;
-    weight_note_ += (weight_note_.empty() ? "weight gradients per microbatch on " : "; ") + stage_why;
+    weight_note_ +=
+        (weight_note_.empty() ? "weight gradients per microbatch on " : "; ") + stage_why;
   }
   if (std::find(chosen.begin(), chosen.end(), true) != chosen.end())
     batched_ = chosen;

@@ -56,8 +56,7 @@ ir::Tensor copy_into(const ir::Tensor& src, ir::Tensor* reuse) {
 
 StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg,
                          Backend& backend, const OptimizerConfig& optimizer, bool split_backward,
-                         bool recompute, bool overlapping_rounds,
-                         const StageProgram* step_program)
+                         bool recompute, bool overlapping_rounds, const StageProgram* step_program)
     : recompute_(recompute), overlapping_rounds_(overlapping_rounds), program_(program) {
   if (split_backward) exec::split_backward(program_);
   if (step_program) {
@@ -358,8 +357,10 @@ void StageWorker::backward_weight_step(const std::map<int64_t, TensorMap>& feeds
                          "versions");
     auto f = feeds.find(mb);
     if (f == feeds.end())
-      throw RuntimeFault("stage " + std::to_string(program_.stage) + ": no data inputs for "
-                         "microbatch " + std::to_string(mb) + "'s weight gradient");
+      throw RuntimeFault("stage " + std::to_string(program_.stage) +
+                         ": no data inputs for "
+                         "microbatch " +
+                         std::to_string(mb) + "'s weight gradient");
     mbs.push_back(mb);
     parts.push_back(backward_inputs(program_.backward_weight, st, f->second));
   }

@@ -48,9 +48,8 @@ class StageWorker {
   /// same stage cut from the training graph at the whole minibatch's size,
   /// whose weight half backward_weight_step() runs.
   StageWorker(const StageProgram& program, const autodiff::TrainingGraph& tg, Backend& backend,
-              const OptimizerConfig& optimizer, bool split_backward = false,
-              bool recompute = false, bool overlapping_rounds = true,
-              const StageProgram* step_program = nullptr);
+              const OptimizerConfig& optimizer, bool split_backward = false, bool recompute = false,
+              bool overlapping_rounds = true, const StageProgram* step_program = nullptr);
   StageWorker(const StageWorker&) = delete;
   StageWorker& operator=(const StageWorker&) = delete;
 
@@ -126,7 +125,7 @@ class StageWorker {
   struct Stash {
     int64_t version = 0;
     TensorMap tensors;
-    TensorMap carry;  // split backward: from backward_input() to backward_weight()
+    TensorMap carry;          // split backward: from backward_input() to backward_weight()
     bool input_done = false;  // backward_input() ran
     // Recomputation: the forward's inputs and seed; `tensors` is filled again
     // from them just before the backward.
@@ -168,7 +167,7 @@ class StageWorker {
   // backward_weight holds the same param handles, and its runner.
   StageProgram step_program_;
   std::unique_ptr<ForwardRunner> step_weight_runner_;
-  ir::Graph state_;       // params (same handles) + optimizer state
+  ir::Graph state_;                                     // params (same handles) + optimizer state
   std::map<std::string, ir::Tensor> params_, buffers_;  // newest weights, BatchNorm buffers
   std::map<std::string, std::string> buffer_of_;        // fresh statistic -> buffer
   std::map<std::string, ir::Tensor> grad_acc_;          // param -> sum of its gradients

@@ -56,8 +56,8 @@ std::vector<ir::Tensor> cut_minibatch(const std::string& name, const ir::Tensor&
   std::vector<ir::Tensor> parts;
   const bool same = t.shape() == micro;
   if (!same && !stacks(micro, t.shape(), m))
-    throw RuntimeFault("'" + name + "' is " + ir::shape_str(t.shape()) +
-                       " for the minibatch but " + ir::shape_str(micro) + " per microbatch");
+    throw RuntimeFault("'" + name + "' is " + ir::shape_str(t.shape()) + " for the minibatch but " +
+                       ir::shape_str(micro) + " per microbatch");
   const size_t bytes = same ? t.nbytes() : t.nbytes() / static_cast<size_t>(m);
   for (int j = 0; j < m; ++j) {
     ir::Tensor part(t.dtype(), micro);
@@ -96,13 +96,13 @@ void check_batched_weights(const StageProgram& micro, const StageProgram& whole)
   for (const auto& name : in_a) {
     const ir::Shape& part = a.tensor(name).shape;
     const ir::Shape& all = b.tensor(name).shape;
-    const int64_t f = !part.empty() && part[0] > 0 && all.size() == part.size() &&
-                              all[0] % part[0] == 0
-                          ? all[0] / part[0]
-                          : 0;
+    const int64_t f =
+        !part.empty() && part[0] > 0 && all.size() == part.size() && all[0] % part[0] == 0
+            ? all[0] / part[0]
+            : 0;
     if (f < 2 || !stacks(part, all, static_cast<int>(f)) || (factor && f != factor))
-      throw PlanError(where + ": its weight gradients read '" + name + "', " +
-                      ir::shape_str(part) + " per microbatch and " + ir::shape_str(all) +
+      throw PlanError(where + ": its weight gradients read '" + name + "', " + ir::shape_str(part) +
+                      " per microbatch and " + ir::shape_str(all) +
                       " for the minibatch, which is not the microbatches stacked along axis 0");
     factor = f;
   }

@@ -150,12 +150,15 @@ class PipelineTrainTest(unittest.TestCase):
 
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
-                 ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3])]
-        for schedule, first, second in cases:
-            with self.subTest(schedule=schedule, stages=(first, second)):
-                tag = f"{schedule}-{first[0]}-{second[0]}"
+                 ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]),
+                 ("gpipe", [2], [2], "batched")]
+        for schedule, first, second, *weight_grads in cases:
+            with self.subTest(schedule=schedule, stages=(first, second), weights=weight_grads):
+                tag = f"{schedule}-{first[0]}-{second[0]}{''.join(weight_grads)}"
                 full = self.path(f"{tag}-full.onnx")
                 common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
+                if weight_grads:
+                    common += ["--weight-grads", weight_grads[0]]
                 if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
@@ -462,6 +465,29 @@ class PipelineTrainTest(unittest.TestCase):
                                "-o", out))
             self.assert_same_weights(self.path("flush.onnx"), out)
 
+    def test_batched_weight_gradients_train_the_weights_of_1f1b_flush(self):
+        # One weight-gradient op per stage and step, at the minibatch size:
+        # the same sums in another order (float reassociation), so within
+        # 1e-5 of the largest weight rather than bitwise.
+        common = ["--max-steps", 6, "--stages", 3, "--microbatches", 4]
+        self.ok(self.train("per", *common, "--schedule", "1f1b-flush", "--weight-grads",
+                           "per-microbatch", "-o", self.path("per.onnx")))
+        want = weights(self.path("per.onnx"))
+        for schedule in ("1f1b-flush", "gpipe"):
+            out = self.path(f"bw-{schedule}.onnx")
+            r = self.ok(self.train(f"bw-{schedule}", *common, "--schedule", schedule,
+                                   "--weight-grads", "batched", "-o", out))
+            self.assertIn("weight gradients: batched once per step on stages 0, 1, 2", r.stdout)
+            got = weights(out)
+            self.assertEqual(got.keys(), want.keys())
+            for k in want:
+                scale = abs(want[k]).max()
+                self.assertLessEqual(abs(got[k] - want[k]).max(), 1e-5 * scale, k)
+        # auto: the simulator's choice, said either way.
+        r = self.ok(self.train("bw-auto", *common, "--schedule", "1f1b-flush", "--weight-grads",
+                               "auto"))
+        self.assertIn("weight gradients: ", r.stdout)
+
     def test_clip_norm_pipelined_matches_one_worker(self):
         # 1f1b-flush over 2 stages with the global norm clipped equals one worker
         # clipping the whole minibatch's gradient; unclipped weights differ.
@@ -555,6 +581,8 @@ class PipelineTrainTest(unittest.TestCase):
             (["--stages", 2, "--schedule", "interleaved", "--microbatches", 1],
              "interleaved 1F1B runs groups of one microbatch per worker"),
             (["--workers", 2, "--schedule", "interleaved"], "runs on --stages P workers"),
+            (["--stages", 2, "--schedule", "1f1b", "--weight-grads", "batched"],
+             "--weight-grads batched runs with gpipe and 1f1b-flush over 2 or more microbatches"),
             (["--stages", 4, "--schedule", "2bw", "--microbatches", 2],
              "2bw needs at least as many microbatches per step as stages (counts that split "
              "--batch 32: 4, 8, 16, 32)"),

@@ -377,8 +377,9 @@ TEST(Pipeline, BatchedWeightGradientsMatchSingleWorker) {
           po.step_graph = &step_graph;
           po.batched_stages.assign(static_cast<size_t>(p), true);
           po.batched_stages[0] = first_too;
-          exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
-                                           std::vector<int>(static_cast<size_t>(p), 1)),
+          exec::Pipeline pipe(micro,
+                              split(static_cast<int>(micro.graph.layers.size()),
+                                    std::vector<int>(static_cast<size_t>(p), 1)),
                               po);
           ASSERT_EQ(pipe.batched_stages(), po.batched_stages) << what;
           for (int k = 0; k < kSteps; ++k) {
@@ -439,8 +440,7 @@ TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
             std::string::npos);
   EXPECT_NE(refusal(ScheduleKind::kGPipe, {2, 1}, true).find("stage 0 is replicated"),
             std::string::npos);
-  EXPECT_NE(refusal(ScheduleKind::kGPipe, {1, 1}, false).find("minibatch size"),
-            std::string::npos);
+  EXPECT_NE(refusal(ScheduleKind::kGPipe, {1, 1}, false).find("minibatch size"), std::string::npos);
   // kAuto: the replicated stage keeps per-microbatch weight gradients, the other batches.
   auto fallback = attempt(ScheduleKind::kOneFOneB, {1, 2}, true, exec::WeightGradients::kAuto);
   EXPECT_EQ(fallback->batched_stages(), (std::vector<bool>{true, false}));
@@ -959,8 +959,7 @@ TEST(Pipeline, BatchedWeightGradientsOnLeNetAndATiedLM) {
   };
   const std::vector<Case> cases = {
       {"lenet", [](int64_t b) { return lenet_training_graph(b); },
-       [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); },
-       8},
+       [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); }, 8},
       {"tied lm", [](int64_t b) { return testing_models::tied_lm(b); },
        [](const autodiff::TrainingGraph& tg, int i, int64_t rows) {
          return token_minibatch(tg, i, rows);
@@ -983,8 +982,9 @@ TEST(Pipeline, BatchedWeightGradientsOnLeNetAndATiedLM) {
         po.optimizer = sgd_momentum();
         po.weight_gradients = exec::WeightGradients::kBatched;
         po.step_graph = &step_graph;
-        exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()),
-                                         std::vector<int>(static_cast<size_t>(p), 1)),
+        exec::Pipeline pipe(micro,
+                            split(static_cast<int>(micro.graph.layers.size()),
+                                  std::vector<int>(static_cast<size_t>(p), 1)),
                             po);
         for (int k = 0; k < kSteps; ++k)
           pipe.run(microbatches_of(steps[static_cast<size_t>(k)], m, c.rows));

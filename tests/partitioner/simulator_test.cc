@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -403,7 +404,8 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   SimOptions choose;
   choose.microbatches = 4;
   for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB}) {
-    const std::vector<bool> best = best_batched_weights(plan, prof, k, choose);
+    const std::vector<bool> best =
+        best_batched_weights(plan, prof, k, choose, std::numeric_limits<double>::infinity());
     choose.batched_weights = best;
     const double t = simulate(plan, prof, k, choose).time_per_minibatch_s;
     for (const std::vector<bool>& other :
@@ -423,15 +425,22 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   SimOptions mem;
   mem.microbatches = 4;
   mem.batched_weights = {false, true};
-  EXPECT_DOUBLE_EQ(simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem)
-                       .stages[1]
-                       .peak_activation_bytes,
-                   1000);
+  EXPECT_DOUBLE_EQ(
+      simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem).stages[1].peak_activation_bytes,
+      1000);
   mem_prof.layers[1].weight_stash_bytes = 400;
-  EXPECT_DOUBLE_EQ(simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem)
-                       .stages[1]
-                       .peak_activation_bytes,
-                   550);
+  EXPECT_DOUBLE_EQ(
+      simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem).stages[1].peak_activation_bytes,
+      550);
+  // Batching stage 1 is faster here (its W 0.5 s a step, not 4 x 0.5), but
+  // under 1F1B it keeps 4 microbatches for 1: auto leaves it unless allowed.
+  mem_prof.layers[1].backward_input_s = 2.0;
+  mem_prof.layers[1].backward_weight_step_s = 0.5;
+  mem.batched_weights = {};
+  EXPECT_TRUE(best_batched_weights(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem).empty());
+  EXPECT_EQ(best_batched_weights(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem,
+                                 std::numeric_limits<double>::infinity()),
+            (std::vector<bool>{false, true}));
 }
 
 // Interleaved 1F1B on the worker view of p x v virtual stages: each chunk
