@@ -35,8 +35,8 @@ namespace pipetrain::exec {
 struct PipelineStage {
   int first_layer = 0, last_layer = 0;  // inclusive layer range of the training graph
   int replicas = 1;
-  bool recompute =
-      false;  // this stage recomputes its activations (PipelineOptions::recompute: all)
+  /// This stage recomputes its activations (PipelineOptions::recompute: all).
+  bool recompute = false;
 };
 
 /// Where gpipe's and 1f1b's weight gradients run.

@@ -66,6 +66,8 @@ StageWorker::StageWorker(const StageProgram& program, const autodiff::TrainingGr
     step_program_ = *step_program;
     exec::split_backward(step_program_);
     check_batched_weights(program_, step_program_);
+    // Only its weight half runs; the rest would hold the step graph's params.
+    step_program_.forward = step_program_.backward = step_program_.backward_input = ir::Graph();
   }
   std::map<std::string, std::string> buffer_for;
   for (const auto& [fresh, buffer] : tg.buffer_updates) buffer_for[fresh] = buffer;

@@ -352,6 +352,18 @@ TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
   }
 }
 
+// Batched weight gradients on every stage, SGD with momentum.
+exec::PipelineOptions batched_options(ScheduleKind kind, int m,
+                                      const autodiff::TrainingGraph* step_graph) {
+  exec::PipelineOptions po;
+  po.schedule = kind;
+  po.microbatches = m;
+  po.optimizer = sgd_momentum();
+  po.weight_gradients = exec::WeightGradients::kBatched;
+  po.step_graph = step_graph;
+  return po;
+}
+
 // Batched weight gradients: per microbatch only the input gradients, then
 // per stage the step's weight gradients at once on its program at the
 // minibatch size; the weights still equal one worker's (relative 1e-5).
@@ -369,12 +381,7 @@ TEST(Pipeline, BatchedWeightGradientsMatchSingleWorker) {
                                    ", p = " + std::to_string(p) + ", m = " + std::to_string(m) +
                                    (first_too ? "" : ", stage 0 per microbatch");
           auto micro = mlp_training_graph(kBatch / m);
-          exec::PipelineOptions po;
-          po.schedule = kind;
-          po.microbatches = m;
-          po.optimizer = sgd_momentum();
-          po.weight_gradients = exec::WeightGradients::kBatched;
-          po.step_graph = &step_graph;
+          exec::PipelineOptions po = batched_options(kind, m, &step_graph);
           po.batched_stages.assign(static_cast<size_t>(p), true);
           po.batched_stages[0] = first_too;
           exec::Pipeline pipe(micro,
@@ -420,12 +427,8 @@ TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
   const int layers = static_cast<int>(micro.graph.layers.size());
   auto attempt = [&](ScheduleKind kind, std::vector<int> replicas, bool with_graph,
                      exec::WeightGradients wg) {
-    exec::PipelineOptions po;
-    po.schedule = kind;
-    po.microbatches = 4;
-    po.optimizer = sgd_momentum();
+    exec::PipelineOptions po = batched_options(kind, 4, with_graph ? &step_graph : nullptr);
     po.weight_gradients = wg;
-    po.step_graph = with_graph ? &step_graph : nullptr;
     return std::make_unique<exec::Pipeline>(micro, split(layers, std::move(replicas)), po);
   };
   auto refusal = [&](ScheduleKind kind, std::vector<int> replicas, bool with_graph) {
@@ -453,12 +456,7 @@ TEST(Pipeline, BatchedWeightGradientsRefuseWhatCannotRunSo) {
   // A microbatch graph that is not the minibatch's cut: its weight halves
   // read tensors that do not stack.
   const auto other = mlp_training_graph(kBatch / 4 + 1);
-  exec::PipelineOptions po;
-  po.schedule = ScheduleKind::kGPipe;
-  po.microbatches = 4;
-  po.optimizer = sgd_momentum();
-  po.weight_gradients = exec::WeightGradients::kBatched;
-  po.step_graph = &other;
+  const exec::PipelineOptions po = batched_options(ScheduleKind::kGPipe, 4, &other);
   EXPECT_THROW(exec::Pipeline(micro, split(layers, {1, 1}), po), PlanError);
   // The mixed pipeline above (stage 0 batched, stage 1 replicated) still
   // trains as one worker does.
@@ -976,12 +974,7 @@ TEST(Pipeline, BatchedWeightGradientsOnLeNetAndATiedLM) {
         const std::string what =
             c.name + ", " + partitioner::schedule_name(kind) + ", p = " + std::to_string(p);
         auto micro = c.graph(c.rows / m);
-        exec::PipelineOptions po;
-        po.schedule = kind;
-        po.microbatches = m;
-        po.optimizer = sgd_momentum();
-        po.weight_gradients = exec::WeightGradients::kBatched;
-        po.step_graph = &step_graph;
+        const exec::PipelineOptions po = batched_options(kind, m, &step_graph);
         exec::Pipeline pipe(micro,
                             split(static_cast<int>(micro.graph.layers.size()),
                                   std::vector<int>(static_cast<size_t>(p), 1)),
