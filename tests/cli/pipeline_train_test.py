@@ -100,14 +100,19 @@ class PipelineTrainTest(unittest.TestCase):
     def test_memory_held_per_worker_matches_the_simulator(self):
         # Stashed activations, weight versions, gradients and optimizer state per
         # worker, against the simulator's peak for its stage: within 10% (the
-        # schedules, recomputation, zb-h1's gradients carried from B to W and
-        # interleaved chunks included).
+        # schedules, recomputation, zb-h1's gradients carried from B to W,
+        # batched weight gradients' stashes kept for W and interleaved chunks
+        # included).
         for extra in (["--stages", 2, "--schedule", "1f1b"],
                       ["--stages", 3, "--schedule", "1f1b-flush", "--microbatches", 4],
                       ["--stages", 3, "--schedule", "zb-h1", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "interleaved", "--chunks", 2,
                        "--microbatches", 4],
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
+                      ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
+                       "--weight-grads", "batched"],
+                      ["--stages", 3, "--schedule", "1f1b-flush", "--microbatches", 4,
+                       "--weight-grads", "batched"],
                       ["--stages", 2, "--schedule", "2bw", "--microbatches", 2],
                       ["--stages", 2, "--schedule", "1f1b", "--recompute"],
                       ["--workers", 2, "--schedule", "1f1b"]):
