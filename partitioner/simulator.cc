@@ -332,8 +332,6 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   costs.carry_bytes = [&](int stage) { return sched[static_cast<size_t>(stage)].carry * scale; };
   costs.weight_activation_bytes = [&](int stage) {
     const StageData& d = sched[static_cast<size_t>(stage)];
-    // Recomputation refills the whole stash before B and keeps it to W.
-    if (d.recompute) return (d.cut_in + d.inputs) * scale;
     return (d.weight_stash >= 0 ? d.weight_stash : d.stash_bytes) * scale;
   };
   res.run = execute(s, costs);
