@@ -111,8 +111,6 @@ class PipelineTrainTest(unittest.TestCase):
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
                       ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
                        "--weight-grads", "batched"],
-                      ["--stages", 3, "--schedule", "1f1b-flush", "--microbatches", 4,
-                       "--weight-grads", "batched"],
                       ["--stages", 2, "--schedule", "2bw", "--microbatches", 2],
                       ["--stages", 2, "--schedule", "1f1b", "--recompute"],
                       ["--workers", 2, "--schedule", "1f1b"]):
