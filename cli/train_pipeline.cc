@@ -630,7 +630,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   } else if (root && !pipe.weight_gradients_note().empty()) {
     fmt::print("{}\n", pipe.weight_gradients_note());
   } else if (root && batchable && a.weight_grads == "auto") {
-    fmt::print("weight gradients: per microbatch (batched simulated no faster on any stage)\n");
+    fmt::print(
+        "weight gradients: per microbatch (batching simulated no faster, or over 5% more "
+        "memory)\n");
   }
   if (const auto whole = pipe.whole_minibatch_stages(); root && !whole.empty()) {
     std::string list;
