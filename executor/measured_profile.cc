@@ -337,8 +337,8 @@ void scale_profile(partitioner::Profile& p, int factor) {
     l.cut_stash_bytes *= factor;
     l.carry_bytes *= factor;
     l.input_bytes *= factor;
-    if (l.weight_stash_bytes > 0) l.weight_stash_bytes *= factor;
   }
+  for (auto& t : p.weight_reads) t.bytes *= factor;
 }
 
 }  // namespace pipetrain::exec

@@ -1,5 +1,6 @@
 #include "partitioner/profile.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,18 @@ int Profile::find_layer(const std::string& name) const {
   for (size_t i = 0; i < layers.size(); ++i)
     if (layers[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+int64_t Profile::weight_stash_bytes(int first, int last) const {
+  if (!weight_reads_known) return -1;
+  int64_t bytes = 0;
+  for (const auto& t : weight_reads) {
+    const bool stashed = (t.first_reader >= first && t.first_reader <= last) ||
+                         (t.first_reader < first && t.last_reader >= first);
+    const auto w = std::lower_bound(t.weight_readers.begin(), t.weight_readers.end(), first);
+    if (stashed && w != t.weight_readers.end() && *w <= last) bytes += t.bytes;
+  }
+  return bytes;
 }
 
 void validate(const Profile& p) {
@@ -69,6 +82,15 @@ void validate(const Profile& p) {
                       "': needs bytes >= 0 and two or more distinct ascending layer indices "
                       "in range");
   }
+  for (const auto& t : p.weight_reads) {
+    const auto& w = t.weight_readers;
+    if (t.bytes < 0 || t.first_reader < 0 || t.first_reader > t.last_reader || t.last_reader >= n ||
+        w.empty() || !std::is_sorted(w.begin(), w.end()) || w.front() < t.first_reader ||
+        w.back() > t.last_reader)
+      throw PlanError("profile weight read '" + t.name +
+                      "': needs bytes >= 0, 0 <= first_reader <= last_reader < layers, and "
+                      "ascending weight_readers within [first_reader, last_reader]");
+  }
 }
 
 nlohmann::json to_json(const Profile& p) {
@@ -81,7 +103,6 @@ nlohmann::json to_json(const Profile& p) {
                       {"accumulate_s", l.accumulate_s},
                       {"backward_input_s", l.backward_input_s},
                       {"backward_weight_step_s", l.backward_weight_step_s},
-                      {"weight_stash_bytes", l.weight_stash_bytes},
                       {"carry_bytes", l.carry_bytes},
                       {"output_bytes", l.output_bytes},
                       {"cut_bytes", l.cut_bytes},
@@ -106,6 +127,16 @@ nlohmann::json to_json(const Profile& p) {
     for (const auto& t : p.tied)
       tied.push_back({{"name", t.name}, {"bytes", t.bytes}, {"layers", t.layers}});
     j["tied"] = tied;
+  }
+  if (p.weight_reads_known) {
+    nlohmann::json reads = nlohmann::json::array();
+    for (const auto& t : p.weight_reads)
+      reads.push_back({{"name", t.name},
+                       {"bytes", t.bytes},
+                       {"first_reader", t.first_reader},
+                       {"last_reader", t.last_reader},
+                       {"weight_readers", t.weight_readers}});
+    j["weight_reads"] = reads;
   }
   return j;
 }
@@ -138,8 +169,6 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (lj.contains("accumulate_s")) l.accumulate_s = ju::number(lj, "accumulate_s", w);
     if (lj.contains("carry_bytes")) l.carry_bytes = ju::integer(lj, "carry_bytes", w);
     if (lj.contains("backward_input_s")) l.backward_input_s = ju::number(lj, "backward_input_s", w);
-    if (lj.contains("weight_stash_bytes"))
-      l.weight_stash_bytes = ju::integer(lj, "weight_stash_bytes", w);
     if (lj.contains("backward_weight_step_s"))
       l.backward_weight_step_s = ju::number(lj, "backward_weight_step_s", w);
     l.output_bytes = ju::integer(lj, "output_bytes", w);
@@ -175,6 +204,20 @@ Profile profile_from_json(const nlohmann::json& j) {
         t.layers.push_back(ju::small_integer(l, "profile tied param '" + t.name + "': 'layers'"));
       }
       p.tied.push_back(std::move(t));
+    }
+  }
+  if (j.contains("weight_reads")) {
+    p.weight_reads_known = true;
+    for (const auto& tj : ju::array(j, "weight_reads", where)) {
+      WeightRead t;
+      t.name = ju::string(tj, "name", "profile weight read");
+      const std::string w = "profile weight read '" + t.name + "'";
+      t.bytes = ju::integer(tj, "bytes", w);
+      t.first_reader = ju::small_integer(tj, "first_reader", w);
+      t.last_reader = ju::small_integer(tj, "last_reader", w);
+      for (const auto& l : ju::array(tj, "weight_readers", w))
+        t.weight_readers.push_back(ju::small_integer(l, w + ": 'weight_readers'"));
+      p.weight_reads.push_back(std::move(t));
     }
   }
   validate(p);

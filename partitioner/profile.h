@@ -53,14 +53,23 @@ struct LayerProfile {
   /// the per-microbatch W's share of backward_s. Per step (scale_profile()
   /// leaves it). Negative: not measured (the simulator takes that share).
   double backward_weight_step_s = -1;
-  /// The part of output_bytes the weight part of the backward reads: what a
-  /// stage batching its weight gradients keeps of each microbatch from its B
-  /// to the step's W (the rest is freed after B). Negative: not known (all).
-  int64_t weight_stash_bytes = -1;
   /// Bytes a zero-bubble schedule keeps per microbatch from B to W for this
   /// layer: activation gradients B makes that W reads here (at their last
   /// W reader's layer).
   int64_t carry_bytes = 0;
+};
+
+/// A stashed forward tensor that the weight part of some layer's backward
+/// reads. A stage keeps it from B to W (a split or batched backward frees
+/// the rest at B) only where one of those weight readers lies in the stage:
+/// a Relu stage stashes its output for its own ReluGrad (input half) while
+/// the next stage's dW reads the copy it received.
+struct WeightRead {
+  std::string name;
+  int64_t bytes = 0;
+  int first_reader = 0;             // layer of its first backward reader (its stash)
+  int last_reader = 0;              // and of its last
+  std::vector<int> weight_readers;  // layers whose weight part reads it, ascending
 };
 
 /// A parameter read by more than one layer (tied weights: GPT's token
@@ -86,11 +95,19 @@ struct Profile {
   /// Data edges between layers (from, to), from < to; used to write graph.txt.
   std::vector<std::pair<int, int>> edges;
   std::vector<TiedParam> tied;
+  /// Whether weight_reads is known (profiles of a training graph); unknown,
+  /// a split backward keeps its whole stash until W.
+  bool weight_reads_known = false;
+  std::vector<WeightRead> weight_reads;
 
   double compute_s() const;  // sum of forward + backward
   int64_t param_bytes() const;
   /// Index of the layer with this name, -1 if absent.
   int find_layer(const std::string& name) const;
+  /// Of the stash of a stage over layers [first, last] (its own tensors and
+  /// those received whose first reader is upstream), the bytes its weight
+  /// part reads; negative where weight_reads is not known.
+  int64_t weight_stash_bytes(int first, int last) const;
 };
 
 /// Throws PlanError naming the layer and field on negative or non-finite

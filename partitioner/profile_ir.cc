@@ -200,16 +200,19 @@ Profile structural_profile(const ir::Graph& g) {
           slot->second.first = std::min(slot->second.first, n.layer);
           slot->second.second = std::max(slot->second.second, n.layer);
         }
-    // Of those, what a weight part (a node not all input gradient) reads.
-    std::set<std::string> weight_read;
+    // Of those, what a weight part (a node not all input gradient) reads,
+    // with the layers of its weight readers.
+    std::map<std::string, std::set<int>> weight_readers;
     for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i].backward && share[i] < 1.0)
+      if (g.nodes[i].backward && share[i] < 1.0 && g.nodes[i].layer >= 0)
         for (const auto& in : g.nodes[i].inputs)
-          if (readers.count(in)) weight_read.insert(in);
-    for (auto& l : p.layers) l.weight_stash_bytes = 0;
-    for (const auto& name : weight_read)
-      p.layers[static_cast<size_t>(readers.at(name).first)].weight_stash_bytes +=
-          static_cast<int64_t>(g.tensor(name).nbytes());
+          if (readers.count(in)) weight_readers[in].insert(g.nodes[i].layer);
+    p.weight_reads_known = true;
+    for (const auto& [name, layers] : weight_readers) {
+      const auto [first, last] = readers.at(name);
+      p.weight_reads.push_back({name, static_cast<int64_t>(g.tensor(name).nbytes()), first, last,
+                                std::vector<int>(layers.begin(), layers.end())});
+    }
     // A stage starting after layer c whose first reader lies at or before c
     // and last after it keeps the tensor too (received): cut_stash_bytes
     // for every c in [first, last).

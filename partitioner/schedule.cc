@@ -260,8 +260,8 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
             s.split(op.stage) ? op.kind == OpKind::kBackwardWeight : op.kind == OpKind::kBackward;
         if (op.kind == OpKind::kBackwardInput && costs.carry_bytes)
           memory.hold(w, costs.carry_bytes(op.stage));
-        // A batched stage frees at B what its W does not read.
-        if (op.kind == OpKind::kBackwardInput && s.batched(op.stage))
+        // A split backward frees at B what its W does not read.
+        if (op.kind == OpKind::kBackwardInput)
           memory.hold(w, -(act_bytes(op.stage) - weight_act_bytes(op.stage)));
         if (op.kind == OpKind::kBackwardWeight && op.microbatch == kWholeStep) {
           const int n = memory.release_all(w, op.stage, weight_act_bytes(op.stage));
@@ -272,7 +272,8 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         if (op.kind == OpKind::kForward)
           memory.stash(w, op.stage, op.microbatch, act_bytes(op.stage));
         else if (release)
-          memory.release(w, op.stage, op.microbatch, act_bytes(op.stage));
+          memory.release(w, op.stage, op.microbatch,
+                         s.split(op.stage) ? weight_act_bytes(op.stage) : act_bytes(op.stage));
         else if (op.kind == OpKind::kStep)
           memory.step(w, op.stage);
         ++pc[w], --remaining;

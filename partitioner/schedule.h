@@ -95,8 +95,8 @@ struct ScheduleCosts {
   /// Bytes a microbatch keeps from its B op to its W op (split backward);
   /// null: none.
   std::function<double(int stage)> carry_bytes;
-  /// Of activation_bytes, what a batched stage's W reads (kept from B to
-  /// the step's W; the rest is freed at B); null: all of it.
+  /// Of activation_bytes, what a split backward's W reads (kept from B to
+  /// W; the rest is freed at B); null: all of it.
   std::function<double(int stage)> weight_activation_bytes;
 };
 

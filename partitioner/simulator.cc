@@ -30,8 +30,7 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
   for (const auto& st : plan.stages) {
     StageData d;
     d.recompute = recompute || st.recompute;
-    bool split_known = true, step_known = true, weight_stash_known = true;
-    double weight_stash = 0;
+    bool split_known = true, step_known = true;
     double input_part = 0, weight_step = 0;
     for (int l = st.first_layer; l <= st.last_layer; ++l) {
       const LayerProfile& lp = profile.layers[l];
@@ -39,8 +38,6 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
       input_part += std::max(0.0, lp.backward_input_s);
       step_known = step_known && lp.backward_weight_step_s >= 0;
       weight_step += std::max(0.0, lp.backward_weight_step_s);
-      weight_stash_known = weight_stash_known && lp.weight_stash_bytes >= 0;
-      weight_stash += static_cast<double>(std::max<int64_t>(0, lp.weight_stash_bytes));
       d.forward_s += lp.forward_s;
       d.backward_s += lp.backward_s;
       d.update_s += lp.update_s;
@@ -52,7 +49,6 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     }
     // The first stage sends no gradient upstream: its B op has nothing to do.
     if (split_known) d.backward_input_s = st.first_layer > 0 ? input_part : 0.0;
-    const double own_stash = d.stash_bytes;  // the received part comes next
     if (step_known) d.weight_step_s = weight_step;
     if (st.first_layer > 0) {
       d.cut_in = static_cast<double>(profile.layers[st.first_layer - 1].cut_bytes);
@@ -68,10 +64,10 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
     // The first stage's B does nothing: it carries only the gradient it
     // received (its W computes the rest itself), as large as what it sent.
     if (st.first_layer == 0) d.carry = d.cut_out;
-    // What the W part reads: the first stage's W is its whole backward;
-    // received tensors count whole (dW = X^T dY reads a stage's input).
-    if (weight_stash_known && st.first_layer > 0)
-      d.weight_stash = weight_stash + (d.stash_bytes - own_stash);
+    // What the W part reads: the first stage's W is its whole backward.
+    if (st.first_layer > 0)
+      d.weight_stash =
+          static_cast<double>(profile.weight_stash_bytes(st.first_layer, st.last_layer));
     out.push_back(d);
   }
   return out;
@@ -332,6 +328,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   costs.carry_bytes = [&](int stage) { return sched[static_cast<size_t>(stage)].carry * scale; };
   costs.weight_activation_bytes = [&](int stage) {
     const StageData& d = sched[static_cast<size_t>(stage)];
+    // Recomputation refills the whole stash before B and keeps it to W.
+    if (d.recompute) return (d.cut_in + d.inputs) * scale;
     return (d.weight_stash >= 0 ? d.weight_stash : d.stash_bytes) * scale;
   };
   res.run = execute(s, costs);

@@ -321,9 +321,9 @@ TensorMap StageWorker::backward_input(int64_t mb, const TensorMap& feeds) {
   };
   for (const auto& tr : program_.recv_bwd)
     if (w_reads(tr.tensor)) st.carry[tr.tensor] = feeds.at(tr.tensor);
-  // Batched: the weight half runs at the end of the step, so what only the
-  // input half read is freed now.
-  if (step_weight_runner_)
+  // What only the input half read is freed now (the weight half may run
+  // much later: zero-bubble's bubbles, the step's end when batched).
+  if (!recompute_)
     for (auto it = st.tensors.begin(); it != st.tensors.end();)
       it = w_reads(it->first) ? std::next(it) : st.tensors.erase(it);
   st.input_done = true;

@@ -103,13 +103,33 @@ class PipelineTrainTest(unittest.TestCase):
         # schedules, recomputation, zb-h1's gradients carried from B to W,
         # batched weight gradients' stashes kept for W and interleaved chunks
         # included).
+        # A lone Relu stage (Gemm | Relu | rest, the cut a slow profile gave
+        # under TSan): its output is read by its own ReluGrad, freed at B, and by
+        # the next stage's dW, which keeps the copy it received until W.
+        plan = self.path("plan.json")
+        self.ok(run("partition", self.mlp, "--topology", 3, "--bandwidth", 10e9, "--batch", 32,
+                    "--straight", "-o", plan))
+        with open(plan) as f:
+            relu_alone = json.load(f)
+        names = [n for st in relu_alone["stages"] for n in st["nodes"]]
+        self.assertIn("Relu", names[1])
+        for st, (a, b) in zip(relu_alone["stages"], ((0, 0), (1, 1), (2, len(names) - 1))):
+            st.update(first_layer=a, last_layer=b, first_layer_name=names[a],
+                      last_layer_name=names[b], nodes=names[a:b + 1])
+        with open(self.path("relu-plan.json"), "w") as f:
+            json.dump(relu_alone, f)
+        relu_plan = ["--plan", self.path("relu-plan.json"), "--microbatches", 4]
         for extra in (["--stages", 2, "--schedule", "1f1b"],
                       ["--stages", 3, "--schedule", "1f1b-flush", "--microbatches", 4],
+                      relu_plan + ["--schedule", "zb-h1"],
+                      relu_plan + ["--schedule", "1f1b-flush", "--weight-grads", "batched"],
                       ["--stages", 3, "--schedule", "zb-h1", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "interleaved", "--chunks", 2,
                        "--microbatches", 4],
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
                       ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
+                       "--weight-grads", "batched"],
+                      ["--stages", 3, "--schedule", "1f1b-flush", "--microbatches", 4,
                        "--weight-grads", "batched"],
                       ["--stages", 2, "--schedule", "2bw", "--microbatches", 2],
                       ["--stages", 2, "--schedule", "1f1b", "--recompute"],

@@ -64,6 +64,29 @@ TEST(Profile, MalformedJsonNamesTheField) {
   EXPECT_THROW(profile_from_json(j), PlanError);
 }
 
+// A stage keeps a weight-read tensor from B to W only where one of its
+// weight readers lies inside it: made in layer 0, first read by layer 1's
+// input half, read by layer 2's weight half.
+TEST(Profile, WeightStashCountsATensorWhereItsWeightReaderIs) {
+  Profile p = three_layers();
+  EXPECT_LT(p.weight_stash_bytes(1, 2), 0);  // unknown
+  p.weight_reads_known = true;
+  p.weight_reads = {{"relu_out", 64, 1, 2, {2}}, {"conv_in", 8, 1, 1, {1}}};
+  EXPECT_EQ(p.weight_stash_bytes(1, 1), 8);   // keeps relu_out for its own B only
+  EXPECT_EQ(p.weight_stash_bytes(2, 2), 64);  // received, read by its dW
+  EXPECT_EQ(p.weight_stash_bytes(1, 2), 72);
+  EXPECT_EQ(p.weight_stash_bytes(0, 0), 0);
+  Profile q = profile_from_json(to_json(p));
+  EXPECT_EQ(to_json(q), to_json(p));
+  EXPECT_EQ(q.weight_stash_bytes(2, 2), 64);
+  auto j = to_json(p);
+  j["weight_reads"][0]["weight_readers"] = {0};  // before its first reader
+  EXPECT_THROW(profile_from_json(j), PlanError);
+  j = to_json(p);
+  j["weight_reads"][1].erase("bytes");
+  EXPECT_THROW(profile_from_json(j), PlanError);
+}
+
 // Found by json_fuzzer: numbers past int or double were wrapped, or escaped
 // as nlohmann's own exceptions instead of one PlanError.
 TEST(Profile, NumbersOutOfRangeAreRefusedNotWrapped) {

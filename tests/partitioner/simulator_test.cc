@@ -428,7 +428,8 @@ TEST(Simulator, BatchedWeightsRunOneWPerStageAfterItsLastB) {
   EXPECT_DOUBLE_EQ(
       simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem).stages[1].peak_activation_bytes,
       1000);
-  mem_prof.layers[1].weight_stash_bytes = 400;
+  mem_prof.weight_reads_known = true;
+  mem_prof.weight_reads = {{"x", 400, 1, 1, {1}}};
   EXPECT_DOUBLE_EQ(
       simulate(mem_plan, mem_prof, ScheduleKind::kOneFOneB, mem).stages[1].peak_activation_bytes,
       550);
