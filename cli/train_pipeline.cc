@@ -784,6 +784,14 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       "throughput: measured {:.0f} samples/s, simulator predicts {:.0f} samples/s for this plan "
       "and schedule from a profile on the {} backend (measured / predicted = {:.2f})\n",
       measured, predicted, run_profile.device, predicted > 0 ? measured / predicted : 0);
+  // The simulator gives every worker a core of its own; sharing fewer, the
+  // profile (timed beside busy neighbours) swings between runs (LeNet, 3
+  // stages on 2 cores: 3,154 to 7,174 samples/s predicted for one command).
+  if (!comm && a.backend == "cpu" && sharing * threads > cores)
+    fmt::print(
+        "note: {} workers x {} thread{} share {} core{}, so the prediction (each worker on "
+        "cores of its own) is rough and its profile varies between runs\n",
+        sharing, threads, threads > 1 ? "s" : "", cores, cores > 1 ? "s" : "");
   if (!shown.ops.empty()) {
     sim.schedule = "simulated " + a.schedule;
     auto real = as_sim_result(shown, "measured " + a.schedule, workers);

@@ -139,6 +139,8 @@ class PipelineTrainTest(unittest.TestCase):
                 ratios = re.findall(r"MiB held at most, simulated [0-9.]+ MiB \(([0-9.]+)x\)",
                                     r.stdout)
                 self.assertTrue(ratios, r.stdout)
+                if extra[:2] == ["--stages", 3]:  # one thread each: more workers than cores?
+                    self.assertEqual("share 2 cores" in r.stdout, os.cpu_count() == 2, r.stdout)
                 for ratio in map(float, ratios):
                     self.assertGreaterEqual(ratio, 0.9, r.stdout)
                     self.assertLessEqual(ratio, 1.1, r.stdout)
