@@ -70,6 +70,31 @@ void for_each_part(int64_t n, F update) {
   });
 }
 
+/// body(w, i) updates param i of [begin, end), read from p_in and written
+/// to p_out, the state read into locals. Written so that GCC vectorizes it:
+/// the scalars captured by value (a store through a state pointer could
+/// alias a captured struct, whose fields were then reloaded every element)
+/// and an update in place through one pointer (with p_in == p_out the
+/// vectorizer's overlap check failed and the scalar loop ran: Zen 4, SGD
+/// with momentum over 11.7 M params 20-30 ms a step, now 7-8). The same
+/// operations in the same order, so the same bits.
+template <typename Body>
+inline void update_part(const float* p_in, float* p_out, int64_t begin, int64_t end, Body body) {
+  if (p_in == p_out) {
+    for (int64_t i = begin; i < end; ++i) {
+      float w = p_out[i];
+      body(w, i);
+      p_out[i] = w;
+    }
+  } else {
+    for (int64_t i = begin; i < end; ++i) {
+      float w = p_in[i];
+      body(w, i);
+      p_out[i] = w;
+    }
+  }
+}
+
 class Sgd final : public Optimizer {
  public:
   using Optimizer::Optimizer;
@@ -83,24 +108,18 @@ class Sgd final : public Optimizer {
     s.nesterov = config_.nesterov;
     s.first_step = t == 1;
     float* buf = config_.momentum != 0 ? state_data(g, param + ".momentum") : nullptr;  // (n)
-    // One loop per case, the momentum buffer read through a local: a
-    // reference that is buf[i] or a dummy keeps GCC from vectorizing (4M
-    // params with momentum: 16 -> 8 ms on one AVX-512 core, bitwise equal).
-    for_each_part(n, [&](int64_t begin, int64_t end) {
-      if (buf) {
-        for (int64_t i = begin; i < end; ++i) {
-          float w = p_in[i], b = buf[i];
+    for_each_part(n, [&, s](int64_t begin, int64_t end) {
+      if (buf)
+        update_part(p_in, p_out, begin, end, [&, s](float& w, int64_t i) {
+          float b = buf[i];
           optim::sgd_update(w, grad[i] * grad_scale, b, s);
           buf[i] = b;
-          p_out[i] = w;
-        }
-      } else {
-        for (int64_t i = begin; i < end; ++i) {
-          float w = p_in[i], unused = 0;
+        });
+      else
+        update_part(p_in, p_out, begin, end, [&, s](float& w, int64_t i) {
+          float unused = 0;
           optim::sgd_update(w, grad[i] * grad_scale, unused, s);
-          p_out[i] = w;
-        }
-      }
+        });
     });
   }
 };
@@ -128,13 +147,19 @@ class Adam final : public Optimizer {
     float* m = state_data(g, param + ".exp_avg");                                        // (n)
     float* v = state_data(g, param + ".exp_avg_sq");                                     // (n)
     float* vmax = config_.amsgrad ? state_data(g, param + ".max_exp_avg_sq") : nullptr;  // (n)
-    for_each_part(n, [&](int64_t begin, int64_t end) {
-      float unused = 0;
-      for (int64_t i = begin; i < end; ++i) {
-        float w = p_in[i];
-        optim::adam_update(w, grad[i] * grad_scale, m[i], v[i], vmax ? vmax[i] : unused, s);
-        p_out[i] = w;
-      }
+    for_each_part(n, [&, s](int64_t begin, int64_t end) {
+      if (vmax)
+        update_part(p_in, p_out, begin, end, [&, s](float& w, int64_t i) {
+          float mi = m[i], vi = v[i], vm = vmax[i];
+          optim::adam_update(w, grad[i] * grad_scale, mi, vi, vm, s);
+          m[i] = mi, v[i] = vi, vmax[i] = vm;
+        });
+      else
+        update_part(p_in, p_out, begin, end, [&, s](float& w, int64_t i) {
+          float mi = m[i], vi = v[i], unused = 0;
+          optim::adam_update(w, grad[i] * grad_scale, mi, vi, unused, s);
+          m[i] = mi, v[i] = vi;
+        });
     });
   }
 
