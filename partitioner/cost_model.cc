@@ -24,8 +24,8 @@ ChainCosts::ChainCosts(const Profile& profile, const Topology& topology)
     acts_[l + 1] = acts_[l] + static_cast<double>(lp.output_bytes);
     inputs_[l + 1] = inputs_[l] + static_cast<double>(lp.input_bytes);
     cut_[l] = static_cast<double>(lp.cut_bytes);
-    cut_stash_[l] = static_cast<double>(profile.stash_at_readers ? lp.cut_stash_bytes
-                                                                 : lp.cut_bytes);
+    cut_stash_[l] =
+        static_cast<double>(profile.stash_at_readers ? lp.cut_stash_bytes : lp.cut_bytes);
   }
   tied_ = profile.tied;
   const int w = topology_.workers();
@@ -135,6 +135,7 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
   int total = 0;
   for (int r : replication) total += r;
   int first = first_worker, begin = 0;
+  std::vector<double> own_time;  // each stage's time before its round trip bounds it
   for (size_t s = 0; s < last_layers.size(); ++s) {
     StagePlan st;
     st.first_layer = begin;
@@ -155,6 +156,7 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
     st.transfer_in_s = c.transfer_in_s;
     st.transfer_out_s = c.transfer_out_s;
     st.time_s = c.time_s;
+    own_time.push_back(c.time_s);
     st.in_flight = c.in_flight;
     st.memory_bytes = c.memory_bytes;
     first += st.replication;
@@ -167,9 +169,15 @@ Plan evaluate_plan(const Profile& profile, const Topology& topology,
   for (size_t s = plan.stages.size(); s-- > 0;) {
     StagePlan& st = plan.stages[s];
     if (st.recompute) extra += costs.forward(st.first_layer, st.last_layer);
-    if (s + 1 < plan.stages.size())
-      extra += 2.0 * costs.message(st.last_layer, st.workers.front(),
-                                   st.replication + plan.stages[s + 1].replication);
+    if (s + 1 < plan.stages.size()) {
+      const StagePlan& down = plan.stages[s + 1];
+      extra +=
+          2.0 * costs.message(st.last_layer, st.workers.front(), st.replication + down.replication);
+      // Rounds gathering across the cut (lockstep replicas), with each
+      // stage's own time: the later one's is not yet bounded by its trip.
+      extra += lockstep_waits(round_shape(st.allreduce_s, st.replication, st.time_s),
+                              round_shape(down.allreduce_s, down.replication, own_time[s + 1]));
+    }
     const int downstream = total - (st.workers.front() - first_worker);
     st.round_trip_s = costs.round_trip(st.first_layer, st.replication, downstream, extra);
     st.time_s = std::max(st.time_s, st.round_trip_s);

@@ -49,6 +49,7 @@ struct SuffixDp {
   std::vector<int> split_k, reps;  // choice: first stage ends at k, on r workers
   std::vector<char> again;         // choice: that stage recomputes its activations
   std::vector<double> extra;       // E(i, u): messages and recomputed forwards of the plan
+  std::vector<RoundShape> shape;   // its first stage's rounds (cost_model.h's lockstep wait)
   // Where first_beating's walk starts: a table over the compute prefix sums
   // P(x) = C(0..x-1), bucket q holding the first x with P(x) > q * bucket.
   // Without it the walks were 26 million steps of the 1,000-layer,
@@ -65,6 +66,7 @@ struct SuffixDp {
     reps.assign(cells, 0);
     again.assign(cells, 0);
     extra.assign(cells, 0.0);
+    shape.assign(cells, RoundShape{});
     total = costs.compute(0, n - 1);
     bucket = total / (4.0 * n);  // four buckets a layer: under one layer in each on average
     if (!(bucket > 0) || !std::isfinite(bucket)) return;
@@ -91,7 +93,8 @@ struct SuffixDp {
     // above the sums' rounding.
     const double threshold = total - limit - 1e-9 * total;
     if (!first_above.empty() && threshold >= bucket) {
-      const size_t q = std::min(first_above.size() - 1, static_cast<size_t>(threshold * per_bucket));
+      const size_t q =
+          std::min(first_above.size() - 1, static_cast<size_t>(threshold * per_bucket));
       from = std::clamp(first_above[q] - 1, from, n - 1);
     }
     // Usually a few layers on: walk them (predictable branches), then gallop.
@@ -130,6 +133,7 @@ struct SuffixDp {
         reps[at(i, u)] = u;
         again[at(i, u)] = c.recompute;
         extra[at(i, u)] = c.recompute ? costs.forward(i, n - 1) : 0.0;
+        shape[at(i, u)] = round_shape(c.allreduce_s, u, c.time_s);
       }
     }
     const double tail = costs.compute(i, n - 1);
@@ -150,7 +154,7 @@ struct SuffixDp {
       if (memory > 0) recomputing.emplace(costs, i, first, r, /*recompute=*/true);
       for (int k = lo; k < n - 1; ++k) {
         if (tail - costs.compute(k + 1, n - 1) >= head_limit) break;  // C(i..k) / r >= b
-        if (timer.allreduce_s(k) >= b) break;  // grows with k too
+        if (timer.allreduce_s(k) >= b) break;                         // grows with k too
         double rest_time = best[at(k + 1, rest)];
         if (rest_time >= b) continue;
         bool recompute = false;
@@ -158,10 +162,15 @@ struct SuffixDp {
           if (costs.memory(i, k, r, u, /*recompute=*/true) > memory) continue;
           recompute = true;
         }
-        double t = std::max(recompute ? recomputing->time(k) : timer.time(k), rest_time);
+        const double own = recompute ? recomputing->time(k) : timer.time(k);
+        double t = std::max(own, rest_time);
         if (t > b) continue;  // the round trip only adds
+        const RoundShape& next = shape[at(k + 1, rest)];
+        const RoundShape mine =
+            r > 1 ? round_shape(timer.allreduce_s(k), r, own) : RoundShape{1, own, 0.0, 0.0};
         const double e = 2.0 * costs.message(k, first, r + reps[at(k + 1, rest)]) +
-                         (recompute ? costs.forward(i, k) : 0.0) + extra[at(k + 1, rest)];
+                         (recompute ? costs.forward(i, k) : 0.0) + extra[at(k + 1, rest)] +
+                         (r > 1 || next.r > 1 ? lockstep_waits(mine, next) : 0.0);
         t = std::max(t, costs.round_trip(i, r, u, e));
         if (t < b || (t == b && e < extra[at(i, u)])) {
           b = t;
@@ -169,6 +178,7 @@ struct SuffixDp {
           reps[at(i, u)] = r;
           again[at(i, u)] = recompute;
           extra[at(i, u)] = e;
+          shape[at(i, u)] = mine;
         }
       }
     }
@@ -209,8 +219,8 @@ Plan partition(const Profile& profile, const Topology& topology, const Partition
     i = k + 1;
     u -= r;
   }
-  Plan plan = evaluate_plan(profile, topology, last_layers, replication, "dp", workers - used,
-                            recompute);
+  Plan plan =
+      evaluate_plan(profile, topology, last_layers, replication, "dp", workers - used, recompute);
   plan.cost_model = "pipetrain";
   return plan;
 }

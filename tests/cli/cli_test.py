@@ -395,6 +395,22 @@ class CliTest(unittest.TestCase):
             self.assertFalse(prof["backward_estimated"])
             self.assertGreater(prof["layers"][0]["backward_s"], 0)
 
+    def test_zoo_compare_predicts_what_the_simulator_measures(self):
+        # The paper's two clusters: for every zoo model the cost model's speedup
+        # over data parallel (x DP) and the simulated asynchronous 1F1B's
+        # (pipedream) agree within 5% (GNMT's lockstep replicas included).
+        for topo, bw in (("4x4", "10e9,150e9"), ("2x8", "25e9,150e9")):
+            r = run("zoo", "compare", "--topology", topo, "--bandwidth", bw, "--device", "v100")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = [l.split() for l in r.stdout.splitlines()
+                    if re.match(r"^[a-z0-9]+ +[0-9.]+ +[0-9]+ ", l)]
+            self.assertGreaterEqual(len(rows), 8, r.stdout)
+            for row in rows:
+                predicted, simulated = float(row[6].rstrip("x")), float(row[9].rstrip("x"))
+                self.assertLessEqual(abs(predicted / simulated - 1), 0.05,
+                                     f"{topo} {row[0]}: predicted {predicted}x, simulated "
+                                     f"{simulated}x\n{r.stdout}")
+
     def test_graph_txt_through_both_cost_models(self):
         g = self.chain_graph_txt()
         for model in ["pipetrain", "pipedream"]:

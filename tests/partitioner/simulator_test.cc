@@ -186,6 +186,29 @@ TEST(Simulator, ThePlanChosenWithRoundTripsRunsAsPredicted) {
   EXPECT_GT(plan.stages[0].round_trip_s, plan.stages[0].compute_s);
 }
 
+// cost_model.h's lockstep wait with GNMT's plan 7-9 on 2x8 at 25/150 GB/s
+// (zoo compare): stage 1's nine replicas allreduce 69.0 ms of gradients a
+// round at 9.043 ms a minibatch, so they bunch into 12.4 ms while stage 0's
+// seven (14.3 ms a round at 8.815) send a round's nine over 65 ms: 26 ms
+// of waiting per minibatch; stage 0 does not wait on stage 1's gradients.
+// Equal replicas on equal stages (ReplicatedStagesMatchTheCostModel's 2 x 2)
+// bunch alike and wait nothing; unreplicated stages never wait.
+TEST(Simulator, LockstepReplicasWaitForTheirRoundToGather) {
+  const RoundShape stage0 = round_shape(14.3e-3 / 7, 7, 8.815e-3);
+  const RoundShape stage1 = round_shape(69.0e-3 / 9, 9, 9.043e-3);
+  EXPECT_NEAR(stage1.stagger_s, 9 * 9.043e-3 - 69.0e-3, 1e-12);
+  EXPECT_NEAR(stage0.stagger_s, 7 * 8.815e-3 - 14.3e-3, 1e-12);
+  const double spread = 8 * 8.815e-3 - 6 * (8.815e-3 - stage0.stagger_s / 6);
+  EXPECT_NEAR(lockstep_wait(stage1, stage0), (spread - stage1.stagger_s) / 2, 1e-12);
+  EXPECT_NEAR(lockstep_wait(stage1, stage0), 26.3e-3, 0.1e-3);
+  EXPECT_EQ(lockstep_wait(stage0, stage1), 0.0);
+  const RoundShape even = round_shape(2.0 / 2, 2, 1.5);  // AR 2 s a round at 1.5 s
+  EXPECT_EQ(lockstep_waits(even, even), 0.0);
+  const RoundShape alone = round_shape(0, 1, 1.0);
+  EXPECT_EQ(lockstep_waits(alone, alone), 0.0);
+  EXPECT_EQ(lockstep_wait(alone, stage1), 0.0);
+}
+
 TEST(Simulator, TiedStagesMeetAtTheirSteps) {
   // Two uniform stages (F 1 s, B 2 s) sharing a parameter of 1e9 bytes over
   // 1e9 B/s links: the two-copy allreduce takes 1 s before each update.
