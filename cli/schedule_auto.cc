@@ -1,5 +1,7 @@
 #include "cli/schedule_auto.h"
 
+#include <map>
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -48,6 +50,13 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
   bool replicated = false;
   for (const auto& st : plan.stages) replicated = replicated || st.replication > 1;
   std::vector<Candidate> cands;
+  std::map<int, partitioner::Profile> measured;  // per microbatch count
+  auto profile_for = [&](int m) -> const partitioner::Profile& {
+    if (!o.profile_at) return profile;
+    auto it = measured.find(m);
+    if (it == measured.end()) it = measured.emplace(m, o.profile_at(m)).first;
+    return it->second;
+  };
   auto add = [&](ScheduleKind kind, int m, int chunks = 1) {
     Candidate c;
     c.choice = {kind, m, chunks, train_schedule_name(kind)};
@@ -59,6 +68,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     so.recompute = o.recompute;
     so.optimizer_state = o.optimizer_state;
     so.chunks = chunks;
+    const partitioner::Profile& profile = profile_for(kind == ScheduleKind::kPipeDream ? 1 : m);
     try {
       if (kind == ScheduleKind::kInterleaved && o.virtual_plan) {
         // Its own cut into p x chunks virtual stages, seen as p workers (as train predicts it).
@@ -113,8 +123,11 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
         best = it;
     }
   }
-  fmt::print("schedule auto: {} candidates simulated on the measured profile ({} stage{}, {})\n",
-             cands.size(), p, p > 1 ? "s" : "", plan.config());
+  fmt::print("schedule auto: {} candidates simulated on the measured profile{} ({} stage{}, {})\n",
+             cands.size(),
+             o.profile_at ? fmt::format(" at each microbatch size ({} measured)", measured.size())
+                          : std::string(),
+             p, p > 1 ? "s" : "", plan.config());
   fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<24} {}\n", "schedule", "micro", "samples/s",
              "bubble", "peak memory", "semantics", "");
   for (const auto& c : cands) {

@@ -1,6 +1,7 @@
 // `--schedule auto`: every schedule the executor runs, at every microbatch
 // count that splits the minibatch (up to 4 per stage), simulated on the
-// measured profile and the chosen plan; the fastest one whose semantics the
+// measured profile (one per microbatch size, given AutoScheduleOptions::
+// profile_at) and the chosen plan; the fastest one whose semantics the
 // user accepts and whose peak memory fits runs. Interleaved 1F1B (2 and 3
 // chunks per worker) is simulated on its own cut of the model into P x v
 // virtual stages, and runs when the caller can cut so (`--stages P`).
@@ -36,6 +37,11 @@ struct AutoScheduleOptions {
   /// plan's workers x chunks), or PlanError when the model has too few layers;
   /// empty: interleaved is shown but cannot be chosen (a plan with replicas).
   std::function<partitioner::Plan(int virtual_stages)> virtual_plan;
+  /// The profile of a minibatch run as `microbatches` microbatches: measured
+  /// at the microbatch's size (its narrower products, the update and the
+  /// gradient accumulation) and scaled to the minibatch. Called once per
+  /// count; empty: `profile` for every count (its times divided by it).
+  std::function<partitioner::Profile(int microbatches)> profile_at;
 };
 
 /// --schedule's name for a kind: 1f1b (PipeDream), 1f1b-flush, gpipe, 2bw, ...

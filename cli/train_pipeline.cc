@@ -447,6 +447,27 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         ao.virtual_plan = [&](int virtual_stages) {
           return virtual_stage_plan(profile, a.stages, virtual_stages / a.stages);
         };
+      // Each microbatch count on a profile at its own size, as the run that
+      // follows predicts from (beside the other workers, update included).
+      ao.profile_at = [&](int count) {
+        const int beside = comm || a.backend != "cpu" ? 0 : plan.workers_used() - 1;
+        const auto backend = [&]() -> std::unique_ptr<exec::Backend> {
+          return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
+        };
+        std::optional<autodiff::TrainingGraph> narrow;
+        if (count > 1) {
+          ModelOptions o = a.model;
+          o.batch = a.model.batch / count;
+          narrow = autodiff::build_training_graph(
+              importer::import_model(a.model.path, o.import_options()), loss);
+        }
+        const autodiff::TrainingGraph& t = narrow ? *narrow : full_tg;
+        partitioner::Profile p = exec::measure_training_profile(
+            t, random_feeds(t.graph, "train"), 1, 3, &a.trainer.optimizer, beside, backend);
+        exec::scale_profile(p, count);
+        p.model = a.model.path;
+        return p;
+      };
       const ScheduleChoice c = choose_schedule(plan, profile, a.model.batch, ao);
       choice = fmt::format("{} {} {}", c.name, c.microbatches, c.chunks);
     }

@@ -453,6 +453,10 @@ class PipelineTrainTest(unittest.TestCase):
                         self.assertLessEqual(float(row[2]), rate / 0.99, row)  # ties within 1%
                 self.assertIn(f"schedule {name}, minibatch 32 = {micro if name != '1f1b' else 1}",
                               r.stdout)
+                # One profile per microbatch count in the table, each at its own size.
+                counts = {int(row[1]) for row in rows}
+                self.assertIn(f"on the measured profile at each microbatch size "
+                              f"({len(counts)} measured)", r.stdout)
         r = self.train("auto-mem", "--max-steps", 4, "--stages", 2, "--schedule", "auto",
                        "--memory", 1)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
