@@ -277,14 +277,25 @@ TEST(ClipGradNorm, MatchesTorch) {
   EXPECT_THROW(clip_grad_norm(grads, 0.0), ModelError);
 }
 
+// 1,027 params (vector bodies and a remainder) and three steps' gradients.
+struct ManyParams {
+  static constexpr int n = 1027;
+  std::vector<float> w0 = std::vector<float>(n);
+  std::vector<float> grads[3];
+  ManyParams() {
+    for (int i = 0; i < n; ++i) w0[i] = static_cast<float>(std::sin(0.37 * i));
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < n; ++i) grads[k].push_back(static_cast<float>(std::cos(0.11 * i + k)));
+  }
+};
+
 // The update loops are vectorized: 1,027 params (vector bodies and a
 // remainder, split over threads) against torch.optim.SGD's formula in double.
 TEST(Optimizer, SgdOverManyParamsMatchesItsFormulaInDouble) {
-  const int n = 1027;
-  std::vector<float> w0(n), grads[3];
-  for (int i = 0; i < n; ++i) w0[i] = static_cast<float>(std::sin(0.37 * i));
-  for (int k = 0; k < 3; ++k)
-    for (int i = 0; i < n; ++i) grads[k].push_back(static_cast<float>(std::cos(0.11 * i + k)));
+  const ManyParams many;
+  const int n = ManyParams::n;
+  const std::vector<float>& w0 = many.w0;
+  const auto& grads = many.grads;
   for (const char* name : {"sgd", "sgd_momentum", "sgd_dampening_wd", "sgd_nesterov_wd"}) {
     const OptimizerConfig cfg = config_for(name);
     ir::Graph g;
@@ -318,11 +329,10 @@ TEST(Optimizer, SgdOverManyParamsMatchesItsFormulaInDouble) {
 // stages keeping weight versions do) bitwise equal to updating in place:
 // the loops differ (one pointer or two) but not their arithmetic.
 TEST(Optimizer, AdamOverManyParamsAndUpdatesIntoAnotherBuffer) {
-  const int n = 1027;
-  std::vector<float> w0(n), grads[3];
-  for (int i = 0; i < n; ++i) w0[i] = static_cast<float>(std::sin(0.37 * i));
-  for (int k = 0; k < 3; ++k)
-    for (int i = 0; i < n; ++i) grads[k].push_back(static_cast<float>(std::cos(0.11 * i + k)));
+  const ManyParams many;
+  const int n = ManyParams::n;
+  const std::vector<float>& w0 = many.w0;
+  const auto& grads = many.grads;
   for (const Case& c : kCases) {
     const OptimizerConfig cfg = config_for(c.name);
     ir::Graph g, h;
