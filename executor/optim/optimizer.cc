@@ -76,7 +76,7 @@ void for_each_part(int64_t n, F update) {
 /// alias a captured struct, whose fields were then reloaded every element)
 /// and an update in place through one pointer (with p_in == p_out the
 /// vectorizer's overlap check failed and the scalar loop ran: Zen 4, SGD
-/// with momentum over 11.7 M params 20-30 ms a step, now 7-8). The same
+/// with momentum over 11.7 M params 20-30 ms a step, now 7-10). The same
 /// operations in the same order, so the same bits.
 template <typename Body>
 inline void update_part(const float* p_in, float* p_out, int64_t begin, int64_t end, Body body) {
