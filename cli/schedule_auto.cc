@@ -1,10 +1,10 @@
 #include "cli/schedule_auto.h"
 
-#include <map>
-
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <vector>
 
 #include "ir/error.h"
@@ -57,15 +57,23 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     if (it == measured.end()) it = measured.emplace(m, o.profile_at(m)).first;
     return it->second;
   };
+  std::function<void(ScheduleKind, int, int, bool)> add_one;
+  // Recomputation only saves memory at the cost of a forward: a candidate
+  // under --memory (or every one, when --recompute asks for it).
+  std::vector<bool> recomputes = {o.recompute};
+  if (!o.recompute && o.memory_bytes > 0) recomputes.push_back(true);
   auto add = [&](ScheduleKind kind, int m, int chunks = 1) {
+    for (bool rc : recomputes) add_one(kind, m, chunks, rc);
+  };
+  add_one = [&](ScheduleKind kind, int m, int chunks, bool recompute) {
     Candidate c;
-    c.choice = {kind, m, chunks, train_schedule_name(kind)};
+    c.choice = {kind, m, chunks, train_schedule_name(kind), recompute};
     c.runnable = kind != ScheduleKind::kInterleaved || static_cast<bool>(o.virtual_plan);
     partitioner::SimOptions so;
     so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.synced_updates = o.clip_norm;
-    so.recompute = o.recompute;
+    so.recompute = recompute;
     so.optimizer_state = o.optimizer_state;
     so.chunks = chunks;
     const partitioner::Profile& profile = profile_for(kind == ScheduleKind::kPipeDream ? 1 : m);
@@ -128,16 +136,17 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
              o.profile_at ? fmt::format(" at each microbatch size ({} measured)", measured.size())
                           : std::string(),
              p, p > 1 ? "s" : "", plan.config());
-  fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<24} {}\n", "schedule", "micro", "samples/s",
+  fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<35} {}\n", "schedule", "micro", "samples/s",
              "bubble", "peak memory", "semantics", "");
   for (const auto& c : cands) {
     const bool chosen = best != cands.end() && &c == &*best;
     const std::string label =
         c.choice.chunks > 1 ? fmt::format("{} x{}", c.choice.name, c.choice.chunks) : c.choice.name;
-    fmt::print("  {:<15} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<24} {}\n", label,
+    const std::string semantics = std::string(semantics_of(c.choice.kind)) +
+                                  (c.choice.recompute && !o.recompute ? ", recompute" : "");
+    fmt::print("  {:<15} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<35} {}\n", label,
                c.choice.microbatches, c.sim.samples_per_s, 100 * c.sim.bubble_fraction,
-               c.peak_bytes / 1048576.0, semantics_of(c.choice.kind),
-               chosen ? "<- runs" : c.excluded);
+               c.peak_bytes / 1048576.0, semantics, chosen ? "<- runs" : c.excluded);
   }
   if (best == cands.end())
     throw PlanError(

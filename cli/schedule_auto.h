@@ -1,5 +1,6 @@
 // `--schedule auto`: every schedule the executor runs, at every microbatch
-// count that splits the minibatch (up to 4 per stage), simulated on the
+// count that splits the minibatch (up to 4 per stage), with and without
+// activation recomputation under a memory limit, simulated on the
 // measured profile (one per microbatch size, given AutoScheduleOptions::
 // profile_at) and the chosen plan; the fastest one whose semantics the
 // user accepts and whose peak memory fits runs. Interleaved 1F1B (2 and 3
@@ -20,8 +21,9 @@ namespace pipetrain::cli {
 struct ScheduleChoice {
   partitioner::ScheduleKind kind = partitioner::ScheduleKind::kPipeDream;
   int microbatches = 1;
-  int chunks = 1;    // interleaved: model chunks per worker
-  std::string name;  // as --schedule spells it
+  int chunks = 1;          // interleaved: model chunks per worker
+  std::string name;        // as --schedule spells it
+  bool recompute = false;  // activations recomputed (a candidate under --memory)
 };
 
 struct AutoScheduleOptions {

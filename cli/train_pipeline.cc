@@ -469,11 +469,16 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         return p;
       };
       const ScheduleChoice c = choose_schedule(plan, profile, a.model.batch, ao);
-      choice = fmt::format("{} {} {}", c.name, c.microbatches, c.chunks);
+      choice = fmt::format("{} {} {} {}", c.name, c.microbatches, c.chunks, c.recompute ? 1 : 0);
     }
     if (comm) choice = exec::share_text(*comm, "schedule", choice);
     std::istringstream chosen(choice);
-    chosen >> a.schedule >> a.microbatches >> a.chunks;
+    int recompute = 0;
+    chosen >> a.schedule >> a.microbatches >> a.chunks >> recompute;
+    if (recompute && !a.recompute) {
+      a.recompute = true;
+      if (root) fmt::print("schedule auto: activations recomputed to fit --memory\n");
+    }
     kind = train_schedule(a.schedule);
     if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
     interleaved = kind == ScheduleKind::kInterleaved;

@@ -457,6 +457,25 @@ class PipelineTrainTest(unittest.TestCase):
                 counts = {int(row[1]) for row in rows}
                 self.assertIn(f"on the measured profile at each microbatch size "
                               f"({len(counts)} measured)", r.stdout)
+        # Under --memory, every candidate also with activation recomputation:
+        # LeNet's gpipe keeps less that way.
+        lenet = self.path("lenet.onnx")
+        self.ok(run("zoo", "export", "lenet", "-o", lenet))
+        r = self.ok(run("train", lenet, "--data", "fashion-mnist", "--batch", 32, "--loss",
+                        "cross-entropy", "--max-steps", 2, "--quiet", "--run-dir",
+                        self.path("auto-rc"), "--stages", 2, "--schedule", "auto", "--memory",
+                        "1e12"))
+        peaks = {}
+        for l in r.stdout.splitlines():
+            m = re.match(r"^  (gpipe|1f1b-flush) +([0-9]+) +[0-9.]+ +[0-9.]+% +([0-9.]+) MiB +"
+                         r"exact(, recompute)?", l)
+            if m:
+                peaks[(m.group(1), int(m.group(2)), bool(m.group(4)))] = float(m.group(3))
+        self.assertTrue(peaks, r.stdout)
+        for (kind, micro, rc), peak in peaks.items():
+            self.assertIn((kind, micro, not rc), peaks, r.stdout)
+        gpipe = max(micro for kind, micro, rc in peaks if kind == "gpipe")
+        self.assertLess(peaks[("gpipe", gpipe, True)], peaks[("gpipe", gpipe, False)], r.stdout)
         r = self.train("auto-mem", "--max-steps", 4, "--stages", 2, "--schedule", "auto",
                        "--memory", 1)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
