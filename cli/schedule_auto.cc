@@ -136,17 +136,21 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
              o.profile_at ? fmt::format(" at each microbatch size ({} measured)", measured.size())
                           : std::string(),
              p, p > 1 ? "s" : "", plan.config());
-  fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<35} {}\n", "schedule", "micro", "samples/s",
-             "bubble", "peak memory", "semantics", "");
+  fmt::print("  {:<15} {:>6} {:>11} {:>7} {:>12}  {:<35} {:<18} {}\n", "schedule", "micro",
+             "samples/s", "bubble", "peak memory", "semantics", "per worker MiB", "");
   for (const auto& c : cands) {
     const bool chosen = best != cands.end() && &c == &*best;
     const std::string label =
         c.choice.chunks > 1 ? fmt::format("{} x{}", c.choice.name, c.choice.chunks) : c.choice.name;
     const std::string semantics = std::string(semantics_of(c.choice.kind)) +
                                   (c.choice.recompute && !o.recompute ? ", recompute" : "");
-    fmt::print("  {:<15} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<35} {}\n", label,
+    std::string per_worker;  // each stage's (interleaved: each worker's) peak
+    for (const auto& st : c.sim.stages)
+      per_worker +=
+          fmt::format("{}{:.1f}", per_worker.empty() ? "" : "/", st.peak_memory_bytes / 1048576.0);
+    fmt::print("  {:<15} {:>6} {:>11.1f} {:>6.1f}% {:>8.1f} MiB  {:<35} {:<18} {}\n", label,
                c.choice.microbatches, c.sim.samples_per_s, 100 * c.sim.bubble_fraction,
-               c.peak_bytes / 1048576.0, semantics, chosen ? "<- runs" : c.excluded);
+               c.peak_bytes / 1048576.0, semantics, per_worker, chosen ? "<- runs" : c.excluded);
   }
   if (best == cands.end())
     throw PlanError(
