@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <vector>
 
@@ -57,15 +56,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     if (it == measured.end()) it = measured.emplace(m, o.profile_at(m)).first;
     return it->second;
   };
-  std::function<void(ScheduleKind, int, int, bool)> add_one;
-  // Recomputation only saves memory at the cost of a forward: a candidate
-  // under --memory (or every one, when --recompute asks for it).
-  std::vector<bool> recomputes = {o.recompute};
-  if (!o.recompute && o.memory_bytes > 0) recomputes.push_back(true);
-  auto add = [&](ScheduleKind kind, int m, int chunks = 1) {
-    for (bool rc : recomputes) add_one(kind, m, chunks, rc);
-  };
-  add_one = [&](ScheduleKind kind, int m, int chunks, bool recompute) {
+  auto add_one = [&](ScheduleKind kind, int m, int chunks, bool recompute) {
     Candidate c;
     c.choice = {kind, m, chunks, train_schedule_name(kind), recompute};
     c.runnable = kind != ScheduleKind::kInterleaved || static_cast<bool>(o.virtual_plan);
@@ -103,6 +94,13 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     else if (o.memory_bytes > 0 && c.peak_bytes > o.memory_bytes)
       c.excluded = "over --memory";
     cands.push_back(std::move(c));
+  };
+  // Recomputation only saves memory at the cost of a forward: a candidate
+  // under --memory (or every one, when --recompute asks for it).
+  std::vector<bool> recomputes = {o.recompute};
+  if (!o.recompute && o.memory_bytes > 0) recomputes.push_back(true);
+  auto add = [&](ScheduleKind kind, int m, int chunks = 1) {
+    for (bool rc : recomputes) add_one(kind, m, chunks, rc);
   };
   add(ScheduleKind::kPipeDream, 1);
   for (int64_t m = 1; m <= std::min<int64_t>(batch, 4 * p); ++m) {

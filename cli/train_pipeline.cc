@@ -410,12 +410,12 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // Rank 0 measures and plans; every rank runs its plan.
   partitioner::Profile profile;
   partitioner::Plan plan;
+  // On the CPU, the cut follows the arithmetic the workers will do (bf16 or fp32).
+  auto plan_backend = [&]() -> std::unique_ptr<exec::Backend> {
+    return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
+  };
   if (root) {
     if (time_links) fmt::print("links between the ranks, measured: {}\n", links.describe());
-    // On the CPU, the cut follows the arithmetic the workers will do (bf16 or fp32).
-    auto plan_backend = [&]() -> std::unique_ptr<exec::Backend> {
-      return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
-    };
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3,
                                              nullptr, 0, plan_backend);
     profile.model = a.model.path;
@@ -451,9 +451,6 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
       // follows predicts from (beside the other workers, update included).
       ao.profile_at = [&](int count) {
         const int beside = comm || a.backend != "cpu" ? 0 : plan.workers_used() - 1;
-        const auto backend = [&]() -> std::unique_ptr<exec::Backend> {
-          return a.backend == "cpu" ? a.make_backend() : exec::make_cpu_backend();
-        };
         std::optional<autodiff::TrainingGraph> narrow;
         if (count > 1) {
           ModelOptions o = a.model;
@@ -463,7 +460,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         }
         const autodiff::TrainingGraph& t = narrow ? *narrow : full_tg;
         partitioner::Profile p = exec::measure_training_profile(
-            t, random_feeds(t.graph, "train"), 1, 3, &a.trainer.optimizer, beside, backend);
+            t, random_feeds(t.graph, "train"), 1, 3, &a.trainer.optimizer, beside, plan_backend);
         exec::scale_profile(p, count);
         p.model = a.model.path;
         return p;

@@ -165,12 +165,10 @@ struct SuffixDp {
         const double own = recompute ? recomputing->time(k) : timer.time(k);
         double t = std::max(own, rest_time);
         if (t > b) continue;  // the round trip only adds
-        const RoundShape& next = shape[at(k + 1, rest)];
-        const RoundShape mine =
-            r > 1 ? round_shape(timer.allreduce_s(k), r, own) : RoundShape{1, own, 0.0, 0.0};
+        const RoundShape mine = round_shape(timer.allreduce_s(k), r, own);
         const double e = 2.0 * costs.message(k, first, r + reps[at(k + 1, rest)]) +
                          (recompute ? costs.forward(i, k) : 0.0) + extra[at(k + 1, rest)] +
-                         (r > 1 || next.r > 1 ? lockstep_waits(mine, next) : 0.0);
+                         lockstep_waits(mine, shape[at(k + 1, rest)]);
         t = std::max(t, costs.round_trip(i, r, u, e));
         if (t < b || (t == b && e < extra[at(i, u)])) {
           b = t;
