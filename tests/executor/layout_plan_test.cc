@@ -263,5 +263,117 @@ TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
   expect_layout_blind(tg.graph, feeds);
 }
 
+// A BatchNormalization whose X or Y alone is blocked (a graph input in, a
+// graph output out), and one between two blocked tensors, forward and as a
+// training step: the three layouts' loops are the row-major kernels' sums and
+// formulas, so the bits are theirs.
+TEST(LayoutPlan, BatchNormInEitherLayoutIsBitwiseThatOfTheRowMajorKernel) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {3, 16, 7, 5}, ir::Role::kInput});
+  g.inputs = {"x"};
+  auto bn_params = [&](const std::string& p, double phase) {
+    g.set_value(p + "_s", wave({16}, phase, 0.5), ir::Role::kParam);
+    g.set_value(p + "_b", wave({16}, phase + 0.3, 0.2), ir::Role::kParam);
+    g.set_value(p + "_m", wave({16}, phase + 0.6, 0.1), ir::Role::kBuffer);
+    g.set_value(p + "_v", ir::Tensor::from_f32(std::vector<float>(16, 1.0f), {16}),
+                ir::Role::kBuffer);
+  };
+  bn_params("bn0", 0.1);
+  bn_params("bn1", 0.2);
+  g.set_value("w", wave({16, 16, 3, 3}, 0.3, 0.2), ir::Role::kParam);
+  const std::map<std::string, ir::Attribute> train = {{"training_mode", int64_t{1}}};
+  g.nodes = {
+      with_attrs(node("bn0", "BatchNormalization", {"x", "bn0_s", "bn0_b", "bn0_m", "bn0_v"},
+                      {"y0", "bn0_m_out", "bn0_v_out"}),
+                 train),
+      with_attrs(node("conv", "Conv", {"y0", "w"}, {"c"}),
+                 {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
+      with_attrs(node("bn1", "BatchNormalization", {"c", "bn1_s", "bn1_b", "bn1_m", "bn1_v"},
+                      {"y1", "bn1_m_out", "bn1_v_out"}),
+                 train),
+      node("relu", "Relu", {"y1"}, {"r"}),
+      node("gap", "GlobalAveragePool", {"r"}, {"p"}),
+      node("flat", "Flatten", {"p"}, {"logits"}),
+  };
+  g.outputs = {"logits", "y1"};
+  g.infer_shapes();
+  g.verify();
+  auto backend = exec::make_cpu_backend();
+  const auto plan = exec::plan_blocked_layout(g, *backend, {"logits", "y1"});
+  EXPECT_EQ(plan.tensors, (std::set<std::string>{"y0", "c"}))
+      << "bn0 writes y0 blocked from a row-major x; bn1 reads c blocked into a row-major y1";
+  ir::Tensor x = wave({3, 16, 7, 5}, 0.7, 3.0);  // a mean far from 0 against the spread
+  expect_layout_blind(g, {{"x", x}});
+  g.outputs = {"logits"};
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(g, {"cross-entropy", ""});
+  const std::set<std::string> outs(tg.graph.outputs.begin(), tg.graph.outputs.end());
+  const auto tplan = exec::plan_blocked_layout(tg.graph, *backend, outs);
+  int bn_grads = 0, mixed = 0;
+  for (size_t i = 0; i < tg.graph.nodes.size(); ++i)
+    if (tg.graph.nodes[i].op_type == "BatchNormalizationGrad") {
+      ++bn_grads;
+      mixed += tplan.inputs[i] != 0u && tplan.inputs[i] != 3u;
+    }
+  EXPECT_EQ(bn_grads, 2);
+  EXPECT_GE(mixed, 1) << "bn0's gradient reads x row-major and dY blocked";
+  expect_layout_blind(tg.graph,
+                      {{"x", x}, {tg.graph.inputs.back(), ir::Tensor::from_i64({3, 7, 11}, {3})}});
+}
+
+// A ResNet (the zoo's ResNet-50 at an eighth of its width): with BatchNorm
+// taking the blocked layout, its convolution chains stay blocked through the
+// BatchNorms, forward and backward, and the step is bitwise the row-major one.
+TEST(LayoutPlan, ResNetStaysBlockedThroughItsBatchNormsAndIsBitwise) {
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
+  models::ZooOptions opts;
+  opts.batch = 2;
+  opts.image_size = 32;
+  opts.width_divisor = 8;
+  opts.num_classes = 10;
+  opts.seed = 5;
+  onnx::ModelProto proto = models::build_zoo_model("resnet50", opts);
+  importer::ImportOptions io;
+  io.fuse = false;  // keep the BatchNorms (fusing folds them into inference convolutions)
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  const ir::Graph& g = tg.graph;
+  auto backend = exec::make_cpu_backend();
+  const auto plan = exec::plan_blocked_layout(
+      g, *backend, std::set<std::string>(g.outputs.begin(), g.outputs.end()));
+  int bns = 0, bn_x = 0, bn_y = 0, bn_grads = 0, bn_grads_blocked = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const std::string& op = g.nodes[i].op_type;
+    if (op == "BatchNormalization") {
+      ++bns;
+      bn_x += plan.inputs[i] & 1u;
+      bn_y += plan.outputs[i] & 1u;
+    }
+    if (op == "BatchNormalizationGrad") {
+      ++bn_grads;
+      bn_grads_blocked += plan.inputs[i] == 3u && plan.outputs[i] == 1u;
+    }
+  }
+  EXPECT_EQ(bns, 53);
+  EXPECT_EQ(bn_grads, 53);
+  EXPECT_EQ(bn_x, 53) << "every convolution's output stays blocked into its BatchNorm";
+  if (channel_blocks()) {  // on nhwc the row-major backward reads each BatchNorm's output
+    // All but layer4's four whose outputs meet a residual Add: the Adds share
+    // one layout with the last ReLU, whose gradient reads the row-major
+    // gradient of the head's GlobalAveragePool.
+    EXPECT_EQ(bn_y, 49);
+    EXPECT_EQ(bn_grads_blocked, 49);
+  }
+  std::mt19937_64 rng(13);
+  Tensors feeds;
+  for (const auto& in : g.inputs)
+    feeds[in] = g.tensor(in).dtype == ir::DType::kF32
+                    ? test::random_tensor(g.tensor(in).shape, test::Gen::kUniform, rng)
+                    : ir::Tensor::from_i64({3, 7}, {2});
+  expect_layout_blind(g, feeds);
+}
+
 }  // namespace
 }  // namespace pipetrain

@@ -92,6 +92,10 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
   if (n.inputs.empty() || !is_4d_float(g, n.inputs[0])) return {};
   if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool") return {LayoutRole::kConvLike, 1, 1};
   if (n.op_type == "MaxPool" && !n.has_output(1)) return {LayoutRole::kSameLayout};
+  // Our own kernels (norm.cc, grad_norm.cc), any block: X -> Y; (dY, X) -> dX.
+  if (n.op_type == "BatchNormalization") return {LayoutRole::kConvLike, 1, 1};
+  if (n.op_type == "BatchNormalizationGrad" && is_4d_float(g, n.inputs[1]))
+    return {LayoutRole::kConvLike, 3, 1};
   if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
   // The backward: only where oneDNN's backward primitives compute in the
   // forward's layout (nChw8c on AVX2). On AVX-512 the forward takes nhwc and

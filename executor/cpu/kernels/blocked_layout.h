@@ -28,7 +28,8 @@ bool blockable(const ir::TensorDesc& t);
 
 /// Conv and GlobalAveragePool take either layout in and out; MaxPool (without
 /// Indices) and the elementwise activations and arithmetic keep their
-/// input's. Where oneDNN's backward computes in the same channel blocks,
+/// input's; BatchNormalization reads X and writes Y in either, and its
+/// gradient reads dY and X and writes dX so. Where oneDNN's backward computes in the same channel blocks,
 /// ConvGrad also reads dY and X and writes dX in either, and ReluGrad and
 /// MaxPoolGrad keep their inputs'. Everything else is plain only. 4-D float tensors only (which
 /// of them are blockable() is the plan's to check).

@@ -8,11 +8,14 @@
 // (BatchNormalization: per channel over (N, D...); LayerNormalization: per row
 // over the axes from `axis` on, with g = dY * scale in place of dY inside dX).
 // Sums run in double in interleaved lanes: a fixed order that vectorises.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/channel_pieces.h"
 #include "executor/cpu/kernels/ew_common.h"
 
 namespace pipetrain::exec::cpu {
@@ -28,22 +31,63 @@ void sum_grad(const float* dy, const float* scale, const float* x, int64_t n, do
   device::sum_grad_row(dy, scale, x, n, mean, sum_g, sum_gx);
 }
 
-void batch_norm_grad(KernelContext& ctx) {
-  const ir::Tensor& x = ctx.in(1);                                      // (N, C, D...)
-  const float* dy = ctx.in(0).data<float>();                            // (N, C, D...)
-  const float* scale = ctx.in(2).data<float>();                         // (C)
-  float* dx = ctx.has_out(0) ? ctx.out(0).data<float>() : nullptr;      // (N, C, D...)
-  float* dscale = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;  // (C)
-  float* db = ctx.has_out(2) ? ctx.out(2).data<float>() : nullptr;      // (C)
-  const double eps = ctx.n().attr_float("epsilon", 1e-5f);
-  const int64_t n_batch = x.shape()[0], channels = x.shape()[1];
-  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
+struct BatchNormGradArgs {
+  const float *dy, *x, *scale;
+  float* dx;      // null without
+  float* dscale;  // null without
+  float* db;      // null without
+  double eps;
+  int64_t n_batch;
+  ChannelLayout dyl, xl, dxl;
+};
+
+BatchNormGradArgs batch_norm_grad_args(KernelContext& ctx) {
+  BatchNormGradArgs a;
+  const ir::Tensor& x = ctx.in(1);  // (N, C, D...)
+  a.dy = ctx.in(0).data<float>();   // (N, C, D...)
+  a.x = x.data<float>();
+  a.scale = ctx.in(2).data<float>();                               // (C)
+  a.dx = ctx.has_out(0) ? ctx.out(0).data<float>() : nullptr;      // (N, C, D...)
+  a.dscale = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;  // (C)
+  a.db = ctx.has_out(2) ? ctx.out(2).data<float>() : nullptr;      // (C)
+  a.eps = ctx.n().attr_float("epsilon", 1e-5f);
+  a.n_batch = x.shape()[0];
+  const int64_t channels = x.shape()[1];
+  const int64_t size = a.n_batch * channels == 0 ? 0 : x.numel() / (a.n_batch * channels);
+  a.dyl = a.xl = a.dxl = {channels, size, 0};
+  const int64_t b = channel_block(channels);
+  if (ctx.in_blocked(0)) a.dyl.block = b;
+  if (ctx.in_blocked(1)) a.xl.block = b;
+  if (ctx.has_out(0) && ctx.out_blocked(0)) a.dxl.block = b;
+  return a;
+}
+
+// dX = a dY + b1 (x - mean) + b0 with a = scale invstd, b1 = -a invstd
+// sum(dY xhat) / M, b0 = -a sum(dY) / M: the formula above per channel,
+// centred first as the forward is. Also writes the channel's dscale and dB.
+struct ChannelGrad {
+  float m, a, b1, b0;
+  float operator()(float dy, float x) const { return a * dy + b1 * (x - m) + b0; }
+};
+ChannelGrad channel_grad(const BatchNormGradArgs& g, int64_t c, double mean, double sq,
+                         double sum_g, double sum_gx, double count) {
+  const double invstd = 1.0 / std::sqrt(sq / count + g.eps);
+  const double sum_gxhat = sum_gx * invstd;  // sum(dY * xhat)
+  if (g.db) g.db[c] = static_cast<float>(sum_g);
+  if (g.dscale) g.dscale[c] = static_cast<float>(sum_gxhat);
+  const double a = g.scale[c] * invstd;
+  const double b1 = -a * invstd * sum_gxhat / count;
+  return {static_cast<float>(mean), static_cast<float>(a), static_cast<float>(b1),
+          static_cast<float>(-a * sum_g / count)};
+}
+
+void batch_norm_grad_plain(const BatchNormGradArgs& g) {
+  const int64_t n_batch = g.n_batch, channels = g.xl.channels, size = g.xl.size;
   const double count = static_cast<double>(n_batch * size);
-  if (count == 0) return;  // the zero-filled outputs are the gradients
-  const float* xd = x.data<float>();
+  const float *xd = g.x, *dy = g.dy;
   // Channels are independent: split over threads, each summed in its own order.
   parallel_for(
-      channels, x.numel() * 4,
+      channels, n_batch * channels * size * 4,
       [&](int64_t c_begin, int64_t c_end) {
         for (int64_t c = c_begin; c < c_end; ++c) {
           // Sums over (N, D...): per sample's contiguous block, blocks in order.
@@ -55,31 +99,92 @@ void batch_norm_grad(KernelContext& ctx) {
           for (int64_t n = 0; n < n_batch; ++n) {
             const int64_t off = (n * channels + c) * size;
             sq += sum_sq_dev(xd + off, size, mean);
-            double g = 0, gx = 0;
-            sum_grad(dy + off, nullptr, xd + off, size, mean, &g, &gx);
-            sum_g += g;
-            sum_gx += gx;
+            double s = 0, sx = 0;
+            sum_grad(dy + off, nullptr, xd + off, size, mean, &s, &sx);
+            sum_g += s;
+            sum_gx += sx;
           }
-          const double invstd = 1.0 / std::sqrt(sq / count + eps);
-          const double sum_gxhat = sum_gx * invstd;  // sum(dY * xhat)
-          if (db) db[c] = static_cast<float>(sum_g);
-          if (dscale) dscale[c] = static_cast<float>(sum_gxhat);
-          if (!dx) continue;
-          // dX = a dY + b1 (x - mean) + b0 with a = scale invstd, b1 = -a invstd
-          // sum(dY xhat) / M, b0 = -a sum(dY) / M: the formula above per channel,
-          // centred first as the forward is.
-          const double a = scale[c] * invstd;
-          const double b1 = -a * invstd * sum_gxhat / count;
-          const float mf = static_cast<float>(mean), af = static_cast<float>(a);
-          const float b1f = static_cast<float>(b1), b0f = static_cast<float>(-a * sum_g / count);
+          const ChannelGrad f = channel_grad(g, c, mean, sq, sum_g, sum_gx, count);
+          if (!g.dx) continue;
           for (int64_t n = 0; n < n_batch; ++n) {
             const int64_t off = (n * channels + c) * size;
-            for (int64_t i = 0; i < size; ++i)
-              dx[off + i] = af * dy[off + i] + b1f * (xd[off + i] - mf) + b0f;
+            for (int64_t i = 0; i < size; ++i) g.dx[off + i] = f(dy[off + i], xd[off + i]);
           }
         }
       },
       1);
+}
+
+// batch_norm_grad_plain where dY, X or dX is blocked: per piece of channels
+// of one block (channel_pieces.h), the same sums in the same order and the
+// same formulas, so the same bits. kAll: all three blocked (channels
+// contiguous, a stride the vectoriser sees).
+template <bool kAll>
+void batch_norm_grad_pieces(const BatchNormGradArgs& g) {
+  const int64_t size = g.xl.size;
+  const int64_t xs = g.xl.step(), xc = kAll ? 1 : g.xl.channel_step();
+  const int64_t gs = g.dyl.step(), gc = kAll ? 1 : g.dyl.channel_step();
+  const int64_t ds = g.dxl.step(), dc = kAll ? 1 : g.dxl.channel_step();
+  const int64_t block = std::max({g.xl.block, g.dyl.block, g.dxl.block});
+  const std::vector<ChannelPiece> pieces = channel_pieces(g.xl.channels, block);
+  const double count = static_cast<double>(g.n_batch * size);
+  parallel_for(
+      static_cast<int64_t>(pieces.size()), g.n_batch * g.xl.channels * size * 4,
+      [&](int64_t p_begin, int64_t p_end) {
+        for (int64_t p = p_begin; p < p_end; ++p) {
+          const int64_t c0 = pieces[p].c0, w = pieces[p].w;
+          double sum[kPiece] = {}, sq[kPiece] = {}, sum_g[kPiece] = {}, sum_gx[kPiece] = {};
+          double* sums[] = {sum};
+          double* rest[] = {sq, sum_g, sum_gx};
+          for (int64_t n = 0; n < g.n_batch; ++n) {
+            const float* xp = g.x + g.xl.plane(n, c0);
+            add_plane_sums<1>(
+                size, w, [&](int64_t i, int64_t j, double* t) { t[0] = xp[i * xs + j * xc]; },
+                sums);
+          }
+          double mean[kPiece];
+          for (int64_t j = 0; j < w; ++j) mean[j] = sum[j] / count;
+          for (int64_t n = 0; n < g.n_batch; ++n) {
+            const float* xp = g.x + g.xl.plane(n, c0);
+            const float* gp = g.dy + g.dyl.plane(n, c0);
+            add_plane_sums<3>(
+                size, w,
+                [&](int64_t i, int64_t j, double* t) {
+                  const double d = xp[i * xs + j * xc] - mean[j];
+                  const double dy = gp[i * gs + j * gc];
+                  t[0] = d * d;
+                  t[1] = dy;
+                  t[2] = dy * (xp[i * xs + j * xc] - mean[j]);
+                },
+                rest);
+          }
+          ChannelGrad f[kPiece];
+          for (int64_t j = 0; j < w; ++j)
+            f[j] = channel_grad(g, c0 + j, mean[j], sq[j], sum_g[j], sum_gx[j], count);
+          if (!g.dx) continue;
+          for (int64_t n = 0; n < g.n_batch; ++n) {
+            const float* xp = g.x + g.xl.plane(n, c0);
+            const float* gp = g.dy + g.dyl.plane(n, c0);
+            float* dp = g.dx + g.dxl.plane(n, c0);
+            for (int64_t i = 0; i < size; ++i)
+              for (int64_t j = 0; j < w; ++j)
+                dp[i * ds + j * dc] = f[j](gp[i * gs + j * gc], xp[i * xs + j * xc]);
+          }
+        }
+      },
+      1);
+}
+
+void batch_norm_grad(KernelContext& ctx) {
+  const BatchNormGradArgs g = batch_norm_grad_args(ctx);
+  if (g.n_batch * g.xl.size == 0) return;  // the zero-filled outputs are the gradients
+  const bool all = g.xl.block && g.dyl.block && (g.dxl.block || !g.dx);
+  if (all)
+    batch_norm_grad_pieces<true>(g);
+  else if (g.xl.block || g.dyl.block || g.dxl.block)
+    batch_norm_grad_pieces<false>(g);
+  else
+    batch_norm_grad_plain(g);
 }
 
 // For each element of the normalised shape `norm`, the offset of the element

@@ -52,10 +52,8 @@ void argmax_tap(float* best, int32_t* where, const float* xp, int64_t base, int6
 /// in the row-major kernel's order with its rule (the first maximum, a NaN in
 /// the first tap), and each image's outputs adding into dX in order, so the
 /// bits are the row-major kernel's.
-template <int64_t kB>
 void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* dy, const float* x,
-                           float* dx, int64_t block = kB) {
-  const int64_t b = kB ? kB : block;
+                           float* dx, int64_t b) {
   const std::array<AxisTaps, 3> taps = axis_taps(p);
   std::fill(dx, dx + ir::numel(xs), 0.0f);
   std::vector<float> best(static_cast<size_t>(b));
@@ -83,6 +81,55 @@ void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* d
       const float* g = dyn + o * b;
       for (int64_t l = 0; l < b; ++l)
         if (where[l] >= 0) dxn[where[l] * b + l] += g[l];
+    });
+  }
+}
+
+/// max_pool_grad_blocked for blocks of kB = 8 or 16 channels over `images`,
+/// each window's taps compared as kB / 8 vectors of eight channels (GCC
+/// vector extensions): the same scan order and rule (the first tap always, a
+/// later one only when greater: ties and NaN as there), and each image's
+/// outputs adding into dX in order, so the same bits.
+template <int64_t kB>
+void max_pool_grad_blocked_vec(const Window3& p, const std::array<AxisTaps, 3>& taps,
+                               int64_t images, const float* dy, const float* x, float* dx) {
+  typedef float v8f __attribute__((vector_size(32)));
+  typedef int32_t v8i __attribute__((vector_size(32)));
+  constexpr int64_t kV = kB / 8;
+  std::fill(dx, dx + images * p.in_size() * kB, 0.0f);
+  for (int64_t n = 0; n < images; ++n) {
+    const float* xn = x + n * p.in_size() * kB;
+    const float* dyn = dy + n * p.out_size() * kB;
+    float* dxn = dx + n * p.in_size() * kB;
+    for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
+      v8f best[kV];
+      v8i where[kV];  // input position of each channel's maximum so far
+      bool first = true;
+      for (int64_t a = lo[0]; a < hi[0]; ++a)
+        for (int64_t r = lo[1]; r < hi[1]; ++r) {
+          const int64_t row = ((st[0] + a * p.d[0]) * p.in[1] + st[1] + r * p.d[1]) * p.in[2];
+          for (int64_t c = lo[2]; c < hi[2]; ++c) {
+            const int64_t pos = row + st[2] + c * p.d[2];
+            const v8i at = v8i{} + static_cast<int32_t>(pos);
+            for (int64_t v = 0; v < kV; ++v) {
+              v8f xv;
+              __builtin_memcpy(&xv, xn + pos * kB + v * 8, sizeof(xv));
+              if (first) {
+                best[v] = xv;
+                where[v] = at;
+              } else {
+                const v8i take = xv > best[v];
+                best[v] = take ? xv : best[v];
+                where[v] = take ? at : where[v];
+              }
+            }
+            first = false;
+          }
+        }
+      if (first) return;  // a window of padding only routes nothing
+      const float* g = dyn + o * kB;
+      for (int64_t v = 0; v < kV; ++v)
+        for (int64_t l = 0; l < 8; ++l) dxn[where[v][l] * kB + v * 8 + l] += g[v * 8 + l];
     });
   }
 }
@@ -177,11 +224,23 @@ void max_pool_grad(KernelContext& ctx) {
               max_pool_grad_blocked_halving<1, 16>(p, end - begin, dyb, xb, dxb);
           },
           1);
-    if (b == 8)
-      return max_pool_grad_blocked<8>(p, x.shape(), dy.data<float>(), x.data<float>(),
-                                      dx.data<float>());
-    return max_pool_grad_blocked<0>(p, x.shape(), dy.data<float>(), x.data<float>(),
-                                    dx.data<float>(), b);
+    if ((b == 8 || b == 16) && p.in_size() <= std::numeric_limits<int32_t>::max()) {
+      const std::array<AxisTaps, 3> taps = axis_taps(p);
+      return parallel_for(
+          images, x.numel() * p.k[0] * p.k[1] * p.k[2],
+          [&](int64_t begin, int64_t end) {
+            const int64_t in = begin * p.in_size() * b, out = begin * p.out_size() * b;
+            const float *dyb = dy.data<float>() + out, *xb = x.data<float>() + in;
+            float* dxb = dx.data<float>() + in;
+            if (b == 8)
+              max_pool_grad_blocked_vec<8>(p, taps, end - begin, dyb, xb, dxb);
+            else
+              max_pool_grad_blocked_vec<16>(p, taps, end - begin, dyb, xb, dxb);
+          },
+          1);
+    }
+    return max_pool_grad_blocked(p, x.shape(), dy.data<float>(), x.data<float>(), dx.data<float>(),
+                                 b);
   }
   const int64_t planes = x.shape()[0] * x.shape()[1], ow = p.out[2];
   assert(dy.numel() == planes * p.out_size());

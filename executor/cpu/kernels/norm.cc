@@ -5,32 +5,77 @@
 #include <vector>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/channel_pieces.h"
 #include "executor/cpu/kernels/ew_common.h"
 
 namespace pipetrain::exec::cpu {
 
 namespace {
 
-void batch_norm(KernelContext& ctx) {
-  const ir::Tensor& x = ctx.in(0);                 // (N, C, D...)
-  const float* scale = ctx.in(1).data<float>();    // (C)
-  const float* bias = ctx.in(2).data<float>();     // (C)
-  const float* in_mean = ctx.in(3).data<float>();  // (C)
-  const float* in_var = ctx.in(4).data<float>();   // (C)
-  float* y = ctx.out(0).data<float>();             // (N, C, D...)
-  const float eps = ctx.n().attr_float("epsilon", 1e-5f);
-  const float momentum = ctx.n().attr_float("momentum", 0.9f);
-  const bool training = ctx.n().attr_int("training_mode", 0) != 0;
-  const int64_t n_batch = x.shape()[0], channels = x.shape()[1];
-  const int64_t size = n_batch * channels == 0 ? 0 : x.numel() / (n_batch * channels);
-  const float* xd = x.data<float>();
+struct BatchNormArgs {
+  const float *x, *scale, *bias, *in_mean, *in_var;
+  float* y;
+  float* run_mean;  // null without
+  float* run_var;   // null without
+  float eps, momentum;
+  bool training;
+  int64_t n_batch;
+  ChannelLayout xl, yl;
+};
+
+BatchNormArgs batch_norm_args(KernelContext& ctx) {
+  BatchNormArgs a;
+  const ir::Tensor& x = ctx.in(0);  // (N, C, D...)
+  a.x = x.data<float>();
+  a.scale = ctx.in(1).data<float>();    // (C)
+  a.bias = ctx.in(2).data<float>();     // (C)
+  a.in_mean = ctx.in(3).data<float>();  // (C)
+  a.in_var = ctx.in(4).data<float>();   // (C)
+  a.y = ctx.out(0).data<float>();       // (N, C, D...)
+  a.run_mean = ctx.has_out(1) ? ctx.out(1).data<float>() : nullptr;
+  a.run_var = ctx.has_out(2) ? ctx.out(2).data<float>() : nullptr;
+  a.eps = ctx.n().attr_float("epsilon", 1e-5f);
+  a.momentum = ctx.n().attr_float("momentum", 0.9f);
+  a.training = ctx.n().attr_int("training_mode", 0) != 0;
+  a.n_batch = x.shape()[0];
+  const int64_t channels = x.shape()[1];
+  const int64_t size = a.n_batch * channels == 0 ? 0 : x.numel() / (a.n_batch * channels);
+  a.xl = a.yl = {channels, size, 0};
+  if (ctx.in_blocked(0)) a.xl.block = channel_block(channels);
+  if (ctx.out_blocked(0)) a.yl.block = channel_block(channels);
+  return a;
+}
+
+// Channel c's running statistics from the batch's.
+void update_running(const BatchNormArgs& a, int64_t c, double mean, double var) {
+  if (a.run_mean)
+    a.run_mean[c] = static_cast<float>(a.in_mean[c] * a.momentum + mean * (1.0 - a.momentum));
+  if (a.run_var)
+    a.run_var[c] = static_cast<float>(a.in_var[c] * a.momentum + var * (1.0 - a.momentum));
+}
+
+// y = (x - mean) a + B with a = scale / sqrt(var + eps): centred first, as
+// x a + (B - mean a) would cancel where the mean is large against the spread.
+struct ChannelAffine {
+  float m, a, b;
+  float operator()(float x) const { return (x - m) * a + b; }
+};
+ChannelAffine channel_affine(const BatchNormArgs& a, int64_t c, double mean, double var) {
+  return {static_cast<float>(mean), static_cast<float>(a.scale[c] / std::sqrt(var + a.eps)),
+          a.bias[c]};
+}
+
+void batch_norm_plain(const BatchNormArgs& a) {
+  const int64_t n_batch = a.n_batch, channels = a.xl.channels, size = a.xl.size;
+  const float* xd = a.x;
   // Channels are independent: split over threads, each summed in its own order.
   parallel_for(
-      channels, x.numel() * 3,
+      channels, n_batch * channels * size * 3,
       [&](int64_t c_begin, int64_t c_end) {
         for (int64_t c = c_begin; c < c_end; ++c) {
-          double mean = in_mean[c], var = in_var[c];
-          if (training) {
+          double mean = a.in_mean[c], var = a.in_var[c];
+          if (a.training) {
             // Batch statistics over (N, D...): two passes, biased variance; per
             // sample's plane a sum in lanes, planes in order (the device kernels'
             // two-level order, device/ops_norm.h).
@@ -42,25 +87,85 @@ void batch_norm(KernelContext& ctx) {
             for (int64_t n = 0; n < n_batch; ++n)
               sq += device::sum_sq_dev_row(xd + (n * channels + c) * size, size, mean);
             var = count > 0 ? sq / count : 0.0;
-            if (ctx.has_out(1))
-              ctx.out(1).data<float>()[c] =
-                  static_cast<float>(in_mean[c] * momentum + mean * (1.0 - momentum));
-            if (ctx.has_out(2))
-              ctx.out(2).data<float>()[c] =
-                  static_cast<float>(in_var[c] * momentum + var * (1.0 - momentum));
+            update_running(a, c, mean, var);
           }
-          // y = (x - mean) a + B with a = scale / sqrt(var + eps): centred first, as
-          // x a + (B - mean a) would cancel where the mean is large against the spread.
-          const float mf = static_cast<float>(mean), bf = bias[c];
-          const float af = static_cast<float>(scale[c] / std::sqrt(var + eps));
+          const ChannelAffine f = channel_affine(a, c, mean, var);
           for (int64_t n = 0; n < n_batch; ++n) {
             const float* p = xd + (n * channels + c) * size;
-            float* q = y + (n * channels + c) * size;
-            for (int64_t i = 0; i < size; ++i) q[i] = (p[i] - mf) * af + bf;
+            float* q = a.y + (n * channels + c) * size;
+            for (int64_t i = 0; i < size; ++i) q[i] = f(p[i]);
           }
         }
       },
       1);
+}
+
+// batch_norm_plain where X or Y is blocked: per piece of channels of one
+// block (channel_pieces.h), the same sums in the same order and the same
+// formulas, so the same bits. kBoth: X and Y blocked (channels contiguous, a
+// stride the vectoriser sees).
+template <bool kBoth>
+void batch_norm_pieces(const BatchNormArgs& a) {
+  const ChannelLayout& xl = a.xl;
+  const int64_t size = xl.size, xs = xl.step(), xc = kBoth ? 1 : xl.channel_step();
+  const int64_t ys = a.yl.step(), yc = kBoth ? 1 : a.yl.channel_step();
+  const std::vector<ChannelPiece> pieces =
+      channel_pieces(xl.channels, xl.block ? xl.block : a.yl.block);
+  parallel_for(
+      static_cast<int64_t>(pieces.size()), a.n_batch * xl.channels * size * 3,
+      [&](int64_t p_begin, int64_t p_end) {
+        for (int64_t p = p_begin; p < p_end; ++p) {
+          const int64_t c0 = pieces[p].c0, w = pieces[p].w;
+          double mean[kPiece], var[kPiece];
+          for (int64_t j = 0; j < w; ++j) mean[j] = a.in_mean[c0 + j], var[j] = a.in_var[c0 + j];
+          if (a.training) {
+            double sum[kPiece] = {}, sq[kPiece] = {};
+            double* sums[] = {sum};
+            double* sqs[] = {sq};
+            for (int64_t n = 0; n < a.n_batch; ++n) {
+              const float* xp = a.x + xl.plane(n, c0);
+              add_plane_sums<1>(
+                  size, w, [&](int64_t i, int64_t j, double* t) { t[0] = xp[i * xs + j * xc]; },
+                  sums);
+            }
+            const double count = static_cast<double>(a.n_batch * size);
+            for (int64_t j = 0; j < w; ++j) mean[j] = count > 0 ? sum[j] / count : 0.0;
+            for (int64_t n = 0; n < a.n_batch; ++n) {
+              const float* xp = a.x + xl.plane(n, c0);
+              add_plane_sums<1>(
+                  size, w,
+                  [&](int64_t i, int64_t j, double* t) {
+                    const double d = xp[i * xs + j * xc] - mean[j];
+                    t[0] = d * d;
+                  },
+                  sqs);
+            }
+            for (int64_t j = 0; j < w; ++j) {
+              var[j] = count > 0 ? sq[j] / count : 0.0;
+              update_running(a, c0 + j, mean[j], var[j]);
+            }
+          }
+          ChannelAffine f[kPiece];
+          for (int64_t j = 0; j < w; ++j) f[j] = channel_affine(a, c0 + j, mean[j], var[j]);
+          for (int64_t n = 0; n < a.n_batch; ++n) {
+            const float* xp = a.x + xl.plane(n, c0);
+            float* yp = a.y + a.yl.plane(n, c0);
+            for (int64_t i = 0; i < size; ++i)
+              for (int64_t j = 0; j < w; ++j) yp[i * ys + j * yc] = f[j](xp[i * xs + j * xc]);
+          }
+        }
+      },
+      1);
+}
+
+void batch_norm(KernelContext& ctx) {
+  const BatchNormArgs a = batch_norm_args(ctx);
+  if (a.xl.block && a.yl.block)
+    batch_norm_pieces<true>(a);
+  else if (a.xl.block || a.yl.block)
+    batch_norm_pieces<false>(a);
+  else
+    batch_norm_plain(a);
 }
 
 // Expands a parameter broadcastable to the normalised shape `norm` into a
