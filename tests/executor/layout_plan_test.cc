@@ -72,12 +72,6 @@ bool blocked_layout_available() {
   return exec::cpu::channel_block(16) > 0;
 }
 
-// The layout blocks channels (nChw8c, nChw16c) rather than taking them all
-// (nhwc, where blocked_layout_access leaves the backward row-major).
-bool channel_blocks() {
-  return blocked_layout_available() && exec::cpu::channel_block(24) != 24;
-}
-
 void expect_bitwise(const Tensors& got, const Tensors& want, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (const auto& [name, t] : want) {
@@ -152,7 +146,8 @@ TEST(LayoutPlan, BlockedRunsEqualPlainRunsBitwise) {
 // the halving 2x2/2 and 1x2/2 windows (their own blocked kernel), over
 // inputs the windows cover and odd ones they do not; w0 = 0 ties every tap.
 TEST(LayoutPlan, MaxPoolGradOverOverlappingWindowsIsBitwiseThatOfTheRowMajorKernel) {
-  if (!channel_blocks()) GTEST_SKIP() << "the backward stays row-major here (nhwc)";
+  if (!blocked_layout_available())
+    GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
   const std::vector<int64_t> pad1 = {1, 1, 1, 1};
   const std::vector<std::map<std::string, ir::Attribute>> pools = {
       {{"kernel_shape", std::vector<int64_t>{3, 3}},
@@ -229,34 +224,32 @@ TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
   expect_layout_blind(model, {{model.inputs[0], x}});
 
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
-  if (channel_blocks()) {
-    // The backward keeps it too: all ConvGrads but the first (whose X is the
-    // image, and which has no dX) read X and write dX blocked; all but the
-    // last read dY blocked, as the gradients of all ReLUs and max-pools but
-    // the last (its output and gradient meet the row-major classifier).
-    const ir::Graph& tgg = tg.graph;
-    auto plan = exec::plan_blocked_layout(
-        tgg, *backend, std::set<std::string>(tgg.outputs.begin(), tgg.outputs.end()));
-    int conv_grads = 0, dy_in = 0, x_in = 0, dx_out = 0, relu_grads = 0, pool_grads = 0;
-    for (size_t i = 0; i < tgg.nodes.size(); ++i) {
-      const ir::Node& n = tgg.nodes[i];
-      if (n.op_type == "ConvGrad") {
-        ++conv_grads;
-        dy_in += plan.inputs[i] & 1u;
-        x_in += (plan.inputs[i] >> 1) & 1u;
-        dx_out += n.has_output(0) && (plan.outputs[i] & 1u);
-      }
-      const bool same = plan.inputs[i] == 3u && plan.outputs[i] == 1u;
-      relu_grads += n.op_type == "ReluGrad" && same;
-      pool_grads += n.op_type == "MaxPoolGrad" && same;
+  // The backward keeps it too: all ConvGrads but the first (whose X is the
+  // image, and which has no dX) read X and write dX blocked; all but the
+  // last read dY blocked, as the gradients of all ReLUs and max-pools but
+  // the last (its output and gradient meet the row-major classifier).
+  const ir::Graph& tgg = tg.graph;
+  auto plan = exec::plan_blocked_layout(
+      tgg, *backend, std::set<std::string>(tgg.outputs.begin(), tgg.outputs.end()));
+  int conv_grads = 0, dy_in = 0, x_in = 0, dx_out = 0, relu_grads = 0, pool_grads = 0;
+  for (size_t i = 0; i < tgg.nodes.size(); ++i) {
+    const ir::Node& n = tgg.nodes[i];
+    if (n.op_type == "ConvGrad") {
+      ++conv_grads;
+      dy_in += plan.inputs[i] & 1u;
+      x_in += (plan.inputs[i] >> 1) & 1u;
+      dx_out += n.has_output(0) && (plan.outputs[i] & 1u);
     }
-    EXPECT_EQ(conv_grads, 13);
-    EXPECT_EQ(x_in, 12);
-    EXPECT_EQ(dx_out, 12);
-    EXPECT_EQ(dy_in, 12);
-    EXPECT_EQ(relu_grads, 12);
-    EXPECT_EQ(pool_grads, 4);
+    const bool same = plan.inputs[i] == 3u && plan.outputs[i] == 1u;
+    relu_grads += n.op_type == "ReluGrad" && same;
+    pool_grads += n.op_type == "MaxPoolGrad" && same;
   }
+  EXPECT_EQ(conv_grads, 13);
+  EXPECT_EQ(x_in, 12);
+  EXPECT_EQ(dx_out, 12);
+  EXPECT_EQ(dy_in, 12);
+  EXPECT_EQ(relu_grads, 12);
+  EXPECT_EQ(pool_grads, 4);
   Tensors feeds = {{model.inputs[0], x}};
   for (const auto& in : tg.graph.inputs)
     if (!feeds.count(in)) feeds[in] = ir::Tensor::from_i64({3, 7}, {2});
@@ -359,13 +352,11 @@ TEST(LayoutPlan, ResNetStaysBlockedThroughItsBatchNormsAndIsBitwise) {
   EXPECT_EQ(bns, 53);
   EXPECT_EQ(bn_grads, 53);
   EXPECT_EQ(bn_x, 53) << "every convolution's output stays blocked into its BatchNorm";
-  if (channel_blocks()) {  // on nhwc the row-major backward reads each BatchNorm's output
-    // All but layer4's four whose outputs meet a residual Add: the Adds share
-    // one layout with the last ReLU, whose gradient reads the row-major
-    // gradient of the head's GlobalAveragePool.
-    EXPECT_EQ(bn_y, 49);
-    EXPECT_EQ(bn_grads_blocked, 49);
-  }
+  // All but layer4's four whose outputs meet a residual Add: the Adds share
+  // one layout with the last ReLU, whose gradient reads the row-major
+  // gradient of the head's GlobalAveragePool.
+  EXPECT_EQ(bn_y, 49);
+  EXPECT_EQ(bn_grads_blocked, 49);
   std::mt19937_64 rng(13);
   Tensors feeds;
   for (const auto& in : g.inputs)

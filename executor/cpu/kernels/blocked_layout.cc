@@ -1,6 +1,8 @@
 #include "executor/cpu/kernels/blocked_layout.h"
 
+#include <cstdlib>
 #include <set>
+#include <string>
 
 #include "executor/cpu/kernels/dnnl_util.h"
 
@@ -34,8 +36,15 @@ int64_t preferred_block() {
   return kNone;
 }
 
+// PIPETRAIN_BLOCKED_LAYOUT=nhwc takes AVX-512's layout on any CPU (oneDNN
+// computes in nhwc on AVX2 too, at some cost), so that its paths are tested
+// on every machine.
 int64_t process_block() {
-  static const int64_t block = preferred_block();
+  static const int64_t block = [] {
+    const char* forced = std::getenv("PIPETRAIN_BLOCKED_LAYOUT");
+    if (forced && std::string(forced) == "nhwc") return kAllChannels;
+    return preferred_block();
+  }();
   return block;
 }
 
@@ -97,10 +106,11 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
   if (n.op_type == "BatchNormalizationGrad" && is_4d_float(g, n.inputs[1]))
     return {LayoutRole::kConvLike, 3, 1};
   if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};
-  // The backward: only where oneDNN's backward primitives compute in the
-  // forward's layout (nChw8c on AVX2). On AVX-512 the forward takes nhwc and
-  // the backward nChw16c, so an nhwc dY or X would be reordered all the same.
-  if (process_block() <= 0) return {};
+  // The backward too. On AVX-512 the forward takes nhwc and oneDNN's backward
+  // computes in nChw16c, so ConvGrad reorders its nhwc dY and X there, as it
+  // would row-major ones; what the forward gains is the convolutions' X
+  // (which ConvGrad reads) kept nhwc, not reordered from row-major each time.
+  if (process_block() == kNone) return {};
   if (n.op_type == "ConvGrad" && is_4d_float(g, n.inputs[1]))
     return {LayoutRole::kConvLike, 3, 1};  // (dY, X) -> dX; dW and dB stay row-major
   if (n.op_type == "ReluGrad" && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};

@@ -85,25 +85,33 @@ void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* d
   }
 }
 
-/// max_pool_grad_blocked for blocks of kB = 8 or 16 channels over `images`,
-/// each window's taps compared as kB / 8 vectors of eight channels (GCC
-/// vector extensions): the same scan order and rule (the first tap always, a
-/// later one only when greater: ties and NaN as there), and each image's
-/// outputs adding into dX in order, so the same bits.
+/// max_pool_grad_blocked for blocks of a multiple of 8 channels (kB: 8, 16,
+/// or 0 for `block`, nhwc's C) over `images`, each window's taps compared as
+/// B / 8 vectors of eight channels (GCC vector extensions): the same scan
+/// order and rule (the first tap always, a later one only when greater: ties
+/// and NaN as there), and each image's outputs adding into dX in order, so
+/// the same bits.
 template <int64_t kB>
 void max_pool_grad_blocked_vec(const Window3& p, const std::array<AxisTaps, 3>& taps,
-                               int64_t images, const float* dy, const float* x, float* dx) {
+                               int64_t images, const float* dy, const float* x, float* dx,
+                               int64_t block = kB) {
   typedef float v8f __attribute__((vector_size(32)));
   typedef int32_t v8i __attribute__((vector_size(32)));
-  constexpr int64_t kV = kB / 8;
-  std::fill(dx, dx + images * p.in_size() * kB, 0.0f);
+  const int64_t b = kB ? kB : block, kV = b / 8;
+  // Registers for the fixed blocks, the heap for nhwc's C / 8 vectors.
+  constexpr int64_t kFixed = kB ? kB / 8 : 1;
+  std::vector<v8f> best_heap(kB ? 0 : static_cast<size_t>(kV));
+  std::vector<v8i> where_heap(kB ? 0 : static_cast<size_t>(kV));
+  std::fill(dx, dx + images * p.in_size() * b, 0.0f);
   for (int64_t n = 0; n < images; ++n) {
-    const float* xn = x + n * p.in_size() * kB;
-    const float* dyn = dy + n * p.out_size() * kB;
-    float* dxn = dx + n * p.in_size() * kB;
+    const float* xn = x + n * p.in_size() * b;
+    const float* dyn = dy + n * p.out_size() * b;
+    float* dxn = dx + n * p.in_size() * b;
     for_each_window(taps, [&](int64_t o, const int64_t* st, const int64_t* lo, const int64_t* hi) {
-      v8f best[kV];
-      v8i where[kV];  // input position of each channel's maximum so far
+      v8f best_fixed[kFixed];
+      v8i where_fixed[kFixed];
+      v8f* best = kB ? best_fixed : best_heap.data();
+      v8i* where = kB ? where_fixed : where_heap.data();  // each channel's maximum's position
       bool first = true;
       for (int64_t a = lo[0]; a < hi[0]; ++a)
         for (int64_t r = lo[1]; r < hi[1]; ++r) {
@@ -113,7 +121,7 @@ void max_pool_grad_blocked_vec(const Window3& p, const std::array<AxisTaps, 3>& 
             const v8i at = v8i{} + static_cast<int32_t>(pos);
             for (int64_t v = 0; v < kV; ++v) {
               v8f xv;
-              __builtin_memcpy(&xv, xn + pos * kB + v * 8, sizeof(xv));
+              __builtin_memcpy(&xv, xn + pos * b + v * 8, sizeof(xv));
               if (first) {
                 best[v] = xv;
                 where[v] = at;
@@ -127,9 +135,9 @@ void max_pool_grad_blocked_vec(const Window3& p, const std::array<AxisTaps, 3>& 
           }
         }
       if (first) return;  // a window of padding only routes nothing
-      const float* g = dyn + o * kB;
+      const float* g = dyn + o * b;
       for (int64_t v = 0; v < kV; ++v)
-        for (int64_t l = 0; l < 8; ++l) dxn[where[v][l] * kB + v * 8 + l] += g[v * 8 + l];
+        for (int64_t l = 0; l < 8; ++l) dxn[where[v][l] * b + v * 8 + l] += g[v * 8 + l];
     });
   }
 }
@@ -224,7 +232,7 @@ void max_pool_grad(KernelContext& ctx) {
               max_pool_grad_blocked_halving<1, 16>(p, end - begin, dyb, xb, dxb);
           },
           1);
-    if ((b == 8 || b == 16) && p.in_size() <= std::numeric_limits<int32_t>::max()) {
+    if (b % 8 == 0 && p.in_size() <= std::numeric_limits<int32_t>::max()) {
       const std::array<AxisTaps, 3> taps = axis_taps(p);
       return parallel_for(
           images, x.numel() * p.k[0] * p.k[1] * p.k[2],
@@ -234,8 +242,10 @@ void max_pool_grad(KernelContext& ctx) {
             float* dxb = dx.data<float>() + in;
             if (b == 8)
               max_pool_grad_blocked_vec<8>(p, taps, end - begin, dyb, xb, dxb);
-            else
+            else if (b == 16)
               max_pool_grad_blocked_vec<16>(p, taps, end - begin, dyb, xb, dxb);
+            else
+              max_pool_grad_blocked_vec<0>(p, taps, end - begin, dyb, xb, dxb, b);
           },
           1);
     }
