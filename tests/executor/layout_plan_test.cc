@@ -202,19 +202,25 @@ TEST(LayoutPlan, ConversionsRoundTrip) {
   EXPECT_EQ(blocked[static_cast<size_t>(at)], x.data<float>()[((n * 16 + c) * 3 + h) * 5 + w]);
 }
 
+// A zoo model at an eighth of its width, batch 2, 10 classes, imported with
+// the training passes on.
+ir::Graph small_zoo_model(const std::string& name, int64_t image_size, uint64_t seed) {
+  models::ZooOptions opts;
+  opts.batch = 2;
+  opts.image_size = image_size;
+  opts.width_divisor = 8;
+  opts.num_classes = 10;
+  opts.seed = seed;
+  onnx::ModelProto proto = models::build_zoo_model(name, opts);
+  return importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+}
+
 // A small VGG (convolution, ReLU and max-pool chains), forward as an
 // inference run and as a whole training step with its gradients.
 TEST(LayoutPlan, SmallVggForwardAndTrainingStepAreBitwiseThoseWithoutIt) {
   if (!blocked_layout_available())
     GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
-  models::ZooOptions opts;
-  opts.batch = 2;
-  opts.image_size = 224;
-  opts.width_divisor = 8;
-  opts.num_classes = 10;
-  opts.seed = 3;
-  onnx::ModelProto proto = models::build_zoo_model("vgg16", opts);
-  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+  ir::Graph model = small_zoo_model("vgg16", 224, 3);
   auto backend = exec::make_cpu_backend();
   std::set<std::string> outputs(model.outputs.begin(), model.outputs.end());
   EXPECT_GE(exec::plan_blocked_layout(model, *backend, outputs).tensors.size(), 20u)
@@ -321,16 +327,7 @@ TEST(LayoutPlan, BatchNormInEitherLayoutIsBitwiseThatOfTheRowMajorKernel) {
 TEST(LayoutPlan, ResNetStaysBlockedThroughItsBatchNormsAndIsBitwise) {
   if (!blocked_layout_available())
     GTEST_SKIP() << "oneDNN computes in no channel-blocked layout here";
-  models::ZooOptions opts;
-  opts.batch = 2;
-  opts.image_size = 32;
-  opts.width_divisor = 8;
-  opts.num_classes = 10;
-  opts.seed = 5;
-  onnx::ModelProto proto = models::build_zoo_model("resnet50", opts);
-  importer::ImportOptions io;
-  io.fuse = false;  // keep the BatchNorms (fusing folds them into inference convolutions)
-  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", io);
+  ir::Graph model = small_zoo_model("resnet50", 32, 5);
   autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
   const ir::Graph& g = tg.graph;
   auto backend = exec::make_cpu_backend();
