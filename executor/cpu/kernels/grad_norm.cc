@@ -154,7 +154,7 @@ void batch_norm_grad_pieces(const BatchNormGradArgs& g) {
                   const double dy = gp[i * gs + j * gc];
                   t[0] = d * d;
                   t[1] = dy;
-                  t[2] = dy * (xp[i * xs + j * xc] - mean[j]);
+                  t[2] = dy * d;
                 },
                 rest);
           }
