@@ -17,6 +17,8 @@ void conv_like_grad(GradBuilder& b, const char* grad_op) {
 void conv_grad(GradBuilder& b) {
   if (b.node().has_attr("activation"))
     b.unsupported("a Conv fused with its activation (an inference import: import for training)");
+  if (b.node().has_input(3))
+    b.unsupported("a Conv fused with its residual Add (an inference import: import for training)");
   conv_like_grad(b, "ConvGrad");
 }
 void conv_transpose_grad(GradBuilder& b) {

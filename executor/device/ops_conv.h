@@ -68,9 +68,19 @@ struct ReluInPlace {
   PIPETRAIN_HD void operator()(int64_t i) const { y[i] = ReluFn{}(y[i]); }
 };
 
-/// The ReLU of a Conv fused with one (ir/passes/fusion.h), after its output is written.
+/// A fused Conv's residual (input 3), added to its output in place.
+struct AddInPlace {
+  float* y;
+  const float* r;
+  PIPETRAIN_HD void operator()(int64_t i) const { y[i] += r[i]; }
+};
+
+/// What a Conv fused with its residual Add and its ReLU (ir/passes/fusion.h)
+/// does after the convolution is written: y += residual (when given), then
+/// the ReLU, in that order.
 template <typename Exec>
-void fused_activation(Exec& ex, const ir::Node& n, float* y, int64_t count) {
+void conv_epilogue(Exec& ex, const ir::Node& n, float* y, const float* residual, int64_t count) {
+  if (residual) ex.for_each(count, AddInPlace{y, residual});
   if (n.attr_string("activation", "") == "Relu") ex.for_each(count, ReluInPlace{y});
 }
 
@@ -150,7 +160,9 @@ void conv_op(Exec& ex, DeviceOpArgs& args) {
   a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
   a.y_data = args.out[0].data<float>();
   conv_run(ex, a);
-  if (!kTransposed) fused_activation(ex, args.n(), a.y_data, ir::numel(a.y));
+  if (!kTransposed)
+    conv_epilogue(ex, args.n(), a.y_data, args.has_in(3) ? args.in[3].data<float>() : nullptr,
+                  ir::numel(a.y));
 }
 
 /// The forward a ConvGrad / ConvTransposeGrad node (dY, X, W) differentiates;

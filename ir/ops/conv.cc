@@ -51,7 +51,9 @@ std::vector<int64_t> check_kernel_and_bias(InferContext& c, int64_t out_channels
 OpSchema schema_Conv() {
   OpSchema s;
   s.min_inputs = 2;
-  s.max_inputs = 3;
+  // pipetrain's own input 3, for inference graphs (ir/passes/fusion.h): a
+  // tensor of Y's shape added to the convolution before the activation.
+  s.max_inputs = 4;
   s.attrs = kWindowAttrs;
   // pipetrain's own: the ReLU fused into it (ir/passes/fusion.h, inference graphs).
   s.attrs.push_back({"activation", AttrType::kString});
@@ -70,6 +72,9 @@ OpSchema schema_Conv() {
         window_geometry(c.node(), Shape(x.begin() + 2, x.end()), kernel, /*ceil_mode=*/false);
     Shape y = {x[0], w[0]};
     y.insert(y.end(), g.out.begin(), g.out.end());
+    if (c.has_input(3) && (c.shape(3) != y || c.dtype(3) != c.dtype(0)))
+      c.fail("the residual input " + shape_str(c.shape(3)) + " must have Y's shape " +
+             shape_str(y) + " and X's dtype");
     c.set_output(0, c.dtype(0), y);
   };
   return s;

@@ -21,7 +21,8 @@ int fuse_gelu(Graph& g) {
     if (!di || rw.claimed(*di) || !uses.only_reader(erf.inputs[0], ei)) return false;
     const Node& div = g.nodes[*di];
     std::string x;
-    if (div.op_type == "Div" && div.inputs.size() == 2 && near(scalar(g, div.inputs[1]), std::sqrt(2.0)))
+    if (div.op_type == "Div" && div.inputs.size() == 2 &&
+        near(scalar(g, div.inputs[1]), std::sqrt(2.0)))
       x = div.inputs[0];
     else if (div.op_type == "Mul" && div.inputs.size() == 2) {
       for (int k = 0; k < 2; ++k)
@@ -32,7 +33,8 @@ int fuse_gelu(Graph& g) {
     auto ai = uses.sole_reader(erf.outputs[0]);
     if (!ai || rw.claimed(*ai)) return false;
     const Node& add = g.nodes[*ai];
-    if (add.op_type != "Add" || !near(scalar(g, other_input(add, erf.outputs[0])), 1.0)) return false;
+    if (add.op_type != "Add" || !near(scalar(g, other_input(add, erf.outputs[0])), 1.0))
+      return false;
     // x * (1 + erf) * 0.5, or (x * 0.5) * (1 + erf).
     auto m1 = uses.sole_reader(add.outputs[0]);
     if (!m1 || rw.claimed(*m1) || g.nodes[*m1].op_type != "Mul") return false;
@@ -139,8 +141,9 @@ int fuse_weight_gemm(Graph& g) {
     gemm->attrs["transB"] = Attribute(trans_b);
     if (a_shape.size() != 2) {
       const std::string out_shape = unique_tensor_name(g, mm.name + "/out_shape");
-      g.set_value(out_shape, Tensor::from_i64(std::vector<int64_t>(y_shape.begin(), y_shape.end()),
-                                              {static_cast<int64_t>(y_shape.size())}),
+      g.set_value(out_shape,
+                  Tensor::from_i64(std::vector<int64_t>(y_shape.begin(), y_shape.end()),
+                                   {static_cast<int64_t>(y_shape.size())}),
                   Role::kConstant);
       add_node("/Unrows", "Reshape", {y_rows, out_shape}, result);
     }
@@ -193,11 +196,45 @@ int fuse_conv_relu(Graph& g) {
   });
 }
 
+int fuse_conv_add(Graph& g) {
+  return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
+    const Node& conv = g.nodes[ci];
+    if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation") ||
+        conv.has_input(3))
+      return false;
+    const TensorDesc& y = g.tensor(conv.outputs[0]);
+    if (y.dtype != DType::kF32) return false;
+    auto ai = uses.sole_reader(conv.outputs[0]);
+    if (!ai || rw.claimed(*ai)) return false;
+    const Node& add = g.nodes[*ai];
+    const std::string r = other_input(add, conv.outputs[0]);
+    // The residual: another tensor of Y's shape (no broadcast, not Y itself).
+    if (add.op_type != "Add" || !add.has_output(0) || r.empty() || r == conv.outputs[0] ||
+        !g.has_tensor(r) || g.tensor(r).shape != y.shape || g.tensor(r).dtype != DType::kF32)
+      return false;
+    Node fused = conv;
+    fused.inputs.resize(3);  // the bias slot stays, empty when the Conv has none
+    fused.inputs.push_back(r);
+    fused.name = unique_node_name(g, rw.new_names, conv.name + "/Add");
+    std::vector<size_t> pattern = {ci, *ai};
+    fused.outputs = {add.outputs[0]};
+    auto ri = uses.sole_reader(add.outputs[0]);
+    if (ri && !rw.claimed(*ri) && g.nodes[*ri].op_type == "Relu" && g.nodes[*ri].has_output(0)) {
+      fused.name = unique_node_name(g, rw.new_names, fused.name + "/Relu");
+      fused.attrs["activation"] = Attribute(std::string("Relu"));
+      fused.outputs = {g.nodes[*ri].outputs[0]};
+      pattern.push_back(*ri);
+    }
+    rw.replace(pattern, {fused});
+    return true;
+  });
+}
+
 int fold_conv_batchnorm(Graph& g) {
   return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
     const Node& conv = g.nodes[ci];
     if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation") ||
-        conv.inputs.size() < 2)
+        conv.inputs.size() < 2 || conv.has_input(3))
       return false;
     const Tensor* w = g.value(conv.inputs[1]);
     const Tensor* b = conv.has_input(2) ? g.value(conv.inputs[2]) : nullptr;
@@ -227,8 +264,8 @@ int fold_conv_batchnorm(Graph& g) {
         wf.data<float>()[m * per_channel + i] =
             static_cast<float>(w->data<float>()[m * per_channel + i] * a);
       const double bias = b ? b->data<float>()[m] : 0.0;
-      bf.data<float>()[m] = static_cast<float>((bias - stats[2]->data<float>()[m]) * a +
-                                               stats[1]->data<float>()[m]);
+      bf.data<float>()[m] =
+          static_cast<float>((bias - stats[2]->data<float>()[m]) * a + stats[1]->data<float>()[m]);
     }
     Node fused = conv;
     fused.name = unique_node_name(g, rw.new_names, conv.name + "/BatchNormalization");
@@ -253,6 +290,7 @@ FusionCounts fuse(Graph& g, bool inference) {
   c.weight_gemm = fuse_weight_gemm(g);
   if (inference) {
     c.conv_batchnorm = fold_conv_batchnorm(g);
+    c.conv_add = fuse_conv_add(g);
     c.conv_relu = fuse_conv_relu(g);
   }
   return c;

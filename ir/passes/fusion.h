@@ -16,7 +16,8 @@ struct FusionCounts {
   int idle_dropout = 0;    // Dropout that drops nothing: removed
   int conv_relu = 0;       // inference only: Conv -> Relu as one Conv (activation "Relu")
   int conv_batchnorm = 0;  // inference only: Conv -> BatchNormalization folded into the Conv
-  int attention = 0;       // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
+  int conv_add = 0;   // inference only: Conv -> Add (-> Relu) as one Conv with a residual input
+  int attention = 0;  // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -43,6 +44,15 @@ int drop_idle_dropout(Graph& g);
 /// nodes, and the backward of such a Conv is refused).
 int fuse_conv_relu(Graph& g);
 
+/// Conv whose output only an Add reads, the Add's other operand a tensor of
+/// the same shape (a residual connection), and the Relu that alone reads the
+/// sum if there is one -> that Conv with the residual as its input 3 (and
+/// activation = "Relu") writing the last node's output: oneDNN adds it as a
+/// sum post-op while the output block is in the cache, where the Add and the
+/// Relu each read and wrote the whole tensor again. For graphs that only run
+/// forward (the backward of such a Conv is refused).
+int fuse_conv_add(Graph& g);
+
 /// Conv with value weights (and bias) whose output only an inference-mode
 /// BatchNormalization with value statistics reads -> one Conv with weights
 /// W' = W a and bias b' = (b - mean) a + B per output channel, a = scale /
@@ -61,7 +71,8 @@ int fuse_attention(Graph& g);
 
 /// All of the above, in an order where each sees the others' results;
 /// `inference`: also the forward-only fusions (fold_conv_batchnorm, then
-/// fuse_conv_relu, so Conv -> BatchNorm -> Relu becomes one Conv).
+/// fuse_conv_add, then fuse_conv_relu, so Conv -> BatchNorm -> Relu and
+/// Conv -> BatchNorm -> Add -> Relu each become one Conv).
 FusionCounts fuse(Graph& g, bool inference = false);
 
 }  // namespace pipetrain::ir::passes

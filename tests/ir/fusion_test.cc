@@ -22,12 +22,12 @@ namespace {
 using ir::Attribute;
 
 struct Variant {
-  bool gelu_half_first = false;  // (x * 0.5) * (1 + erf) instead of x * (1 + erf) * 0.5
+  bool gelu_half_first = false;    // (x * 0.5) * (1 + erf) instead of x * (1 + erf) * 0.5
   bool gelu_mul_by_rsqrt = false;  // x * (1 / sqrt 2) instead of x / sqrt 2
   float sqrt2 = 1.4142135f;
   float dropout_ratio = 0.0f;
-  bool read_erf = false;      // the Erf's output is also a graph output
-  bool read_mask = false;     // the Dropout's mask is a graph output
+  bool read_erf = false;         // the Erf's output is also a graph output
+  bool read_mask = false;        // the Dropout's mask is a graph output
   bool share_transpose = false;  // a second MatMul reads the transposed weight
 };
 
@@ -54,17 +54,21 @@ ir::Graph block(const Variant& v) {
   constant("one", 1.0f);
   constant("half", 0.5f);
   constant("ratio", v.dropout_ratio);
-  g.set_value("training", [] {
-    ir::Tensor t(ir::DType::kBool, {});
-    *static_cast<bool*>(t.raw()) = true;
-    return t;
-  }(), ir::Role::kConstant);
+  g.set_value(
+      "training",
+      [] {
+        ir::Tensor t(ir::DType::kBool, {});
+        *static_cast<bool*>(t.raw()) = true;
+        return t;
+      }(),
+      ir::Role::kConstant);
   g.set_value("rows", ir::Tensor::from_i64({24, 3}, {2}), ir::Role::kConstant);
   auto node = [&](const std::string& name, const std::string& op, std::vector<std::string> in,
                   std::vector<std::string> out, std::map<std::string, Attribute> attrs = {}) {
     g.nodes.push_back({name, op, std::move(in), std::move(out), std::move(attrs)});
   };
-  node("/fc1/Transpose", "Transpose", {"w1"}, {"w1t"}, {{"perm", Attribute(std::vector<int64_t>{1, 0})}});
+  node("/fc1/Transpose", "Transpose", {"w1"}, {"w1t"},
+       {{"perm", Attribute(std::vector<int64_t>{1, 0})}});
   node("/fc1/MatMul", "MatMul", {"x", "w1t"}, {"h0"});
   node("/fc1/Add", "Add", {"b1", "h0"}, {"h"});
   node("/Div", v.gelu_mul_by_rsqrt ? "Mul" : "Div", {"h", "sqrt2"}, {"u"});
@@ -223,15 +227,15 @@ ir::Graph conv_block(bool read_conv1) {
   return g;
 }
 
-// Output y of `plain` and of `fused` for one random x (2, 3, 8, 8) on the CPU
-// and on the portable backend: check(got, want) for each.
+// Output y of `plain` and of `fused` for one random x (of the graph's shape)
+// on the CPU and on the portable backend: check(got, want) for each.
 template <typename Check>
 void compare_outputs(const ir::Graph& plain, const ir::Graph& fused, uint64_t seed, Check check) {
   std::mt19937_64 rng(seed);
   const std::map<std::string, ir::Tensor> feeds = {
-      {"x", test::random_tensor({2, 3, 8, 8}, test::Gen::kUniform, rng)}};
-  for (auto make : {+[] { return exec::make_cpu_backend(); },
-                    +[] { return exec::make_portable_backend(); }}) {
+      {"x", test::random_tensor(plain.tensor("x").shape, test::Gen::kUniform, rng)}};
+  for (auto make :
+       {+[] { return exec::make_cpu_backend(); }, +[] { return exec::make_portable_backend(); }}) {
     auto backend = make();
     SCOPED_TRACE(backend->name());
     check(exec::ForwardRunner(fused, *backend).run(feeds, {}).at("y"),
@@ -261,7 +265,8 @@ TEST(Fusion, ConvReluForwardOnlyMatchesTheUnfusedPair) {
     EXPECT_GT(zeros, 0);  // the ReLU clipped something
   });
   // A Conv fused so cannot be differentiated: one clear error.
-  fused.nodes.push_back({"/loss", "ReduceMean", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}});
+  fused.nodes.push_back(
+      {"/loss", "ReduceMean", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}});
   fused.outputs = {"loss"};
   fused.infer_shapes();
   try {
@@ -309,8 +314,11 @@ ir::Graph conv_bn_block(bool training_mode = false) {
                      bool training) {
     std::map<std::string, Attribute> attrs = {{"epsilon", Attribute(1e-3f)}};
     if (training) attrs["training_mode"] = Attribute(int64_t{1});
-    g.nodes.push_back({"/" + bn + "/BatchNormalization", "BatchNormalization",
-                       {in, bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"}, {out}, attrs});
+    g.nodes.push_back({"/" + bn + "/BatchNormalization",
+                       "BatchNormalization",
+                       {in, bn + ".scale", bn + ".bias", bn + ".mean", bn + ".var"},
+                       {out},
+                       attrs});
   };
   g.nodes.push_back({"/c1/Conv", "Conv", {"x", "w1", "b1"}, {"h1"}, pads});
   bn_node("bn1", "h1", "n1", false);
@@ -350,8 +358,104 @@ TEST(Fusion, ConvBatchNormStaysWhereTheBatchNormIsTrainingOrOthersReadTheConv) {
   EXPECT_EQ(ir::passes::fold_conv_batchnorm(g), 0);
   g.infer_shapes();
   g.verify();
-  EXPECT_EQ(op_sequence(g), (std::vector<std::string>{"Conv", "BatchNormalization", "Relu",
-                                                      "Conv", "BatchNormalization"}));
+  EXPECT_EQ(op_sequence(g), (std::vector<std::string>{"Conv", "BatchNormalization", "Relu", "Conv",
+                                                      "BatchNormalization"}));
+}
+
+// x (2, 16, 8, 8) -> two residual blocks as ResNet's exporter writes them
+// (BatchNorms folded away): Conv -> Relu -> Conv -> Add(., downsample Conv
+// of x, which comes after it in the file) -> Relu, then Conv -> Add(x, .)
+// -> y. 16 channels, so that the CPU's blocked layout (nChw8c, nChw16c or
+// nhwc) holds the intermediates: the first Add's residual is blocked like
+// its output (copied in), the second's is the plain graph input (reordered
+// in). `broadcast_bias`: the second Add adds a (1, 16, 1, 1) value instead.
+ir::Graph residual_block(bool broadcast_bias = false) {
+  std::mt19937_64 rng(13);
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {2, 16, 8, 8}, ir::Role::kInput});
+  g.inputs = {"x"};
+  for (auto [name, shape] : std::vector<std::pair<std::string, ir::Shape>>{{"w1", {16, 16, 3, 3}},
+                                                                           {"b1", {16}},
+                                                                           {"w2", {16, 16, 3, 3}},
+                                                                           {"b2", {16}},
+                                                                           {"w3", {16, 16, 1, 1}},
+                                                                           {"w4", {16, 16, 3, 3}},
+                                                                           {"bias", {1, 16, 1, 1}}})
+    g.set_value(name, test::random_tensor(shape, test::Gen::kUniform, rng), ir::Role::kParam);
+  const std::map<std::string, Attribute> pads = {
+      {"pads", Attribute(std::vector<int64_t>{1, 1, 1, 1})}};
+  g.nodes.push_back({"/c1/Conv", "Conv", {"x", "w1", "b1"}, {"h1"}, pads});
+  g.nodes.push_back({"/r1/Relu", "Relu", {"h1"}, {"a1"}, {}});
+  g.nodes.push_back({"/c2/Conv", "Conv", {"a1", "w2", "b2"}, {"h2"}, pads});
+  g.nodes.push_back({"/down/Conv", "Conv", {"x", "w3"}, {"d"}, {}});
+  g.nodes.push_back({"/add1/Add", "Add", {"h2", "d"}, {"s1"}, {}});
+  g.nodes.push_back({"/r2/Relu", "Relu", {"s1"}, {"a2"}, {}});
+  g.nodes.push_back({"/c4/Conv", "Conv", {"a2", "w4"}, {"h4"}, pads});
+  g.nodes.push_back({"/add2/Add", "Add", {broadcast_bias ? "bias" : "x", "h4"}, {"y"}, {}});
+  g.outputs = {"y"};
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+// Conv + Add (+ Relu) for forward-only graphs: each residual Add (and the
+// Relu after it) goes into the Conv before it, placed where the Add stood
+// (after the downsample Conv it reads). The outputs equal the unfused
+// graph's on the CPU (oneDNN's sum and ReLU post-ops on the convolution's
+// f32 result: fl(fl(conv) + r), as the Add computes it) and on the portable
+// backend, exactly.
+TEST(Fusion, ConvAddReluForwardOnlyMatchesTheUnfusedNodes) {
+  ir::Graph plain = residual_block(), fused = residual_block();
+  EXPECT_EQ(ir::passes::fuse(fused).conv_add, 0);  // not without `inference`
+  const ir::passes::FusionCounts counts = ir::passes::fuse(fused, /*inference=*/true);
+  EXPECT_EQ(counts.conv_add, 2);
+  EXPECT_EQ(counts.conv_relu, 1);
+  fused.infer_shapes();
+  fused.verify();
+  EXPECT_EQ(op_sequence(fused), (std::vector<std::string>{"Conv", "Conv", "Conv", "Conv"}));
+  const ir::Node& c2 = fused.nodes[2];
+  EXPECT_EQ(c2.inputs, (std::vector<std::string>{"a1", "w2", "b2", "d"}));
+  EXPECT_EQ(c2.attr_string("activation", ""), "Relu");
+  EXPECT_EQ(c2.outputs, std::vector<std::string>{"a2"});
+  const ir::Node& c4 = fused.nodes[3];
+  EXPECT_EQ(c4.inputs, (std::vector<std::string>{"a2", "w4", "", "x"}));  // no bias
+  EXPECT_FALSE(c4.has_attr("activation"));
+  EXPECT_EQ(c4.outputs, std::vector<std::string>{"y"});
+  compare_outputs(plain, fused, 8, [](const ir::Tensor& got, const ir::Tensor& want) {
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
+  });
+  // Such a Conv cannot be differentiated: one clear error.
+  fused.nodes.push_back(
+      {"/loss", "ReduceMean", {"y"}, {"loss"}, {{"keepdims", Attribute(int64_t{0})}}});
+  fused.outputs = {"loss"};
+  fused.infer_shapes();
+  try {
+    autodiff::build_backward(fused, "loss");
+    FAIL() << "the fused Conv was differentiated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused with its"), std::string::npos) << e.what();
+  }
+}
+
+// An Add that broadcasts (a per-channel value) is no residual: it stays,
+// and the Conv before it with it; a residual of another shape is refused
+// by the schema.
+TEST(Fusion, ConvAddLeavesABroadcastAddAndTheSchemaChecksTheResidual) {
+  ir::Graph g = residual_block(/*broadcast_bias=*/true);
+  EXPECT_EQ(ir::passes::fuse_conv_add(g), 1);  // the first block's only
+  g.infer_shapes();
+  g.verify();
+  EXPECT_EQ(op_sequence(g),
+            (std::vector<std::string>{"Conv", "Relu", "Conv", "Conv", "Conv", "Add"}));
+  ASSERT_EQ(g.nodes[3].inputs.size(), 4u);  // the fused second Conv
+  g.nodes[3].inputs[3] = "bias";            // (1, 16, 1, 1) where Y is (2, 16, 8, 8)
+  try {
+    g.infer_shapes();
+    FAIL() << "a residual of another shape was accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("must have Y's shape"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

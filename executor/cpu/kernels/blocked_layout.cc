@@ -99,7 +99,9 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
                                                      "Tanh", "HardSigmoid", "HardSwish", "Elu",
                                                      "Add",  "Sub",         "Mul",       "Div"};
   if (n.inputs.empty() || !is_4d_float(g, n.inputs[0])) return {};
-  if (n.op_type == "Conv" || n.op_type == "GlobalAveragePool") return {LayoutRole::kConvLike, 1, 1};
+  // A fused Conv's residual (input 3) too: oneDNN's sum post-op reads it in Y's layout.
+  if (n.op_type == "Conv") return {LayoutRole::kConvLike, n.has_input(3) ? 9u : 1u, 1};
+  if (n.op_type == "GlobalAveragePool") return {LayoutRole::kConvLike, 1, 1};
   if (n.op_type == "MaxPool" && !n.has_output(1)) return {LayoutRole::kSameLayout};
   // Our own kernels (norm.cc, grad_norm.cc), any block: X -> Y; (dY, X) -> dX.
   if (n.op_type == "BatchNormalization") return {LayoutRole::kConvLike, 1, 1};

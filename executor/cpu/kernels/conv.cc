@@ -7,6 +7,7 @@
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/device/elementwise_math.h"
+#include "ir/error.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -35,6 +36,10 @@ ConvArgs conv_args(KernelContext& ctx, bool transposed) {
   a.x_blocked = ctx.in_blocked(0);
   a.y_blocked = ctx.out_blocked(0);
   a.relu = !transposed && ctx.n().attr_string("activation", "") == "Relu";
+  if (!transposed && ctx.has_in(3)) {
+    a.sum_data = ctx.in(3).data<float>();
+    a.sum_blocked = ctx.in_blocked(3);
+  }
   return a;
 }
 
@@ -55,23 +60,53 @@ void on_row_major_copies(const ConvArgs& a, F row_major) {
   if (a.y_blocked) to_blocked(y.data(), a.y_data, a.y);
 }
 
-// max(y, 0) over a fused Conv's output, after a path that could not fuse it
-// (the Relu kernel's own function).
-void relu_in_place(float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = device::ReluFn{}(y[i]);
+// A fused Conv's Add and ReLU after a path that ran the convolution alone:
+// y += residual, then max(y, 0) (the Add's and the Relu kernel's own
+// functions). Elementwise, so in either layout (a blocked tensor has no
+// padding lanes) once the residual is in y's.
+void residual_and_relu(const ConvArgs& a) {
+  const int64_t n = ir::numel(a.y);
+  if (a.sum_data) {
+    std::vector<float> copy;
+    const float* r = a.sum_data;
+    if (a.sum_blocked != a.y_blocked) {
+      copy.resize(static_cast<size_t>(n));
+      if (a.sum_blocked)
+        from_blocked(a.sum_data, copy.data(), a.y);
+      else
+        to_blocked(a.sum_data, copy.data(), a.y);
+      r = copy.data();
+    }
+    for (int64_t i = 0; i < n; ++i) a.y_data[i] += r[i];
+  }
+  if (a.relu)
+    for (int64_t i = 0; i < n; ++i) a.y_data[i] = device::ReluFn{}(a.y_data[i]);
+}
+
+// The convolution alone, for paths that cannot add a residual: the ReLU
+// then comes after the Add.
+ConvArgs without_residual(const ConvArgs& a) {
+  ConvArgs c = a;
+  if (a.sum_data) c.relu = false;
+  c.sum_data = nullptr;
+  c.sum_blocked = false;
+  return c;
 }
 
 void run_conv(KernelContext& ctx, bool transposed) {
   ConvArgs a = conv_args(ctx, transposed);
   if (ir::numel(a.y) == 0) return;
+  const ConvArgs alone = without_residual(a);
   // A few output positions per image (ReLU included): GEMMs over the whole
   // batch beat oneDNN there, and the copies of such small tensors cost little.
-  if (small_output_case(a))
-    return on_row_major_copies(a, [](const ConvArgs& p) { conv_small_output(p); });
-  if (conv_dnnl(a)) return;  // a fused ReLU ran as its post-op
-  on_row_major_copies(a, conv_plain);
-  // Elementwise, so in either layout (a blocked tensor has no padding lanes).
-  if (a.relu) relu_in_place(a.y_data, ir::numel(a.y));
+  if (small_output_case(a)) {
+    on_row_major_copies(alone, [](const ConvArgs& p) { conv_small_output(p); });
+    if (a.sum_data) residual_and_relu(a);
+    return;
+  }
+  if (conv_dnnl(a)) return;  // a fused residual and ReLU ran as its post-ops
+  on_row_major_copies(alone, conv_plain);
+  residual_and_relu(a);
 }
 
 }  // namespace
@@ -93,12 +128,21 @@ CpuKernel kernel_bf16_Conv() {
               round_bf16_in_place(bias.data(), a.y[1]);
               a.b_data = bias.data();
             }
+            // A fused residual as the unfused graph has it: the bf16
+            // convolution's output rounded, then the f32 Add and ReLU.
+            const ConvArgs alone = without_residual(a);
             // A few output positions per image: the whole-batch GEMMs in bf16
             // (oneDNN's convolutions are as slow there in bf16 as in f32).
-            if (conv_small_output(a))
+            if (conv_small_output(alone)) {
               round_bf16_in_place(a.y_data, ir::numel(a.y));
-            else if (!conv_dnnl(a))
+            } else if (!conv_dnnl(alone)) {
+              if (a.sum_data)
+                throw UnsupportedOp(ctx.n().describe() +
+                                    ": bf16 with a fused residual needs oneDNN's convolution "
+                                    "(import without the fusion passes: --no-fuse)");
               run_on_rounded_copies(ctx, kernel_Conv().fn);
+            }
+            if (a.sum_data) residual_and_relu(a);
           },
           {ir::DType::kF32},
           0};

@@ -33,13 +33,18 @@ struct ConvArgs {
   bool x_blocked = false, y_blocked = false;
   /// Conv with activation "Relu" (ir/passes/fusion.h): max(y, 0) on the way out.
   bool relu = false;
+  /// Conv with a residual input (ir/passes/fusion.h): y = conv + sum_data
+  /// (before the ReLU), sum_data of y's shape, blocked when sum_blocked.
+  const float* sum_data = nullptr;
+  bool sum_blocked = false;
   /// oneDNN computes in bf16 (bf16.h): the f32 tensors are converted on the
   /// way in, the outputs come back rounded to bf16. oneDNN paths only.
   bool bf16 = false;
 };
 
-/// Runs the convolution with oneDNN; false when oneDNN cannot express it
-/// (a negative begin padding), in which case nothing was written.
+/// Runs the convolution with oneDNN (a residual and a ReLU as post-ops);
+/// false when oneDNN cannot express it (a negative begin padding), in which
+/// case nothing was written.
 bool conv_dnnl(const ConvArgs& a);
 /// Plain im2col (Conv) / col2im (ConvTranspose) + sgemm; handles everything.
 void conv_plain(const ConvArgs& a);

@@ -224,7 +224,7 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
                                                a.w_is_value, a.values_version)
                              : dp->w.bind_input(a.w_data);
     memory dx = dp->dx.bind_output(g.dx);
-    memory scratch(dp->scratch, eng);
+    memory scratch = du::scratchpad(dp->scratch);
     dp->prim.execute(s, {{DNNL_ARG_DIFF_DST, dy_data},
                          {DNNL_ARG_WEIGHTS, w},
                          {DNNL_ARG_DIFF_SRC, dx},
@@ -236,7 +236,7 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
     memory dy = dp && dp->dy.inner == wp->dy.inner ? dy_data : wp->dy.bind_input(g.dy);
     memory x = wp->x.bind_input(a.x_data);
     memory dw = wp->dw.bind_output(g.dw);
-    memory scratch(wp->scratch, eng);
+    memory scratch = du::scratchpad(wp->scratch);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, x},
                                             {DNNL_ARG_DIFF_DST, dy},
                                             {DNNL_ARG_DIFF_WEIGHTS, dw},

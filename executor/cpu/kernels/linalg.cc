@@ -131,7 +131,7 @@ bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const floa
   p->prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(p->a, eng, const_cast<float*>(a))},
                       {DNNL_ARG_WEIGHTS, dnnl::memory(p->b, eng, const_cast<float*>(b))},
                       {DNNL_ARG_DST, dnnl::memory(p->y, eng, y)},
-                      {DNNL_ARG_SCRATCHPAD, dnnl::memory(p->scratch, eng)}});
+                      {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(p->scratch)}});
   s.wait();
   return true;
 }
