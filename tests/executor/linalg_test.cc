@@ -86,10 +86,15 @@ TEST(Gemm, AllTransposesAndBiasShapesMatchNaive) {
 }
 
 // Products with a weight on oneDNN's matmul (weight_gemm.cc): bias, alpha
-// and accumulation into Y hold for every transpose.
+// and accumulation into Y hold for every transpose. The last two shapes are
+// a microbatch's few rows against a wide weight, which it computes swapped
+// (Y^T = W A^T, transposed back; 21 rows: a part of eight rows left over).
 TEST(Gemm, WeightProductsMatchNaive) {
-  for (const auto& [m, k, n] :
-       {std::tuple<int64_t, int64_t, int64_t>{3, 50, 40}, {40, 64, 48}, {600, 70, 30}})
+  for (const auto& [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{3, 50, 40},
+                                {40, 64, 48},
+                                {600, 70, 30},
+                                {32, 256, 512},
+                                {21, 300, 260}})
     for (int ta = 0; ta < 2; ++ta)
       for (int tw = 0; tw < 2; ++tw)
         for (int variant = 0; variant < 3; ++variant) {  // plain, bias + alpha 1, accumulate
