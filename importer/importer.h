@@ -35,7 +35,7 @@ struct ImportOptions {
   bool fuse = true;
   /// The graph will only run forward (pipetrain run, the forward benchmark):
   /// with `fuse`, also the fusions a backward pass would not take
-  /// (fuse_conv_relu).
+  /// (fold_conv_batchnorm, fuse_conv_add, fuse_conv_relu).
   bool inference = false;
 };
 
