@@ -29,13 +29,8 @@ struct WeightProduct {
   memory::desc a, w, bias, y, scratch;
 };
 
-std::shared_ptr<WeightProduct> make_product(const WeightGemm& g) {
-  auto r = std::make_shared<WeightProduct>();
-  r->a = du::plain_desc({g.m, g.k}, g.ta ? ir::Shape{1, g.lda} : ir::Shape{g.lda, 1});
-  r->w = du::plain_desc({g.k, g.n}, g.tw ? ir::Shape{1, g.ldw} : ir::Shape{g.ldw, 1});
-  r->y = du::plain_desc({g.m, g.n});
-  if (g.bias) r->bias = du::plain_desc({1, g.n});
-  const dnnl::primitive_attr attr = du::matmul_attr(g.alpha, g.accumulate ? 1.0f : 0.0f);
+// The primitive of `d` into r, when oneDNN runs it on brgemm (false otherwise).
+bool make_brgemm(const dnnl::matmul::desc& d, const dnnl::primitive_attr& attr, WeightProduct* r) {
   // One creation at a time: two workers building the same product at once
   // shared oneDNN's primitive-descriptor cache unsynchronised as far as
   // ThreadSanitizer could see (a data race on the descriptor's scratchpad
@@ -43,16 +38,27 @@ std::shared_ptr<WeightProduct> make_product(const WeightGemm& g) {
   static std::mutex creating;
   std::lock_guard<std::mutex> lock(creating);
   try {
-    dnnl::matmul::primitive_desc pd(g.bias ? dnnl::matmul::desc(r->a, r->w, r->bias, r->y)
-                                           : dnnl::matmul::desc(r->a, r->w, r->y),
-                                    attr, du::engine());
+    dnnl::matmul::primitive_desc pd(d, attr, du::engine());
     // Elsewhere (AVX2: oneDNN's gemm-based matmul) OpenBLAS is as fast.
-    if (std::string(pd.impl_info_str()).rfind("brg", 0) != 0) return nullptr;
+    if (std::string(pd.impl_info_str()).rfind("brg", 0) != 0) return false;
     r->scratch = pd.scratchpad_desc();
     r->prim = dnnl::matmul(pd);
   } catch (const dnnl::error&) {
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+std::shared_ptr<WeightProduct> make_product(const WeightGemm& g) {
+  auto r = std::make_shared<WeightProduct>();
+  r->a = du::plain_desc({g.m, g.k}, g.ta ? ir::Shape{1, g.lda} : ir::Shape{g.lda, 1});
+  r->w = du::plain_desc({g.k, g.n}, g.tw ? ir::Shape{1, g.ldw} : ir::Shape{g.ldw, 1});
+  r->y = du::plain_desc({g.m, g.n});
+  if (g.bias) r->bias = du::plain_desc({1, g.n});
+  const auto d =
+      g.bias ? dnnl::matmul::desc(r->a, r->w, r->bias, r->y) : dnnl::matmul::desc(r->a, r->w, r->y);
+  if (!make_brgemm(d, du::matmul_attr(g.alpha, g.accumulate ? 1.0f : 0.0f), r.get()))
+    return nullptr;
   return r;
 }
 
@@ -76,17 +82,8 @@ std::shared_ptr<WeightProduct> make_swapped_product(const WeightGemm& g) {
   r->w = du::plain_desc({g.n, g.k}, g.tw ? ir::Shape{g.ldw, 1} : ir::Shape{1, g.ldw});
   r->a = du::plain_desc({g.k, g.m}, ir::Shape{1, g.lda});  // A (m, k) read transposed
   r->y = du::plain_desc({g.n, g.m});
-  static std::mutex creating;  // as in make_product
-  std::lock_guard<std::mutex> lock(creating);
-  try {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(r->w, r->a, r->y),
-                                    du::matmul_attr(g.alpha, 0.0f), du::engine());
-    if (std::string(pd.impl_info_str()).rfind("brg", 0) != 0) return nullptr;
-    r->scratch = pd.scratchpad_desc();
-    r->prim = dnnl::matmul(pd);
-  } catch (const dnnl::error&) {
+  if (!make_brgemm(dnnl::matmul::desc(r->w, r->a, r->y), du::matmul_attr(g.alpha, 0.0f), r.get()))
     return nullptr;
-  }
   return r;
 }
 
