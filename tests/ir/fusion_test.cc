@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -400,10 +401,13 @@ ir::Graph residual_block(bool broadcast_bias = false) {
 
 // Conv + Add (+ Relu) for forward-only graphs: each residual Add (and the
 // Relu after it) goes into the Conv before it, placed where the Add stood
-// (after the downsample Conv it reads). The outputs equal the unfused
-// graph's on the CPU (oneDNN's sum and ReLU post-ops on the convolution's
-// f32 result: fl(fl(conv) + r), as the Add computes it) and on the portable
-// backend, exactly.
+// (after the downsample Conv it reads). The outputs match the unfused
+// graph's on the CPU and the portable backend within the rounding of the
+// three-term sum conv + bias + residual taken in another order: oneDNN's
+// brgemm kernels (AVX-512) add the residual last, as the Add does, and give
+// the unfused bits; its AVX2 kernels accumulate onto the residual and differ
+// by an ulp or two (ONEDNN_MAX_CPU_ISA=AVX2 shows it on any CPU); 8 ulps of
+// the largest output bound both.
 TEST(Fusion, ConvAddReluForwardOnlyMatchesTheUnfusedNodes) {
   ir::Graph plain = residual_block(), fused = residual_block();
   EXPECT_EQ(ir::passes::fuse(fused).conv_add, 0);  // not without `inference`
@@ -423,7 +427,12 @@ TEST(Fusion, ConvAddReluForwardOnlyMatchesTheUnfusedNodes) {
   EXPECT_EQ(c4.outputs, std::vector<std::string>{"y"});
   compare_outputs(plain, fused, 8, [](const ir::Tensor& got, const ir::Tensor& want) {
     ASSERT_EQ(got.shape(), want.shape());
-    for (int64_t i = 0; i < want.numel(); ++i) EXPECT_EQ(got.at(i), want.at(i)) << "element " << i;
+    double top = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) top = std::max(top, std::abs(want.at(i)));
+    ASSERT_GT(top, 1.0);                      // the residual blocks computed something
+    const double tol = std::ldexp(top, -20);  // 8 ulps of the largest output (2^-23 each)
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_NEAR(got.at(i), want.at(i), tol) << "element " << i;
   });
   // Such a Conv cannot be differentiated: one clear error.
   fused.nodes.push_back(
