@@ -45,6 +45,9 @@ constexpr auto kBeatEvery = std::chrono::milliseconds(500);
 constexpr auto kDrainLimit = std::chrono::seconds(3);
 constexpr auto kAbortedDrainLimit = std::chrono::milliseconds(500);
 constexpr auto kFinalizeLimit = std::chrono::seconds(2);
+// How long a rank that does not speak for the job waits after an aborted
+// job's MPI_Finalize before it exits (finalize()).
+constexpr auto kQuietExitDelay = std::chrono::seconds(2);
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -627,6 +630,12 @@ class MpiCommunicator final : public Communicator {
     MPI_Finalize();
     done = true;
     if (watchdog.joinable()) watchdog.join();
+    // mpirun ends the job at the first exit, dropping what the other ranks
+    // wrote but it had not yet forwarded. The job's voice prints after its
+    // stack unwinds, past this point, so a quiet rank leaving MPI_Finalize
+    // with it could end the job first and lose the one message (seen: the
+    // failing-rank test's stderr had none). The quiet ones leave later.
+    if (aborted && !speaks) std::this_thread::sleep_for(kQuietExitDelay);
   }
 
   const size_t bound_;
