@@ -3,6 +3,7 @@
 // tensors that fan out.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "autodiff/autodiff.h"
@@ -14,10 +15,98 @@ namespace pipetrain::autodiff {
 
 namespace {
 
+/// Drops backward node `i` (its output tensors too): the nodes after it
+/// move up one place, and the layers' node lists with them.
+void erase_backward_node(ir::Graph& g, size_t i) {
+  for (const auto& o : g.nodes[i].outputs)
+    if (!o.empty()) g.erase_tensor(o);
+  g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(i));
+  for (auto& layer : g.layers) {
+    auto& ids = layer.nodes;
+    ids.erase(std::remove(ids.begin(), ids.end(), i), ids.end());
+    for (size_t& id : ids)
+      if (id > i) --id;
+  }
+}
+
+/// When every contribution is a SliceGrad (unit steps, one input shape) and
+/// their slices cut one axis into pieces that tile it, as a packed q/k/v
+/// projection's three Slices do: the sum is the Concat of their dYs (the
+/// zeros each scattered add nothing), one pass where the SliceGrads and the
+/// Adds wrote and reread the full tensor five times. The SliceGrads are
+/// dropped. Returns the Concat's output, or "" where the pattern does not hold.
+std::string concat_of_slice_grads(ir::Graph& g, const std::string& tensor,
+                                  const std::vector<std::string>& parts, int layer) {
+  if (parts.size() < 2) return "";
+  struct Piece {
+    size_t node;
+    int64_t start, extent;
+    std::string dy;
+  };
+  std::vector<Piece> pieces;
+  ir::Shape full;
+  int64_t axis = -1;
+  for (const auto& part : parts) {
+    // A rule's fresh output, so its producer is among the newest nodes.
+    size_t i = g.nodes.size();
+    while (i-- > 0 && (g.nodes[i].outputs.empty() || g.nodes[i].outputs[0] != part)) {
+    }
+    if (i >= g.nodes.size() || !g.nodes[i].backward || g.nodes[i].op_type != "SliceGrad")
+      return "";
+    const ir::Node& n = g.nodes[i];
+    const ir::Shape shape = n.attr_ints("input_shape");
+    const auto starts = n.attr_ints("starts");
+    const auto steps = n.attr_ints("steps");
+    const ir::Shape& dy = g.tensor(n.inputs[0]).shape;
+    if (pieces.empty()) full = shape;
+    if (shape != full || dy.size() != full.size() || starts.size() != full.size() ||
+        g.tensor(n.inputs[0]).dtype != g.tensor(parts[0]).dtype)
+      return "";
+    for (size_t a = 0; a < full.size(); ++a) {
+      if (steps[a] != 1) return "";
+      if (starts[a] == 0 && dy[a] == full[a]) continue;  // not cut along a
+      if (axis >= 0 && axis != static_cast<int64_t>(a)) return "";
+      axis = static_cast<int64_t>(a);
+    }
+    if (axis < 0) return "";  // a slice of everything: no cut to tile
+    pieces.push_back({i, starts[static_cast<size_t>(axis)], dy[static_cast<size_t>(axis)],
+                      n.inputs[0]});
+  }
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece& a, const Piece& b) { return a.start < b.start; });
+  int64_t next = 0;
+  for (const auto& p : pieces) {
+    if (p.start != next) return "";  // a gap or an overlap: the sum is not a Concat
+    next += p.extent;
+  }
+  if (next != full[static_cast<size_t>(axis)]) return "";
+
+  ir::Node concat;
+  concat.name = tensor + "_grad/Concat";
+  concat.op_type = "Concat";
+  for (const auto& p : pieces) concat.inputs.push_back(p.dy);
+  concat.attrs["axis"] = ir::Attribute(axis);
+  concat.outputs = {tensor + "_grad"};
+  concat.layer = layer;
+  concat.backward = true;
+  const ir::DType dtype = g.tensor(parts[0]).dtype;
+  std::vector<size_t> gone;
+  for (const auto& p : pieces) gone.push_back(p.node);
+  std::sort(gone.rbegin(), gone.rend());  // last first: the earlier indices stay put
+  for (size_t i : gone) erase_backward_node(g, i);
+  g.set_tensor({concat.outputs[0], dtype, full, ir::Role::kGrad});
+  if (layer >= 0 && static_cast<size_t>(layer) < g.layers.size())
+    g.layers[static_cast<size_t>(layer)].nodes.push_back(g.nodes.size());
+  g.nodes.push_back(std::move(concat));
+  return tensor + "_grad";
+}
+
 /// Sums the contributions to one gradient with a chain of Adds (fixed order:
-/// the order the consumers were visited), in `layer`.
+/// the order the consumers were visited), in `layer`; slices that tile the
+/// tensor are concatenated instead (concat_of_slice_grads).
 std::string sum_grads(ir::Graph& g, const std::string& tensor,
                       const std::vector<std::string>& parts, int layer) {
+  if (std::string c = concat_of_slice_grads(g, tensor, parts, layer); !c.empty()) return c;
   std::string acc = parts[0];
   for (size_t k = 1; k < parts.size(); ++k) {
     ir::Node n;

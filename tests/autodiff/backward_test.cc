@@ -101,6 +101,88 @@ TEST(Backward, BackwardNodesJoinTheirForwardLayer) {
   EXPECT_TRUE(found);
 }
 
+// loss = sum_i sum(x[:, r_i] * c_i) over column ranges r_i of a (2, 6) param
+// x, each c_i a constant of its slice's shape (values 1 + column + 10 row):
+// dx is c_i where r_i covers a column (summed where ranges overlap), else 0.
+struct SlicedGraph {
+  ir::Graph g;
+  std::vector<float> want_dx = std::vector<float>(12, 0.0f);
+};
+SlicedGraph sliced_graph(const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  SlicedGraph s;
+  ir::Graph& g = s.g;
+  std::vector<float> x(12);
+  for (int i = 0; i < 12; ++i) x[i] = 0.5f * static_cast<float>(i) - 2.0f;
+  g.set_value("x", ir::Tensor::from_f32(x, {2, 6}), ir::Role::kParam);
+  std::vector<size_t> layer_a, layer_b;
+  std::string total;
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    const auto [lo, hi] = ranges[r];
+    const std::string k = std::to_string(r);
+    std::vector<float> c;
+    for (int64_t row = 0; row < 2; ++row)
+      for (int64_t col = lo; col < hi; ++col) {
+        c.push_back(1.0f + static_cast<float>(col + 10 * row));
+        s.want_dx[static_cast<size_t>(row * 6 + col)] += c.back();
+      }
+    g.set_value("c" + k, ir::Tensor::from_f32(c, {2, hi - lo}), ir::Role::kConstant);
+    g.set_value("lo" + k, ir::Tensor::from_i64({lo}, {1}), ir::Role::kConstant);
+    g.set_value("hi" + k, ir::Tensor::from_i64({hi}, {1}), ir::Role::kConstant);
+    g.set_value("axis" + k, ir::Tensor::from_i64({1}, {1}), ir::Role::kConstant);
+    layer_a.push_back(g.nodes.size());
+    g.nodes.push_back(node("slice" + k, "Slice", {"x", "lo" + k, "hi" + k, "axis" + k}, {"s" + k}));
+    layer_b.push_back(g.nodes.size());
+    g.nodes.push_back(node("mul" + k, "Mul", {"s" + k, "c" + k}, {"m" + k}));
+    layer_b.push_back(g.nodes.size());
+    g.nodes.push_back(node("sum" + k, "ReduceSum", {"m" + k}, {"t" + k},
+                           {{"keepdims", Attribute(int64_t{0})}}));
+    if (r > 0) {
+      layer_b.push_back(g.nodes.size());
+      g.nodes.push_back(node("add" + k, "Add", {total, "t" + k}, {"u" + k}));
+    }
+    total = r > 0 ? "u" + k : "t" + k;
+  }
+  g.outputs = {total};
+  g.set_layers({{"slices", layer_a}, {"rest", layer_b}});
+  g.infer_shapes();
+  return s;
+}
+
+// A param cut into slices that tile one axis (a packed q/k/v projection):
+// its gradient is one Concat of the slices' gradients, no SliceGrad and no
+// Add of full-size zero-padded tensors; equal to the sum it replaces.
+TEST(Backward, SlicesThatTileAnAxisSumTheirGradientsAsOneConcat) {
+  struct Case {
+    std::vector<std::pair<int64_t, int64_t>> ranges;
+    bool concat;
+  };
+  const Case cases[] = {{{{2, 5}, {0, 2}, {5, 6}}, true},   // tiles, out of order
+                        {{{0, 2}, {3, 6}}, false},          // a gap: column 2 gets 0
+                        {{{0, 4}, {2, 6}}, false}};         // an overlap: summed
+  for (const Case& c : cases) {
+    SlicedGraph s = sliced_graph(c.ranges);
+    ir::Graph& g = s.g;
+    const std::string loss = g.outputs[0];
+    autodiff::BackwardResult r = autodiff::build_backward(g, loss);
+    g.verify();
+    int concats = 0, slice_grads = 0;
+    for (size_t i = r.forward_nodes; i < g.nodes.size(); ++i) {
+      concats += g.nodes[i].op_type == "Concat";
+      slice_grads += g.nodes[i].op_type == "SliceGrad";
+      EXPECT_GE(g.nodes[i].layer, 0) << g.nodes[i].name;
+    }
+    EXPECT_EQ(concats, c.concat ? 1 : 0) << c.ranges.size() << " ranges";
+    EXPECT_EQ(slice_grads, c.concat ? 0 : static_cast<int>(c.ranges.size()));
+    size_t covered = 0;
+    for (const auto& layer : g.layers) covered += layer.nodes.size();
+    EXPECT_EQ(covered, g.nodes.size()) << "every node in one layer";
+    auto backend = exec::make_cpu_backend();
+    auto outs = exec::ForwardRunner(g, *backend).run({});
+    const ir::Tensor& dx = outs.at(r.grads.at("x"));
+    for (int i = 0; i < 12; ++i) EXPECT_EQ(dx.data<float>()[i], s.want_dx[i]) << "element " << i;
+  }
+}
+
 TEST(Backward, RefusesBadLosses) {
   ir::Graph g = fan_out_graph();
   try {

@@ -7,6 +7,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/byte_copy.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "ir/error.h"
 #include "ir/ops/data_movement.h"
 
@@ -42,9 +43,12 @@ void concat_kernel(KernelContext& ctx) {
     const Tensor& x = ctx.in(i);
     const int64_t chunk = x.shape()[static_cast<size_t>(axis)] * inner;
     const std::byte* src = bytes(x);
+    // Split over the threads by rows (work in floats' worth of bytes).
     if (chunk > 0)
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + o * row + offset, src + o * chunk, static_cast<size_t>(chunk));
+      parallel_for(outer, outer * chunk / 4, [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o)
+          std::memcpy(dst + o * row + offset, src + o * chunk, static_cast<size_t>(chunk));
+      }, 1);
     offset += chunk;
   }
   assert(offset == row);
