@@ -53,7 +53,10 @@ int64_t node_flops(const Graph& g, const Node& n) {
     // element of the (Lq, Lk) block for softmax and dropout.
     const bool grad = op == "AttentionGrad";
     const Shape& q = g.tensor(n.inputs[grad ? 1 : 0]).shape;
-    const int64_t d = q.back(), lk = g.tensor(n.inputs[grad ? 2 : 1]).shape.back(),
+    // Kt may be stored as K's rows (k_perm: Lk read from the stored axis perm[-1]).
+    const Shape& kt = g.tensor(n.inputs[grad ? 2 : 1]).shape;
+    const std::vector<int64_t> kp = n.attr_ints("k_perm");
+    const int64_t d = q.back(), lk = kp.empty() ? kt.back() : kt[static_cast<size_t>(kp.back())],
                   dv = g.tensor(n.inputs[grad ? 3 : 2]).shape.back();
     const int64_t scores = numel(q) / std::max<int64_t>(d, 1) * lk;
     return grad ? 2 * scores * (3 * d + 2 * dv) + 10 * scores : 2 * scores * (d + dv) + 8 * scores;

@@ -31,10 +31,26 @@ struct AttentionGeometry {
   int64_t block_mats = 1, block_rows = 1;
 };
 
-/// From Q (batch..., Lq, d), Kt (batch..., d, Lk), V (batch..., Lk, dv) and
-/// the mask at inputs first..first+3 (shapes checked by the schema).
+/// `stored` read as Transpose(stored, perm) (perm empty: as stored).
+inline ir::Shape read_as(const ir::Shape& stored, const std::vector<int64_t>& perm) {
+  if (perm.empty()) return stored;
+  ir::Shape out(stored.size());
+  for (size_t i = 0; i < perm.size(); ++i) out[i] = stored[static_cast<size_t>(perm[i])];
+  return out;
+}
+
+/// The layout attribute of an operand (ir/ops/attention.cc): empty without.
+inline std::vector<int64_t> layout_perm(const DeviceOpArgs& a, const char* key) {
+  return a.n().has_attr(key) ? a.n().attr_ints(key) : std::vector<int64_t>{};
+}
+
+/// From Q (batch..., Lq, d), Kt (batch..., d, Lk), V (batch..., Lk, dv) (as
+/// read through their layout attributes) and the mask at inputs
+/// first..first+3 (shapes checked by the schema).
 inline AttentionGeometry attention_geometry(const DeviceOpArgs& a, size_t first) {
-  const ir::Shape &q = a.in[first].shape, &kt = a.in[first + 1].shape, &v = a.in[first + 2].shape;
+  const ir::Shape q = read_as(a.in[first].shape, layout_perm(a, "q_perm"));
+  const ir::Shape kt = read_as(a.in[first + 1].shape, layout_perm(a, "k_perm"));
+  const ir::Shape v = read_as(a.in[first + 2].shape, layout_perm(a, "v_perm"));
   AttentionGeometry g;
   for (size_t i = 0; i + 2 < q.size(); ++i) g.batch *= q[i];
   g.lq = q[q.size() - 2];
@@ -53,6 +69,105 @@ inline AttentionGeometry attention_geometry(const DeviceOpArgs& a, size_t first)
   return g;
 }
 
+inline constexpr int kMaxAttentionBatchDims = 8;
+
+/// Where one operand's matrices live in its tensor: matrix b (row-major over
+/// the batch axes) at offset(b), its rows `row` apart, its columns contiguous.
+struct MatrixView {
+  int n = 0;  // batch axes
+  int64_t dims[kMaxAttentionBatchDims] = {}, strides[kMaxAttentionBatchDims] = {};
+  int64_t row = 0;
+  PIPETRAIN_HD int64_t offset(int64_t b) const {
+    int64_t off = 0;
+    for (int i = n - 1; i >= 0; --i) {
+      off += (b % dims[i]) * strides[i];
+      b /= dims[i];
+    }
+    return off;
+  }
+};
+
+/// The matrices of a tensor stored as `stored` and read as Transpose(stored,
+/// perm), rank r: batch axes 0..r-3, rows along read axis `rows` (r-2, or
+/// r-1 for K's rows read from Kt), columns the stored last axis.
+inline MatrixView matrix_view(const ir::Shape& stored, const std::vector<int64_t>& perm,
+                              size_t rows) {
+  const size_t r = stored.size();
+  std::vector<int64_t> st(r, 1);
+  for (size_t i = r - 1; i-- > 0;) st[i] = st[i + 1] * stored[i + 1];
+  auto axis = [&](size_t i) { return perm.empty() ? i : static_cast<size_t>(perm[i]); };
+  MatrixView v;
+  v.n = static_cast<int>(r - 2);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    v.dims[i] = stored[axis(i)];
+    v.strides[i] = st[axis(i)];
+  }
+  v.row = st[axis(rows)];
+  return v;
+}
+
+/// The inverse permutation (O is written as Transpose(O, o_perm), so read
+/// through the inverse).
+inline std::vector<int64_t> inverse_perm(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+/// Rows of `nb` `rows` x `cols` matrices b0, b0 + 1, ... between a strided
+/// operand (`view`) and packed scratch (matrix after matrix): gathered into
+/// `packed`, or scattered from it. Item i: row i / nb of matrix i % nb, so
+/// consecutive items touch one row of neighbouring heads (adjacent in the
+/// exporters' layouts) rather than rows a whole sequence step apart.
+struct CopyRows {
+  float* strided;
+  float* packed;
+  MatrixView view;
+  int64_t b0, nb, rows, cols;
+  bool scatter;
+  PIPETRAIN_HD void operator()(int64_t i) const {
+    const int64_t m = i % nb, r = i / nb;
+    float* s = strided + view.offset(b0 + m) + r * view.row;
+    float* p = packed + (m * rows + r) * cols;
+    if (scatter)
+      for (int64_t c = 0; c < cols; ++c) s[c] = p[c];
+    else
+      for (int64_t c = 0; c < cols; ++c) p[c] = s[c];
+  }
+};
+
+/// Floats of packed operands a block gathers when layouts are absorbed
+/// (512 KiB): a few matrices at a time, so they are read from the cache.
+inline constexpr int64_t kAttentionGatherElems = int64_t{1} << 17;
+
+/// The operands' layouts: `packed` when every operand is stored as the
+/// kernel reads it (no layout attributes), else their views; `k_rows`: K is
+/// read as rows of K (k_perm), not as Kt.
+struct AttentionLayout {
+  bool packed = true, k_rows = false;
+  MatrixView q, k, v, o;
+  int64_t mats = 1;  // matrices per gathered block
+};
+
+/// Q, Kt, V stored at inputs first..first+2, O stored as `o_stored`.
+inline AttentionLayout attention_layout(const DeviceOpArgs& a, size_t first,
+                                        const ir::Shape& o_stored, const AttentionGeometry& g) {
+  AttentionLayout l;
+  const auto qp = layout_perm(a, "q_perm"), kp = layout_perm(a, "k_perm"),
+             vp = layout_perm(a, "v_perm"), op = layout_perm(a, "o_perm");
+  l.packed = qp.empty() && kp.empty() && vp.empty() && op.empty();
+  if (l.packed) return l;
+  const size_t r = o_stored.size();
+  l.k_rows = !kp.empty();
+  l.q = matrix_view(a.in[first].shape, qp, r - 2);
+  l.k = matrix_view(a.in[first + 1].shape, kp, l.k_rows ? r - 1 : r - 2);
+  l.v = matrix_view(a.in[first + 2].shape, vp, r - 2);
+  l.o = matrix_view(o_stored, op.empty() ? op : inverse_perm(op), r - 2);
+  const int64_t per = g.lq * g.d + g.lk * g.d + g.lk * g.dv + g.lq * g.dv;
+  l.mats = std::clamp<int64_t>(kAttentionGatherElems / std::max<int64_t>(per, 1), 1, g.block_mats);
+  return l;
+}
+
 /// The forward's dropout: the `dropout` ratio when the run trains (or the
 /// node says training = 1), seeded by the node's `seed` or the run's.
 inline DropoutRule attention_dropout(const KernelContext& h) {
@@ -67,8 +182,10 @@ inline DropoutRule attention_dropout(const KernelContext& h) {
 /// Where row i of a block (matrix b0 + i / rows, query q0 + i % rows) lives.
 struct BlockRows {
   int64_t rows, lq, lk, b0, q0, mask_stride;
-  /// Its row in (batch..., Lq): the index of LSE, O and dO rows.
-  PIPETRAIN_HD int64_t global(int64_t i) const { return (b0 + i / rows) * lq + q0 + i % rows; }
+  /// Its row counted from matrix b0's first: where O and dO rows are read.
+  PIPETRAIN_HD int64_t local(int64_t i) const { return (i / rows) * lq + q0 + i % rows; }
+  /// Its row in (batch..., Lq): the index of LSE rows and of the dropout mask.
+  PIPETRAIN_HD int64_t global(int64_t i) const { return b0 * lq + local(i); }
   PIPETRAIN_HD const float* mask_row(const float* mask, int64_t i) const {
     return mask ? mask + (b0 + i / rows) * mask_stride + (q0 + i % rows) * lk : nullptr;
   }
@@ -111,8 +228,8 @@ struct AttentionGradRows {
   float* dp;
   const float* mask;  // null without
   const float* lse;   // (batch..., Lq)
-  const float* dout;  // dO (batch..., Lq, dv)
-  const float* out;   // O (batch..., Lq, dv)
+  const float* dout;  // dO (matrices b0..., Lq, dv)
+  const float* out;   // O (matrices b0..., Lq, dv)
   const int64_t* state;
   int64_t dv;
   BlockRows at;
@@ -133,7 +250,8 @@ struct AttentionGradRows {
       for (int64_t j = 0; j < lk; ++j) x[j] += m[j];
     const float l = lse[row];
     for (int64_t j = 0; j < lk; ++j) x[j] = exp_f32_normal(x[j] - l);
-    const float rowsum = static_cast<float>(dot_row(dout + row * dv, out + row * dv, dv));
+    const int64_t own = at.local(i);
+    const float rowsum = static_cast<float>(dot_row(dout + own * dv, out + own * dv, dv));
     if (r.thr == 0) {
       for (int64_t j = 0; j < lk; ++j) g[j] = x[j] * (g[j] - rowsum);
       return;
@@ -167,10 +285,20 @@ void for_each_block(const AttentionGeometry& g, const F& f) {
       f(b0, std::min(g.block_mats, g.batch - b0), q0, std::min(g.block_rows, g.lq - q0));
 }
 
+/// One block's operands: matrix b0's first element of each (in the tensors
+/// themselves, or in packed scratch holding the block's matrices), matrices
+/// lq d, lk d, lk dv and lq dv floats apart.
+struct BlockOperands {
+  const float *q, *k, *v;
+  float* o;  // forward: O; backward: unused
+  bool k_rows;
+};
+
 /// (Q, Kt, V, mask?) -> (O, LSE?, state?).
 template <typename Exec>
 void attention_op(Exec& ex, DeviceOpArgs& a) {
   const AttentionGeometry g = attention_geometry(a, 0);
+  const AttentionLayout l = attention_layout(a, 0, a.out[0].shape, g);
   const DropoutRule rule = attention_dropout(*a.host);
   const float scale = a.n().attr_float("scale", 1.0f);
   const float *q = a.in[0].data<float>(), *kt = a.in[1].data<float>(), *v = a.in[2].data<float>();
@@ -182,23 +310,51 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
   if (a.has_out(2))
     ex.for_each(2, AttentionState{a.out[2].data<int64_t>(), static_cast<int64_t>(rule.base),
                                   rule.thr != 0 ? 1 : 0});
-  float* s = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
-  for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
-    const int64_t row0 = b0 * g.lq + q0;
-    ex.gemm_batched(false, false, n, g.lk, g.d, scale, q + row0 * g.d, g.d, g.lq * g.d,
-                    kt + b0 * g.d * g.lk, g.lk, g.d * g.lk, 0.0f, s, g.lk, n * g.lk, nb);
+  const int64_t mats = l.packed ? g.block_mats : l.mats;
+  float* s = ex.template scratch<float>(mats * g.block_rows * g.lk);
+  const int64_t sq = g.lq * g.d, sk = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv;
+  auto block = [&](const BlockOperands& m, int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+    if (m.k_rows)  // scores = Q K^T with K's rows stored
+      ex.gemm_batched(false, true, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.d, sk,
+                      0.0f, s, g.lk, n * g.lk, nb);
+    else
+      ex.gemm_batched(false, false, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.lk, sk,
+                      0.0f, s, g.lk, n * g.lk, nb);
     ex.for_each(nb * n,
                 AttentionSoftmaxRows{s, mask, lse, lse_local,
                                      BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
-    ex.gemm_batched(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, n * g.lk, v + b0 * g.lk * g.dv,
-                    g.dv, g.lk * g.dv, 0.0f, o + row0 * g.dv, g.dv, g.lq * g.dv, nb);
-  });
+    ex.gemm_batched(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, n * g.lk, m.v, g.dv, sv, 0.0f,
+                    m.o + q0 * g.dv, g.dv, so, nb);
+  };
+  if (l.packed) {
+    for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+      block({q + b0 * sq, kt + b0 * sk, v + b0 * sv, o + b0 * so, false}, b0, nb, q0, n);
+    });
+    return;
+  }
+  // Absorbed layouts: a few matrices gathered into packed scratch, their
+  // row blocks run as above, O scattered back.
+  float* qs = ex.template scratch<float>(mats * sq);
+  float* ks = ex.template scratch<float>(mats * sk);
+  float* vs = ex.template scratch<float>(mats * sv);
+  float* os = ex.template scratch<float>(mats * so);
+  const int64_t k_rows = l.k_rows ? g.lk : g.d, k_cols = l.k_rows ? g.d : g.lk;
+  for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
+    const int64_t nb = std::min(mats, g.batch - b0);
+    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
+    ex.for_each(nb * k_rows, CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
+    ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
+    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
+      block({qs, ks, vs, os, l.k_rows}, b0, nb, q0, std::min(g.block_rows, g.lq - q0));
+    ex.for_each(nb * g.lq, CopyRows{o, os, l.o, b0, nb, g.lq, g.dv, true});
+  }
 }
 
 /// (dO, Q, Kt, V, mask?, O, LSE, state?) -> (dQ, dKt, dV), any absent.
 template <typename Exec>
 void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
   const AttentionGeometry g = attention_geometry(a, 1);
+  const AttentionLayout l = attention_layout(a, 1, a.in[5].shape, g);
   const float scale = a.n().attr_float("scale", 1.0f);
   const DropoutRule rule = dropout_rule(0, a.n().attr_float("dropout", 0.0f));
   const float *dout = a.in[0].data<float>(), *q = a.in[1].data<float>(),
@@ -214,31 +370,80 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
     if (dvv) ex.for_each(a.out[2].numel(), FillZeros{dvv});
     return;
   }
-  float* p = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
-  float* dp = ex.template scratch<float>(g.block_mats * g.block_rows * g.lk);
-  for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
-    const int64_t row0 = b0 * g.lq + q0;
-    const float *qb = q + row0 * g.d, *ktb = kt + b0 * g.d * g.lk, *vb = v + b0 * g.lk * g.dv,
-                *dob = dout + row0 * g.dv;
-    const int64_t sq = g.lq * g.d, skt = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv,
-                  ss = n * g.lk;
-    ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, ktb, g.lk, skt, 0.0f, p, g.lk,
-                    ss, nb);
-    ex.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dob, g.dv, so, vb, g.dv, sv, 0.0f, dp, g.lk,
-                    ss, nb);
-    ex.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dout, out, state, g.dv,
+  const int64_t mats = l.packed ? g.block_mats : l.mats;
+  float* p = ex.template scratch<float>(mats * g.block_rows * g.lk);
+  float* dp = ex.template scratch<float>(mats * g.block_rows * g.lk);
+  const int64_t sq = g.lq * g.d, skt = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv;
+  // Operands at matrix b0 (q, k, v; dO and O) and the gradients' (dq, dk, dv).
+  auto block = [&](const BlockOperands& m, const float* dob, const float* ob, float* dqb,
+                   float* dkb, float* dvb, int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+    const float* qb = m.q + q0 * g.d;
+    const float* dorows = dob + q0 * g.dv;
+    const int64_t ss = n * g.lk;
+    if (m.k_rows)
+      ex.gemm_batched(false, true, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.d, skt, 0.0f, p, g.lk,
+                      ss, nb);
+    else
+      ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.lk, skt, 0.0f, p,
+                      g.lk, ss, nb);
+    ex.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dorows, g.dv, so, m.v, g.dv, sv, 0.0f, dp,
+                    g.lk, ss, nb);
+    ex.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dob, ob, state, g.dv,
                                           BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
     const float beta = q0 == 0 ? 0.0f : 1.0f;  // key and value gradients sum over row blocks
-    if (dvv)
-      ex.gemm_batched(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, ss, dob, g.dv, so, beta,
-                      dvv + b0 * sv, g.dv, sv, nb);
-    if (dq)
-      ex.gemm_batched(false, true, n, g.d, g.lk, scale, dp, g.lk, ss, ktb, g.lk, skt, 0.0f,
-                      dq + row0 * g.d, g.d, sq, nb);
-    if (dkt)
-      ex.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta,
-                      dkt + b0 * skt, g.lk, skt, nb);
-  });
+    if (dvb)
+      ex.gemm_batched(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, ss, dorows, g.dv, so, beta, dvb,
+                      g.dv, sv, nb);
+    if (dqb) {
+      if (m.k_rows)  // dQ = scale dP K
+        ex.gemm_batched(false, false, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.d, skt, 0.0f,
+                        dqb + q0 * g.d, g.d, sq, nb);
+      else
+        ex.gemm_batched(false, true, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.lk, skt, 0.0f,
+                        dqb + q0 * g.d, g.d, sq, nb);
+    }
+    if (dkb) {
+      if (m.k_rows)  // dK = scale dP^T Q
+        ex.gemm_batched(true, false, g.lk, g.d, n, scale, dp, g.lk, ss, qb, g.d, sq, beta, dkb,
+                        g.d, skt, nb);
+      else
+        ex.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta, dkb,
+                        g.lk, skt, nb);
+    }
+  };
+  if (l.packed) {
+    for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+      block({q + b0 * sq, kt + b0 * skt, v + b0 * sv, nullptr, false}, dout + b0 * so,
+            out + b0 * so, dq ? dq + b0 * sq : nullptr, dkt ? dkt + b0 * skt : nullptr,
+            dvv ? dvv + b0 * sv : nullptr, b0, nb, q0, n);
+    });
+    return;
+  }
+  // Absorbed layouts: a few matrices' operands gathered into packed scratch,
+  // their gradients scattered back once all row blocks have summed into them.
+  float* qs = ex.template scratch<float>(mats * sq);
+  float* ks = ex.template scratch<float>(mats * skt);
+  float* vs = ex.template scratch<float>(mats * sv);
+  float* dos = ex.template scratch<float>(mats * so);
+  float* os = ex.template scratch<float>(mats * so);
+  float* dqs = dq ? ex.template scratch<float>(mats * sq) : nullptr;
+  float* dks = dkt ? ex.template scratch<float>(mats * skt) : nullptr;
+  float* dvs = dvv ? ex.template scratch<float>(mats * sv) : nullptr;
+  const int64_t k_rows = l.k_rows ? g.lk : g.d, k_cols = l.k_rows ? g.d : g.lk;
+  for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
+    const int64_t nb = std::min(mats, g.batch - b0);
+    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
+    ex.for_each(nb * k_rows, CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
+    ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
+    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(dout), dos, l.o, b0, nb, g.lq, g.dv, false});
+    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(out), os, l.o, b0, nb, g.lq, g.dv, false});
+    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
+      block({qs, ks, vs, nullptr, l.k_rows}, dos, os, dqs, dks, dvs, b0, nb, q0,
+            std::min(g.block_rows, g.lq - q0));
+    if (dq) ex.for_each(nb * g.lq, CopyRows{dq, dqs, l.q, b0, nb, g.lq, g.d, true});
+    if (dkt) ex.for_each(nb * k_rows, CopyRows{dkt, dks, l.k, b0, nb, k_rows, k_cols, true});
+    if (dvv) ex.for_each(nb * g.lk, CopyRows{dvv, dvs, l.v, b0, nb, g.lk, g.dv, true});
+  }
 }
 
 }  // namespace pipetrain::exec::device

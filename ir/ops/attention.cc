@@ -9,10 +9,33 @@ namespace pipetrain::ir {
 
 namespace {
 
-const std::vector<AttrSpec> kAttentionAttrs = {{"scale", AttrType::kFloat},
-                                               {"dropout", AttrType::kFloat},
-                                               {"training", AttrType::kInt},
-                                               {"seed", AttrType::kInt}};
+const std::vector<AttrSpec> kAttentionAttrs = {
+    {"scale", AttrType::kFloat},  {"dropout", AttrType::kFloat}, {"training", AttrType::kInt},
+    {"seed", AttrType::kInt},     {"q_perm", AttrType::kInts},   {"k_perm", AttrType::kInts},
+    {"v_perm", AttrType::kInts},  {"o_perm", AttrType::kInts}};
+
+/// The layout attribute `key` (a Transpose's perm the fusion absorbed):
+/// the operand is stored as `stored` and read as Transpose(stored, perm),
+/// whose axis `contiguous` must be the stored last one (rows are read in
+/// runs). Returns the shape read; without the attribute, `stored`.
+Shape permuted(InferContext& c, const char* key, const Shape& stored, size_t contiguous) {
+  if (!c.node().has_attr(key)) return stored;
+  const std::vector<int64_t> perm = c.node().attr_ints(key);
+  std::vector<bool> seen(stored.size(), false);
+  bool ok = perm.size() == stored.size();
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < static_cast<int64_t>(stored.size()) &&
+         !seen[static_cast<size_t>(perm[i])];
+    if (ok) seen[static_cast<size_t>(perm[i])] = true;
+  }
+  if (!ok) c.fail(std::string(key) + " is not a permutation of " + shape_str(stored) + "'s axes");
+  if (perm[contiguous] != static_cast<int64_t>(stored.size()) - 1)
+    c.fail(std::string(key) + " must keep the stored last axis as axis " +
+           std::to_string(contiguous) + " (rows are read contiguously)");
+  Shape out(stored.size());
+  for (size_t i = 0; i < perm.size(); ++i) out[i] = stored[static_cast<size_t>(perm[i])];
+  return out;
+}
 
 struct AttentionShapes {
   Shape batch;
@@ -20,9 +43,17 @@ struct AttentionShapes {
 };
 
 /// Q (batch..., Lq, d), Kt (batch..., d, Lk), V (batch..., Lk, dv) and a mask
-/// of shape (Lq, Lk) or (batch..., Lq, Lk), checked from input `first` on.
+/// of shape (Lq, Lk) or (batch..., Lq, Lk), checked from input `first` on;
+/// each of Q, Kt and V as read through its layout attribute (permuted()):
+/// Q and V with their columns stored last, Kt with d stored last (K's rows).
 AttentionShapes attention_shapes(InferContext& c, size_t first) {
-  const Shape &q = c.shape(first), &kt = c.shape(first + 1), &v = c.shape(first + 2);
+  const size_t rank = c.shape(first).size();
+  if (rank < 3 || c.shape(first + 1).size() != rank || c.shape(first + 2).size() != rank)
+    c.fail("Q, K^T and V must have one rank >= 3, got " + shape_str(c.shape(first)) + ", " +
+           shape_str(c.shape(first + 1)) + " and " + shape_str(c.shape(first + 2)));
+  const Shape q = permuted(c, "q_perm", c.shape(first), rank - 1);
+  const Shape kt = permuted(c, "k_perm", c.shape(first + 1), rank - 2);
+  const Shape v = permuted(c, "v_perm", c.shape(first + 2), rank - 1);
   if (q.size() < 3 || kt.size() != q.size() || v.size() != q.size())
     c.fail("Q, K^T and V must have one rank >= 3, got " + shape_str(q) + ", " + shape_str(kt) +
            " and " + shape_str(v));
@@ -53,7 +84,9 @@ AttentionShapes attention_shapes(InferContext& c, size_t first) {
 }  // namespace
 
 // (Q, Kt, V, mask?) -> (O, LSE?, dropout_base?): O = dropout(softmax(scale Q Kt
-// + mask)) V over the last two axes; LSE (batch..., Lq) the rows' log-sum-exp
+// + mask)) V over the last two axes (q_perm, k_perm, v_perm: an input is
+// stored as the Transpose the fusion absorbed, read through it; o_perm: O is
+// written as Transpose(O, o_perm), the heads merged); LSE (batch..., Lq) the rows' log-sum-exp
 // the backward recomputes the probabilities from; dropout_base (2) int64 the
 // run's mask seed and whether dropout was on, so the backward regenerates the
 // mask instead of keeping it.
@@ -71,6 +104,24 @@ OpSchema schema_Attention() {
     o.push_back(a.lq);
     o.push_back(a.dv);
     lse.push_back(a.lq);
+    // Stored as Transpose(O, o_perm) with O's columns last (the merge of heads).
+    if (c.node().has_attr("o_perm")) {
+      const std::vector<int64_t> perm = c.node().attr_ints("o_perm");
+      Shape stored(o.size());
+      std::vector<bool> seen(o.size(), false);
+      bool ok = perm.size() == o.size() && perm.back() == static_cast<int64_t>(o.size()) - 1;
+      for (size_t i = 0; ok && i < perm.size(); ++i) {
+        ok = perm[i] >= 0 && perm[i] < static_cast<int64_t>(o.size()) &&
+             !seen[static_cast<size_t>(perm[i])];
+        if (ok) {
+          seen[static_cast<size_t>(perm[i])] = true;
+          stored[i] = o[static_cast<size_t>(perm[i])];
+        }
+      }
+      if (!ok)
+        c.fail("o_perm must be a permutation of the output's axes keeping the last one last");
+      o = stored;
+    }
     c.set_output(0, DType::kF32, o);
     if (c.num_outputs() > 1) c.set_output(1, DType::kF32, lse);
     if (c.num_outputs() > 2) c.set_output(2, DType::kI64, {2});

@@ -34,6 +34,23 @@ bool is_f32(const Graph& g, const std::string& t) {
   return g.has_tensor(t) && g.tensor(t).dtype == DType::kF32;
 }
 
+/// `t` is the output of a Transpose (with a perm) that only `reader` reads,
+/// whose perm keeps the stored last axis at read axis `contiguous`: that
+/// node, so the Attention reads its input through the perm instead.
+std::optional<size_t> absorbable_transpose(const Graph& g, const Uses& uses, const Rewrite& rw,
+                                           const std::string& t, size_t reader, size_t contiguous) {
+  auto p = uses.producer(t);
+  if (!p || rw.claimed(*p) || !uses.only_reader(t, reader)) return std::nullopt;
+  const Node& n = g.nodes[*p];
+  if (n.op_type != "Transpose" || !n.has_attr("perm") || !n.has_input(0)) return std::nullopt;
+  const std::vector<int64_t> perm = n.attr_ints("perm");
+  const int64_t last = static_cast<int64_t>(g.tensor(t).shape.size()) - 1;
+  if (perm.size() != static_cast<size_t>(last + 1) || contiguous >= perm.size() ||
+      perm[contiguous] != last)
+    return std::nullopt;
+  return p;
+}
+
 /// Same rank (>= 3) and leading (batch) dims.
 bool same_batch(const Shape& a, const Shape& b) {
   return a.size() >= 3 && a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin());
@@ -96,11 +113,13 @@ int fuse_attention(Graph& g) {
     std::string q = qk.inputs[0];
     const std::string kt = qk.inputs[1];
     reader = *mi;
+    size_t q_reader = *mi;
     if (auto di = producer_of(q)) {  // the scale on Q (PyTorch's MultiheadAttention)
       if (auto f = scalar_factor(g, g.nodes[*di])) {
         scale *= f->second;
         q = f->first;
         pattern.push_back(*di);
+        q_reader = *di;
       }
     }
     if (!is_f32(g, q) || !is_f32(g, kt) || !same_batch(g.tensor(q).shape, scores) ||
@@ -141,7 +160,34 @@ int fuse_attention(Graph& g) {
     Node att;
     att.name = unique_node_name(g, rw.new_names, pv.name + "/Attention");
     att.op_type = "Attention";
-    att.inputs = {q, kt, v};
+    // The split of heads and their merge (Transposes of the projections and
+    // of O) are read through in place: the kernel gathers a few heads' rows
+    // at a time into the cache, where each Transpose wrote and the block
+    // reread a whole tensor (and their gradients did it again backward).
+    const size_t axes = scores.size();
+    auto absorb = [&](std::string& t, size_t at, size_t contiguous, const char* key) {
+      if (auto ti = absorbable_transpose(g, uses, rw, t, at, contiguous)) {
+        att.attrs[key] = Attribute(g.nodes[*ti].attr_ints("perm"));
+        t = g.nodes[*ti].inputs[0];
+        pattern.push_back(*ti);
+      }
+    };
+    std::string kt_in = kt, v_in = v;
+    absorb(q, q_reader, axes - 1, "q_perm");
+    absorb(kt_in, *mi, axes - 2, "k_perm");
+    absorb(v_in, *ri, axes - 1, "v_perm");
+    std::string out = pv.outputs[0];
+    if (auto oi = uses.sole_reader(out); oi && !rw.claimed(*oi)) {
+      const Node& tr = g.nodes[*oi];
+      const std::vector<int64_t> perm = tr.attr_ints("perm");
+      if (tr.op_type == "Transpose" && tr.has_output(0) && perm.size() == axes &&
+          perm.back() == rank - 1) {
+        att.attrs["o_perm"] = Attribute(perm);
+        out = tr.outputs[0];
+        pattern.push_back(*oi);
+      }
+    }
+    att.inputs = {q, kt_in, v_in};
     if (!mask.empty()) {
       const Shape m = g.value(mask)->shape();
       if (m != scores && m != Shape{lq, lk}) {  // (1, ..., 1, Lq, Lk): one (Lq, Lk) constant
@@ -151,7 +197,7 @@ int fuse_attention(Graph& g) {
       }
       att.inputs.push_back(mask);
     }
-    att.outputs = {pv.outputs[0]};
+    att.outputs = {out};
     att.attrs["scale"] = Attribute(static_cast<float>(scale));
     if (dropout > 0.0f) {
       att.attrs["dropout"] = Attribute(dropout);

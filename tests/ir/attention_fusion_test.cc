@@ -28,6 +28,7 @@ struct Variant {
   Mask mask = Mask::kNone;
   float dropout = 0.0f;     // with training_mode true and a seed attribute
   bool read_probs = false;  // the probabilities are also a graph output
+  bool read_kt = false;     // the keys' split of heads is also a graph output
   int64_t softmax_axis = -1;
 };
 
@@ -104,6 +105,7 @@ ir::Graph block(const Variant& v) {
   node("/loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"});
   g.outputs = {"loss"};
   if (v.read_probs) g.outputs.push_back("p");
+  if (v.read_kt) g.outputs.push_back("kt");
   g.infer_shapes();
   g.verify();
   return g;
@@ -127,6 +129,10 @@ std::vector<Variant> fusable() {
           v.dropout = drop;
           all.push_back(v);
         }
+  Variant kept;  // K's split of heads stays a Transpose; the rest are read through
+  kept.read_kt = true;
+  kept.mask = Mask::kSquare;
+  all.push_back(kept);
   return all;
 }
 
@@ -138,6 +144,7 @@ std::string describe(const Variant& v) {
 
 TEST(AttentionFusion, BlocksBecomeOneAttentionNode) {
   for (const Variant& v : fusable()) {
+    if (v.read_kt) continue;  // ATransposeOthersReadIsKept
     ir::Graph g = block(v);
     EXPECT_EQ(ir::passes::fuse(g).attention, 1) << describe(v);
     g.infer_shapes();
@@ -153,10 +160,35 @@ TEST(AttentionFusion, BlocksBecomeOneAttentionNode) {
     if (v.mask != Mask::kNone) {
       EXPECT_EQ(g.tensor(a.inputs[3]).shape, (ir::Shape{kSeq, kSeq})) << describe(v);
     }
-    // It stands where the product with V stood: before the merge of heads.
+    // The split of heads and their merge are read through, not run: it
+    // stands where the merge's Transpose stood, before the Reshape to rows.
+    EXPECT_EQ(count(g, "Transpose"), 0) << describe(v);
+    EXPECT_EQ(a.attr_ints("q_perm"), (std::vector<int64_t>{0, 2, 1, 3})) << describe(v);
+    EXPECT_EQ(a.attr_ints("k_perm"), (std::vector<int64_t>{0, 2, 3, 1})) << describe(v);
+    EXPECT_EQ(a.attr_ints("v_perm"), (std::vector<int64_t>{0, 2, 1, 3})) << describe(v);
+    EXPECT_EQ(a.attr_ints("o_perm"), (std::vector<int64_t>{0, 2, 1, 3})) << describe(v);
+    EXPECT_EQ(g.tensor(a.inputs[0]).shape, (ir::Shape{kBatch, kSeq, kHeads, kHeadDim}));
     ASSERT_NE(at + 1, g.nodes.end());
-    EXPECT_EQ((at + 1)->op_type, "Transpose");
+    EXPECT_EQ((at + 1)->op_type, "Reshape");
   }
+}
+
+// A split of heads someone else also reads stays a Transpose, and the block
+// reads its output as before while the other operands are read through.
+TEST(AttentionFusion, ATransposeOthersReadIsKept) {
+  Variant v;
+  v.read_kt = true;
+  ir::Graph g = block(v);
+  EXPECT_EQ(ir::passes::fuse(g).attention, 1);
+  g.infer_shapes();
+  g.verify();
+  EXPECT_EQ(count(g, "Transpose"), 1);
+  const auto at = std::find_if(g.nodes.begin(), g.nodes.end(),
+                               [](const ir::Node& n) { return n.op_type == "Attention"; });
+  ASSERT_NE(at, g.nodes.end());
+  EXPECT_FALSE(at->has_attr("k_perm"));
+  EXPECT_EQ(at->inputs[1], "kt");
+  EXPECT_TRUE(at->has_attr("q_perm") && at->has_attr("v_perm") && at->has_attr("o_perm"));
 }
 
 TEST(AttentionFusion, LossAndGradientsMatchTheUnfusedGraph) {
@@ -201,29 +233,45 @@ TEST(AttentionFusion, LossAndGradientsMatchTheUnfusedGraph) {
 // Q (batch, Lq, 4), Kt (batch, 4, Lk), V (batch, Lk, 3) as parameters ->
 // softmax(0.5 Q Kt + mask) V -> sum(O R): long enough that the kernel
 // splits the work into blocks of several matrices or of some rows.
-ir::Graph long_attention(int64_t batch, int64_t lq, int64_t lk) {
+// `seq_first`: Q, K and V stored (L, batch, d) as PyTorch's MultiheadAttention
+// has them, split into heads by Transposes and O merged back by one, which
+// the fusion reads through (the kernel's gathered blocks).
+ir::Graph long_attention(int64_t batch, int64_t lq, int64_t lk, bool seq_first = false) {
   std::mt19937_64 rng(11);
   ir::Graph g;
   auto param = [&](const std::string& name, ir::Shape s) {
     g.set_value(name, test::random_tensor(s, test::Gen::kUniform, rng), ir::Role::kParam);
   };
-  param("q", {batch, lq, 4});
-  param("kt", {batch, 4, lk});
-  param("v", {batch, lk, 3});
-  g.set_value("r", test::random_tensor({batch, lq, 3}, test::Gen::kUniform, rng),
-              ir::Role::kConstant);
-  g.set_value("mask", test::random_tensor({lq, lk}, test::Gen::kUniform, rng), ir::Role::kConstant);
-  g.set_value("half", ir::Tensor::scalar_f32(0.5f), ir::Role::kConstant);
   auto node = [&](const std::string& op, std::vector<std::string> in, std::string out,
                   std::map<std::string, Attribute> attrs = {}) {
     g.nodes.push_back({"/" + out, op, std::move(in), {out}, std::move(attrs)});
   };
+  auto perm = [](std::vector<int64_t> p) {
+    return std::map<std::string, Attribute>{{"perm", Attribute(std::move(p))}};
+  };
+  if (seq_first) {
+    param("q_seq", {lq, batch, 4});
+    param("k_seq", {lk, batch, 4});
+    param("v_seq", {lk, batch, 3});
+    node("Transpose", {"q_seq"}, "q", perm({1, 0, 2}));
+    node("Transpose", {"k_seq"}, "kt", perm({1, 2, 0}));
+    node("Transpose", {"v_seq"}, "v", perm({1, 0, 2}));
+  } else {
+    param("q", {batch, lq, 4});
+    param("kt", {batch, 4, lk});
+    param("v", {batch, lk, 3});
+  }
+  const ir::Shape r_shape = seq_first ? ir::Shape{lq, batch, 3} : ir::Shape{batch, lq, 3};
+  g.set_value("r", test::random_tensor(r_shape, test::Gen::kUniform, rng), ir::Role::kConstant);
+  g.set_value("mask", test::random_tensor({lq, lk}, test::Gen::kUniform, rng), ir::Role::kConstant);
+  g.set_value("half", ir::Tensor::scalar_f32(0.5f), ir::Role::kConstant);
   node("MatMul", {"q", "kt"}, "s0");
   node("Mul", {"s0", "half"}, "s1");
   node("Add", {"s1", "mask"}, "s");
   node("Softmax", {"s"}, "p", {{"axis", Attribute(int64_t{-1})}});
   node("MatMul", {"p", "v"}, "o");
-  node("Mul", {"o", "r"}, "or");
+  if (seq_first) node("Transpose", {"o"}, "o_seq", perm({1, 0, 2}));
+  node("Mul", {seq_first ? "o_seq" : "o", "r"}, "or");
   node("ReduceSum", {"or"}, "loss", {{"keepdims", Attribute(int64_t{0})}});
   g.outputs = {"loss"};
   g.infer_shapes();
@@ -237,9 +285,14 @@ TEST(AttentionFusion, LongSequencesSplitIntoBlocksGiveTheUnfusedGradients) {
   o.training = true;
   // 3 matrices of 600 x 600 (blocks of 2 and 1 matrices); 2 of 1030 x 1100
   // (blocks of 953 and 77 rows).
-  for (auto [batch, lq, lk] : {std::tuple{3, 600, 600}, std::tuple{2, 1030, 1100}}) {
-    ir::Graph plain = long_attention(batch, lq, lk), fused = long_attention(batch, lq, lk);
+  // Each stored as the kernel reads it, and seq-first through absorbed Transposes.
+  for (auto [batch, lq, lk, seq_first] :
+       {std::tuple{3, 600, 600, false}, std::tuple{2, 1030, 1100, false},
+        std::tuple{3, 600, 600, true}, std::tuple{2, 1030, 1100, true}}) {
+    ir::Graph plain = long_attention(batch, lq, lk, seq_first),
+              fused = long_attention(batch, lq, lk, seq_first);
     ASSERT_EQ(ir::passes::fuse_attention(fused), 1);
+    EXPECT_EQ(count(fused, "Transpose"), 0);
     fused.infer_shapes();
     auto plain_grads = autodiff::build_backward(plain, "loss").grads;
     auto fused_grads = autodiff::build_backward(fused, "loss").grads;
