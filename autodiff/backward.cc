@@ -51,8 +51,7 @@ std::string concat_of_slice_grads(ir::Graph& g, const std::string& tensor,
     size_t i = g.nodes.size();
     while (i-- > 0 && (g.nodes[i].outputs.empty() || g.nodes[i].outputs[0] != part)) {
     }
-    if (i >= g.nodes.size() || !g.nodes[i].backward || g.nodes[i].op_type != "SliceGrad")
-      return "";
+    if (i >= g.nodes.size() || !g.nodes[i].backward || g.nodes[i].op_type != "SliceGrad") return "";
     const ir::Node& n = g.nodes[i];
     const ir::Shape shape = n.attr_ints("input_shape");
     const auto starts = n.attr_ints("starts");
@@ -69,8 +68,8 @@ std::string concat_of_slice_grads(ir::Graph& g, const std::string& tensor,
       axis = static_cast<int64_t>(a);
     }
     if (axis < 0) return "";  // a slice of everything: no cut to tile
-    pieces.push_back({i, starts[static_cast<size_t>(axis)], dy[static_cast<size_t>(axis)],
-                      n.inputs[0]});
+    pieces.push_back(
+        {i, starts[static_cast<size_t>(axis)], dy[static_cast<size_t>(axis)], n.inputs[0]});
   }
   std::sort(pieces.begin(), pieces.end(),
             [](const Piece& a, const Piece& b) { return a.start < b.start; });

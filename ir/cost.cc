@@ -52,12 +52,16 @@ int64_t node_flops(const Graph& g, const Node& n) {
     // two products, the backward's five (the scores recomputed); ~8 flops an
     // element of the (Lq, Lk) block for softmax and dropout.
     const bool grad = op == "AttentionGrad";
-    const Shape& q = g.tensor(n.inputs[grad ? 1 : 0]).shape;
-    // Kt may be stored as K's rows (k_perm: Lk read from the stored axis perm[-1]).
-    const Shape& kt = g.tensor(n.inputs[grad ? 2 : 1]).shape;
+    // An operand may be a column block of its input (x_shape) and stored
+    // as K's rows (k_perm: Lk read from the stored axis perm[-1]).
+    auto stored = [&](size_t i, const char* x) {
+      const std::string key = std::string(x) + "_shape";
+      return n.has_attr(key) ? Shape(n.attr_ints(key)) : g.tensor(n.inputs[i]).shape;
+    };
+    const Shape q = stored(grad ? 1 : 0, "q"), kt = stored(grad ? 2 : 1, "k");
     const std::vector<int64_t> kp = n.attr_ints("k_perm");
     const int64_t d = q.back(), lk = kp.empty() ? kt.back() : kt[static_cast<size_t>(kp.back())],
-                  dv = g.tensor(n.inputs[grad ? 3 : 2]).shape.back();
+                  dv = stored(grad ? 3 : 2, "v").back();
     const int64_t scores = numel(q) / std::max<int64_t>(d, 1) * lk;
     return grad ? 2 * scores * (3 * d + 2 * dv) + 10 * scores : 2 * scores * (d + dv) + 8 * scores;
   }

@@ -99,9 +99,13 @@ void attention_grad(GradBuilder& b) {
   const std::string state =
       b.node().attr_float("dropout", 0.0f) > 0.0f ? b.ensure_output(2, "dropout_state") : "";
   const std::string mask = b.has_I(3) ? b.I(3) : "";
-  auto outs = b.emit("AttentionGrad", {b.GO(0), b.I(0), b.I(1), b.I(2), mask, b.O(0), lse, state},
-                     3, b.node().attrs, {!b.wants(0), !b.wants(1), !b.wants(2)});
-  for (size_t i = 0; i < 3; ++i)
+  // Q, K and V column blocks of one packed projection (q/k/v_cols): one
+  // gradient for it, the kernel writing each block's part.
+  const bool shared = b.node().has_attr("q_cols") && b.I(0) == b.I(1) && b.I(1) == b.I(2);
+  auto outs =
+      b.emit("AttentionGrad", {b.GO(0), b.I(0), b.I(1), b.I(2), mask, b.O(0), lse, state}, 3,
+             b.node().attrs, {!b.wants(0), shared || !b.wants(1), shared || !b.wants(2)});
+  for (size_t i = 0; i < (shared ? 1 : 3); ++i)
     if (!outs[i].empty()) b.set_GI(i, outs[i]);
 }
 

@@ -16,6 +16,8 @@
 #include "executor/device/dropout_rule.h"
 #include "executor/device/math_f32.h"
 #include "executor/device/row_math.h"
+#include "ir/error.h"
+#include "ir/ops/attention_layout.h"
 
 namespace pipetrain::exec::device {
 
@@ -44,13 +46,19 @@ inline std::vector<int64_t> layout_perm(const DeviceOpArgs& a, const char* key) 
   return a.n().has_attr(key) ? a.n().attr_ints(key) : std::vector<int64_t>{};
 }
 
+/// Operand `x` ("q", "k", "v") at input i as stored before its perm: the
+/// input, or the column block of it that x_cols names, shaped x_shape.
+inline ir::Shape stored_shape(const DeviceOpArgs& a, size_t i, const std::string& x) {
+  return a.n().has_attr(x + "_cols") ? ir::Shape(a.n().attr_ints(x + "_shape")) : a.in[i].shape;
+}
+
 /// From Q (batch..., Lq, d), Kt (batch..., d, Lk), V (batch..., Lk, dv) (as
 /// read through their layout attributes) and the mask at inputs
 /// first..first+3 (shapes checked by the schema).
 inline AttentionGeometry attention_geometry(const DeviceOpArgs& a, size_t first) {
-  const ir::Shape q = read_as(a.in[first].shape, layout_perm(a, "q_perm"));
-  const ir::Shape kt = read_as(a.in[first + 1].shape, layout_perm(a, "k_perm"));
-  const ir::Shape v = read_as(a.in[first + 2].shape, layout_perm(a, "v_perm"));
+  const ir::Shape q = read_as(stored_shape(a, first, "q"), layout_perm(a, "q_perm"));
+  const ir::Shape kt = read_as(stored_shape(a, first + 1, "k"), layout_perm(a, "k_perm"));
+  const ir::Shape v = read_as(stored_shape(a, first + 2, "v"), layout_perm(a, "v_perm"));
   AttentionGeometry g;
   for (size_t i = 0; i + 2 < q.size(); ++i) g.batch *= q[i];
   g.lq = q[q.size() - 2];
@@ -72,13 +80,14 @@ inline AttentionGeometry attention_geometry(const DeviceOpArgs& a, size_t first)
 inline constexpr int kMaxAttentionBatchDims = 8;
 
 /// Where one operand's matrices live in its tensor: matrix b (row-major over
-/// the batch axes) at offset(b), its rows `row` apart, its columns contiguous.
+/// the batch axes) at offset(b), its rows `row` apart, its columns contiguous
+/// (ir::OperandView in fixed arrays, for device code).
 struct MatrixView {
   int n = 0;  // batch axes
   int64_t dims[kMaxAttentionBatchDims] = {}, strides[kMaxAttentionBatchDims] = {};
-  int64_t row = 0;
+  int64_t row = 0, base = 0;
   PIPETRAIN_HD int64_t offset(int64_t b) const {
-    int64_t off = 0;
+    int64_t off = base;
     for (int i = n - 1; i >= 0; --i) {
       off += (b % dims[i]) * strides[i];
       b /= dims[i];
@@ -87,31 +96,20 @@ struct MatrixView {
   }
 };
 
-/// The matrices of a tensor stored as `stored` and read as Transpose(stored,
-/// perm), rank r: batch axes 0..r-3, rows along read axis `rows` (r-2, or
-/// r-1 for K's rows read from Kt), columns the stored last axis.
-inline MatrixView matrix_view(const ir::Shape& stored, const std::vector<int64_t>& perm,
-                              size_t rows) {
-  const size_t r = stored.size();
-  std::vector<int64_t> st(r, 1);
-  for (size_t i = r - 1; i-- > 0;) st[i] = st[i + 1] * stored[i + 1];
-  auto axis = [&](size_t i) { return perm.empty() ? i : static_cast<size_t>(perm[i]); };
-  MatrixView v;
-  v.n = static_cast<int>(r - 2);
-  for (size_t i = 0; i + 2 < r; ++i) {
-    v.dims[i] = stored[axis(i)];
-    v.strides[i] = st[axis(i)];
+/// The kernels' copy of an operand's view (ir/ops/attention_layout.h).
+inline MatrixView matrix_view(const ir::OperandView& v) {
+  MatrixView m;
+  m.n = static_cast<int>(v.dims.size());
+  if (m.n > kMaxAttentionBatchDims)
+    throw RuntimeFault("attention operand with " + std::to_string(m.n) + " batch axes (at most " +
+                       std::to_string(kMaxAttentionBatchDims) + ")");
+  for (int i = 0; i < m.n; ++i) {
+    m.dims[i] = v.dims[static_cast<size_t>(i)];
+    m.strides[i] = v.strides[static_cast<size_t>(i)];
   }
-  v.row = st[axis(rows)];
-  return v;
-}
-
-/// The inverse permutation (O is written as Transpose(O, o_perm), so read
-/// through the inverse).
-inline std::vector<int64_t> inverse_perm(const std::vector<int64_t>& perm) {
-  std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
-  return inv;
+  m.row = v.row;
+  m.base = v.offset;
+  return m;
 }
 
 /// Rows of `nb` `rows` x `cols` matrices b0, b0 + 1, ... between a strided
@@ -136,6 +134,13 @@ struct CopyRows {
   }
 };
 
+/// Q, K and V are column blocks of one input (node inputs first..first+2
+/// one tensor, read through q/k/v_cols): its gradient is one tensor.
+inline bool attention_inputs_shared(const ir::Node& n, size_t first) {
+  return n.has_attr("q_cols") && n.inputs.size() > first + 2 &&
+         n.inputs[first] == n.inputs[first + 1] && n.inputs[first + 1] == n.inputs[first + 2];
+}
+
 /// Floats of packed operands a block gathers when layouts are absorbed
 /// (512 KiB): a few matrices at a time, so they are read from the cache.
 inline constexpr int64_t kAttentionGatherElems = int64_t{1} << 17;
@@ -155,14 +160,28 @@ inline AttentionLayout attention_layout(const DeviceOpArgs& a, size_t first,
   AttentionLayout l;
   const auto qp = layout_perm(a, "q_perm"), kp = layout_perm(a, "k_perm"),
              vp = layout_perm(a, "v_perm"), op = layout_perm(a, "o_perm");
-  l.packed = qp.empty() && kp.empty() && vp.empty() && op.empty();
+  l.packed = qp.empty() && kp.empty() && vp.empty() && op.empty() && !a.n().has_attr("q_cols") &&
+             !a.n().has_attr("k_cols") && !a.n().has_attr("v_cols");
   if (l.packed) return l;
   const size_t r = o_stored.size();
   l.k_rows = !kp.empty();
-  l.q = matrix_view(a.in[first].shape, qp, r - 2);
-  l.k = matrix_view(a.in[first + 1].shape, kp, l.k_rows ? r - 1 : r - 2);
-  l.v = matrix_view(a.in[first + 2].shape, vp, r - 2);
-  l.o = matrix_view(o_stored, op.empty() ? op : inverse_perm(op), r - 2);
+  // Operand x at input i, rows along read axis `rows` (a matrix rows x cols).
+  auto view = [&](size_t i, const std::string& x, const std::vector<int64_t>& perm, size_t rows,
+                  int64_t n_rows, int64_t n_cols) {
+    ir::OperandView v = ir::operand_view(stored_shape(a, i, x), perm, rows);
+    if (a.n().has_attr(x + "_cols")) {  // a column block of the packed projection
+      const std::vector<int64_t> c = a.n().attr_ints(x + "_cols");
+      auto moved = ir::into_columns(v, a.in[i].shape.back(), c[0], c[1], n_rows, n_cols);
+      if (!moved) throw RuntimeFault(a.n().describe() + ": " + x + "_cols is not a view");
+      v = *moved;
+    }
+    return matrix_view(v);
+  };
+  l.q = view(first, "q", qp, r - 2, g.lq, g.d);
+  l.k = l.k_rows ? view(first + 1, "k", kp, r - 1, g.lk, g.d)
+                 : view(first + 1, "k", kp, r - 2, g.d, g.lk);
+  l.v = view(first + 2, "v", vp, r - 2, g.lk, g.dv);
+  l.o = matrix_view(ir::operand_view(o_stored, op.empty() ? op : ir::inverse_perm(op), r - 2));
   const int64_t per = g.lq * g.d + g.lk * g.d + g.lk * g.dv + g.lq * g.dv;
   l.mats = std::clamp<int64_t>(kAttentionGatherElems / std::max<int64_t>(per, 1), 1, g.block_mats);
   return l;
@@ -315,8 +334,8 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
   const int64_t sq = g.lq * g.d, sk = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv;
   auto block = [&](const BlockOperands& m, int64_t b0, int64_t nb, int64_t q0, int64_t n) {
     if (m.k_rows)  // scores = Q K^T with K's rows stored
-      ex.gemm_batched(false, true, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.d, sk,
-                      0.0f, s, g.lk, n * g.lk, nb);
+      ex.gemm_batched(false, true, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.d, sk, 0.0f,
+                      s, g.lk, n * g.lk, nb);
     else
       ex.gemm_batched(false, false, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.lk, sk,
                       0.0f, s, g.lk, n * g.lk, nb);
@@ -342,7 +361,8 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
   for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
     const int64_t nb = std::min(mats, g.batch - b0);
     ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
-    ex.for_each(nb * k_rows, CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
+    ex.for_each(nb * k_rows,
+                CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
     ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
     for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
       block({qs, ks, vs, os, l.k_rows}, b0, nb, q0, std::min(g.block_rows, g.lq - q0));
@@ -362,12 +382,16 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
   const float* mask = a.has_in(4) ? a.in[4].data<float>() : nullptr;
   const float *out = a.in[5].data<float>(), *lse = a.in[6].data<float>();
   const int64_t* state = a.has_in(7) ? a.in[7].data<int64_t>() : nullptr;
+  // Q, K and V column blocks of one packed projection: output 0 is its
+  // gradient, each block scattered into its columns (they tile its rows).
+  const bool shared = attention_inputs_shared(a.n(), 1);
   float* dq = a.has_out(0) ? a.out[0].data<float>() : nullptr;
-  float* dkt = a.has_out(1) ? a.out[1].data<float>() : nullptr;
-  float* dvv = a.has_out(2) ? a.out[2].data<float>() : nullptr;
+  float* dkt = shared ? dq : a.has_out(1) ? a.out[1].data<float>() : nullptr;
+  float* dvv = shared ? dq : a.has_out(2) ? a.out[2].data<float>() : nullptr;
   if (g.lq == 0) {  // no rows: the key and value gradients are zero
-    if (dkt) ex.for_each(a.out[1].numel(), FillZeros{dkt});
-    if (dvv) ex.for_each(a.out[2].numel(), FillZeros{dvv});
+    if (shared && dq) ex.for_each(a.out[0].numel(), FillZeros{dq});
+    if (!shared && dkt) ex.for_each(a.out[1].numel(), FillZeros{dkt});
+    if (!shared && dvv) ex.for_each(a.out[2].numel(), FillZeros{dvv});
     return;
   }
   const int64_t mats = l.packed ? g.block_mats : l.mats;
@@ -384,8 +408,8 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
       ex.gemm_batched(false, true, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.d, skt, 0.0f, p, g.lk,
                       ss, nb);
     else
-      ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.lk, skt, 0.0f, p,
-                      g.lk, ss, nb);
+      ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.lk, skt, 0.0f, p, g.lk,
+                      ss, nb);
     ex.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dorows, g.dv, so, m.v, g.dv, sv, 0.0f, dp,
                     g.lk, ss, nb);
     ex.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dob, ob, state, g.dv,
@@ -404,8 +428,8 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
     }
     if (dkb) {
       if (m.k_rows)  // dK = scale dP^T Q
-        ex.gemm_batched(true, false, g.lk, g.d, n, scale, dp, g.lk, ss, qb, g.d, sq, beta, dkb,
-                        g.d, skt, nb);
+        ex.gemm_batched(true, false, g.lk, g.d, n, scale, dp, g.lk, ss, qb, g.d, sq, beta, dkb, g.d,
+                        skt, nb);
       else
         ex.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta, dkb,
                         g.lk, skt, nb);
@@ -433,7 +457,8 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
   for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
     const int64_t nb = std::min(mats, g.batch - b0);
     ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
-    ex.for_each(nb * k_rows, CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
+    ex.for_each(nb * k_rows,
+                CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
     ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
     ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(dout), dos, l.o, b0, nb, g.lq, g.dv, false});
     ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(out), os, l.o, b0, nb, g.lq, g.dv, false});

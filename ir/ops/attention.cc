@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ir/op_registry.h"
+#include "ir/ops/attention_layout.h"
 
 namespace pipetrain::ir {
 
@@ -12,7 +13,25 @@ namespace {
 const std::vector<AttrSpec> kAttentionAttrs = {
     {"scale", AttrType::kFloat},  {"dropout", AttrType::kFloat}, {"training", AttrType::kInt},
     {"seed", AttrType::kInt},     {"q_perm", AttrType::kInts},   {"k_perm", AttrType::kInts},
-    {"v_perm", AttrType::kInts},  {"o_perm", AttrType::kInts}};
+    {"v_perm", AttrType::kInts},  {"o_perm", AttrType::kInts},   {"q_shape", AttrType::kInts},
+    {"k_shape", AttrType::kInts}, {"v_shape", AttrType::kInts},  {"q_cols", AttrType::kInts},
+    {"k_cols", AttrType::kInts},  {"v_cols", AttrType::kInts}};
+
+/// Operand `x` ("q", "k", "v") at input i as stored before its perm: the
+/// input itself, or with x_cols = (first, cols) the block [first, first +
+/// cols) of the input's last axis (a packed q/k/v projection's part),
+/// reshaped to x_shape.
+Shape stored_operand(InferContext& c, size_t i, const std::string& x) {
+  const std::string key = x + "_cols";
+  if (!c.node().has_attr(key)) return c.shape(i);
+  const std::vector<int64_t> cols = c.node().attr_ints(key);
+  const Shape shape = c.node().attr_ints(x + "_shape");
+  const Shape& in = c.shape(i);
+  if (cols.size() != 2 || in.empty() || cols[0] < 0 || cols[1] <= 0 ||
+      cols[0] + cols[1] > in.back() || numel(shape) * in.back() != numel(in) * cols[1])
+    c.fail(key + " and " + x + "_shape do not name a column block of " + shape_str(in));
+  return shape;
+}
 
 /// The layout attribute `key` (a Transpose's perm the fusion absorbed):
 /// the operand is stored as `stored` and read as Transpose(stored, perm),
@@ -47,13 +66,15 @@ struct AttentionShapes {
 /// each of Q, Kt and V as read through its layout attribute (permuted()):
 /// Q and V with their columns stored last, Kt with d stored last (K's rows).
 AttentionShapes attention_shapes(InferContext& c, size_t first) {
-  const size_t rank = c.shape(first).size();
-  if (rank < 3 || c.shape(first + 1).size() != rank || c.shape(first + 2).size() != rank)
-    c.fail("Q, K^T and V must have one rank >= 3, got " + shape_str(c.shape(first)) + ", " +
-           shape_str(c.shape(first + 1)) + " and " + shape_str(c.shape(first + 2)));
-  const Shape q = permuted(c, "q_perm", c.shape(first), rank - 1);
-  const Shape kt = permuted(c, "k_perm", c.shape(first + 1), rank - 2);
-  const Shape v = permuted(c, "v_perm", c.shape(first + 2), rank - 1);
+  const Shape sq = stored_operand(c, first, "q"), sk = stored_operand(c, first + 1, "k"),
+              sv = stored_operand(c, first + 2, "v");
+  const size_t rank = sq.size();
+  if (rank < 3 || sk.size() != rank || sv.size() != rank)
+    c.fail("Q, K^T and V must have one rank >= 3, got " + shape_str(sq) + ", " + shape_str(sk) +
+           " and " + shape_str(sv));
+  const Shape q = permuted(c, "q_perm", sq, rank - 1);
+  const Shape kt = permuted(c, "k_perm", sk, rank - 2);
+  const Shape v = permuted(c, "v_perm", sv, rank - 1);
   if (q.size() < 3 || kt.size() != q.size() || v.size() != q.size())
     c.fail("Q, K^T and V must have one rank >= 3, got " + shape_str(q) + ", " + shape_str(kt) +
            " and " + shape_str(v));
@@ -77,6 +98,28 @@ AttentionShapes attention_shapes(InferContext& c, size_t first) {
     if (c.dtype(first + 3) != DType::kF32 || (m != Shape{s.lq, s.lk} && m != full))
       c.fail("the additive mask must be float32 of shape " + shape_str(Shape{s.lq, s.lk}) + " or " +
              shape_str(full) + ", got " + shape_str(m));
+  }
+  // A column block must be readable as strided matrices (whole rows each).
+  const struct {
+    const char* x;
+    const Shape& stored;
+    size_t rows;
+    int64_t n_rows, n_cols;
+  } blocks[] = {
+      {"q", sq, rank - 2, s.lq, s.d},
+      {"k", sk, c.node().has_attr("k_perm") ? rank - 1 : rank - 2,
+       c.node().has_attr("k_perm") ? s.lk : s.d, c.node().has_attr("k_perm") ? s.d : s.lk},
+      {"v", sv, rank - 2, s.lk, s.dv}};
+  for (size_t j = 0; j < 3; ++j) {
+    const std::string x = blocks[j].x;
+    if (!c.node().has_attr(x + "_cols")) continue;
+    const std::vector<int64_t> perm = c.node().attr_ints(x + "_perm");
+    const std::vector<int64_t> cols = c.node().attr_ints(x + "_cols");
+    if (!into_columns(operand_view(blocks[j].stored, perm, blocks[j].rows),
+                      c.shape(first + j).back(), cols[0], cols[1], blocks[j].n_rows,
+                      blocks[j].n_cols))
+      c.fail(x + "_cols: " + shape_str(blocks[j].stored) + " is no strided view of " +
+             shape_str(c.shape(first + j)) + "'s columns");
   }
   return s;
 }

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/ops/attention_layout.h"
+#include "ir/ops/data_movement.h"
 #include "ir/passes/fusion.h"
 #include "ir/passes/rewrite.h"
 
@@ -49,6 +51,68 @@ std::optional<size_t> absorbable_transpose(const Graph& g, const Uses& uses, con
       perm[contiguous] != last)
     return std::nullopt;
   return p;
+}
+
+/// Where an operand comes from a packed projection: Reshape(`block`) read
+/// only by the operand's reader, `block` the columns [first, first + cols)
+/// of `base`'s last axis cut by a Slice or a Split that only this reads.
+struct ColumnBlock {
+  std::string base;
+  int64_t first = 0, cols = 0;
+  std::vector<size_t> nodes;  // the Reshape, and the Slice (a Split is claimed separately)
+  std::optional<size_t> split;
+};
+
+std::optional<ColumnBlock> column_block(const Graph& g, const Uses& uses, const Rewrite& rw,
+                                        const std::string& t, size_t reader) {
+  auto ri = uses.producer(t);
+  if (!ri || rw.claimed(*ri) || !uses.only_reader(t, reader)) return std::nullopt;
+  const Node& reshape = g.nodes[*ri];
+  if (reshape.op_type != "Reshape" || !reshape.has_input(0)) return std::nullopt;
+  const std::string part = reshape.inputs[0];
+  auto pi = uses.producer(part);
+  if (!pi || rw.claimed(*pi) || !uses.only_reader(part, *ri)) return std::nullopt;
+  const Node& cut = g.nodes[*pi];
+  if (!cut.has_input(0)) return std::nullopt;
+  const Shape& in = g.tensor(cut.inputs[0]).shape;
+  const Shape& out = g.tensor(part).shape;
+  if (in.size() != out.size() || in.empty() ||
+      !std::equal(in.begin(), in.end() - 1, out.begin()))  // only the last axis is cut
+    return std::nullopt;
+  ColumnBlock b;
+  b.base = cut.inputs[0];
+  b.cols = out.back();
+  b.nodes = {*ri};
+  const int64_t last = static_cast<int64_t>(in.size()) - 1;
+  if (cut.op_type == "Split") {
+    int64_t axis = cut.attr_int("axis", 0);
+    if (axis < 0) axis += last + 1;
+    if (axis != last) return std::nullopt;
+    for (const auto& o : cut.outputs) {
+      if (o == part) break;
+      b.first += g.tensor(o).shape.back();
+    }
+    b.split = *pi;
+    return b;
+  }
+  if (cut.op_type != "Slice" || cut.inputs.size() < 3) return std::nullopt;
+  std::vector<std::vector<int64_t>> args;
+  for (size_t k = 1; k < 5; ++k) {
+    if (!cut.has_input(k)) {
+      args.emplace_back();
+      continue;
+    }
+    const Tensor* v = g.value(cut.inputs[k]);
+    if (!v) return std::nullopt;
+    args.push_back(v->to_i64());
+  }
+  const SliceSpec spec = resolve_slice(in, args[0], args[1], args[2], args[3]);
+  for (size_t a = 0; a < in.size(); ++a)
+    if (spec.step[a] != 1 || (static_cast<int64_t>(a) != last && spec.start[a] != 0))
+      return std::nullopt;
+  b.first = spec.start.back();
+  b.nodes.push_back(*pi);
+  return b;
 }
 
 /// Same rank (>= 3) and leading (batch) dims.
@@ -165,17 +229,20 @@ int fuse_attention(Graph& g) {
     // at a time into the cache, where each Transpose wrote and the block
     // reread a whole tensor (and their gradients did it again backward).
     const size_t axes = scores.size();
+    // Returns the node that now reads t (the absorbed Transpose, else `at`).
     auto absorb = [&](std::string& t, size_t at, size_t contiguous, const char* key) {
       if (auto ti = absorbable_transpose(g, uses, rw, t, at, contiguous)) {
         att.attrs[key] = Attribute(g.nodes[*ti].attr_ints("perm"));
         t = g.nodes[*ti].inputs[0];
         pattern.push_back(*ti);
+        return *ti;
       }
+      return at;
     };
     std::string kt_in = kt, v_in = v;
-    absorb(q, q_reader, axes - 1, "q_perm");
-    absorb(kt_in, *mi, axes - 2, "k_perm");
-    absorb(v_in, *ri, axes - 1, "v_perm");
+    const size_t q_at = absorb(q, q_reader, axes - 1, "q_perm");
+    const size_t k_at = absorb(kt_in, *mi, axes - 2, "k_perm");
+    const size_t v_at = absorb(v_in, *ri, axes - 1, "v_perm");
     std::string out = pv.outputs[0];
     if (auto oi = uses.sole_reader(out); oi && !rw.claimed(*oi)) {
       const Node& tr = g.nodes[*oi];
@@ -185,6 +252,55 @@ int fuse_attention(Graph& g) {
         att.attrs["o_perm"] = Attribute(perm);
         out = tr.outputs[0];
         pattern.push_back(*oi);
+      }
+    }
+    // Q, K and V Reshaped column blocks of one packed projection that tile
+    // its rows (a Slice each, or one Split): read in place too, and their
+    // gradient is then one tensor (no Slices forward, no Concat backward).
+    auto qb = column_block(g, uses, rw, q, q_at), kb = column_block(g, uses, rw, kt_in, k_at),
+         vb = column_block(g, uses, rw, v_in, v_at);
+    if (qb && kb && vb && qb->base == kb->base && kb->base == vb->base && is_f32(g, qb->base)) {
+      const Shape& base = g.tensor(qb->base).shape;
+      std::vector<const ColumnBlock*> order = {&*qb, &*kb, &*vb};
+      std::sort(order.begin(), order.end(),
+                [](const ColumnBlock* a, const ColumnBlock* b) { return a->first < b->first; });
+      int64_t next = 0;
+      for (const ColumnBlock* b : order) next = b->first == next ? next + b->cols : -1;
+      const bool one_split = (qb->split.has_value() == kb->split.has_value()) &&
+                             (kb->split.has_value() == vb->split.has_value()) &&
+                             (!qb->split || (*qb->split == *kb->split && *kb->split == *vb->split &&
+                                             g.nodes[*qb->split].outputs.size() == 3));
+      // Each block must read as whole strided matrix rows (the schema's check).
+      bool views = true;
+      const struct {
+        const std::string& t;
+        const char* x;
+        const ColumnBlock& b;
+      } ops[] = {{q, "q", *qb}, {kt_in, "k", *kb}, {v_in, "v", *vb}};
+      for (const auto& o : ops) {
+        const Shape& stored = g.tensor(o.t).shape;
+        const std::string perm_key = std::string(o.x) + "_perm";
+        const std::vector<int64_t> perm = att.attr_ints(perm_key);
+        const bool k_rows = std::string(o.x) == "k" && !perm.empty();
+        const Shape read = perm.empty() ? stored : [&] {
+          Shape r(stored.size());
+          for (size_t i = 0; i < perm.size(); ++i) r[i] = stored[static_cast<size_t>(perm[i])];
+          return r;
+        }();
+        const size_t rows_axis = k_rows ? axes - 1 : axes - 2;
+        const int64_t n_rows = read[rows_axis], n_cols = read[k_rows ? axes - 2 : axes - 1];
+        views = views && into_columns(operand_view(stored, perm, rows_axis), base.back(), o.b.first,
+                                      o.b.cols, n_rows, n_cols);
+      }
+      if (next == base.back() && one_split && views) {
+        for (const auto& o : ops) {
+          att.attrs[std::string(o.x) + "_shape"] = Attribute(g.tensor(o.t).shape);
+          att.attrs[std::string(o.x) + "_cols"] =
+              Attribute(std::vector<int64_t>{o.b.first, o.b.cols});
+          pattern.insert(pattern.end(), o.b.nodes.begin(), o.b.nodes.end());
+        }
+        if (qb->split) pattern.push_back(*qb->split);
+        q = kt_in = v_in = qb->base;
       }
     }
     att.inputs = {q, kt_in, v_in};

@@ -134,8 +134,8 @@ SlicedGraph sliced_graph(const std::vector<std::pair<int64_t, int64_t>>& ranges)
     layer_b.push_back(g.nodes.size());
     g.nodes.push_back(node("mul" + k, "Mul", {"s" + k, "c" + k}, {"m" + k}));
     layer_b.push_back(g.nodes.size());
-    g.nodes.push_back(node("sum" + k, "ReduceSum", {"m" + k}, {"t" + k},
-                           {{"keepdims", Attribute(int64_t{0})}}));
+    g.nodes.push_back(
+        node("sum" + k, "ReduceSum", {"m" + k}, {"t" + k}, {{"keepdims", Attribute(int64_t{0})}}));
     if (r > 0) {
       layer_b.push_back(g.nodes.size());
       g.nodes.push_back(node("add" + k, "Add", {total, "t" + k}, {"u" + k}));
@@ -156,9 +156,9 @@ TEST(Backward, SlicesThatTileAnAxisSumTheirGradientsAsOneConcat) {
     std::vector<std::pair<int64_t, int64_t>> ranges;
     bool concat;
   };
-  const Case cases[] = {{{{2, 5}, {0, 2}, {5, 6}}, true},   // tiles, out of order
-                        {{{0, 2}, {3, 6}}, false},          // a gap: column 2 gets 0
-                        {{{0, 4}, {2, 6}}, false}};         // an overlap: summed
+  const Case cases[] = {{{{2, 5}, {0, 2}, {5, 6}}, true},  // tiles, out of order
+                        {{{0, 2}, {3, 6}}, false},         // a gap: column 2 gets 0
+                        {{{0, 4}, {2, 6}}, false}};        // an overlap: summed
   for (const Case& c : cases) {
     SlicedGraph s = sliced_graph(c.ranges);
     ir::Graph& g = s.g;

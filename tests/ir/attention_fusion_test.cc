@@ -313,6 +313,119 @@ TEST(AttentionFusion, LongSequencesSplitIntoBlocksGiveTheUnfusedGradients) {
   }
 }
 
+// One packed projection x W (W: E x 3E) cut into Q, K and V: PyTorch's
+// MultiheadAttention (sequence first (L, N, E), three Slices, heads merged
+// with the batch: (L, N*H, d)) or GPT's (batch first (N, L, E), one Split,
+// (N, L, H, d)); then heads split, attention, heads merged, rows, loss.
+ir::Graph packed_block(bool seq_first) {
+  std::mt19937_64 rng(5);
+  constexpr int64_t kE = kHeads * kHeadDim;
+  ir::Graph g;
+  const ir::Shape x_shape = seq_first ? ir::Shape{kSeq, kBatch, kE} : ir::Shape{kBatch, kSeq, kE};
+  g.set_tensor({"x", ir::DType::kF32, x_shape, ir::Role::kInput});
+  g.set_tensor({"y", ir::DType::kI64, {kBatch * kSeq}, ir::Role::kInput});
+  g.inputs = {"x", "y"};
+  g.set_value("w", test::random_tensor({kE, 3 * kE}, test::Gen::kUniform, rng), ir::Role::kParam);
+  g.set_value("c", ir::Tensor::scalar_f32(2.0f), ir::Role::kConstant);
+  const ir::Shape heads = seq_first ? ir::Shape{kSeq, kBatch * kHeads, kHeadDim}
+                                    : ir::Shape{kBatch, kSeq, kHeads, kHeadDim};
+  g.set_value("heads", ir::Tensor::from_i64(heads, {static_cast<int64_t>(heads.size())}),
+              ir::Role::kConstant);
+  g.set_value("rows", ir::Tensor::from_i64({kBatch * kSeq, kE}, {2}), ir::Role::kConstant);
+  auto node = [&](const std::string& name, const std::string& op, std::vector<std::string> in,
+                  std::vector<std::string> out, std::map<std::string, Attribute> attrs = {}) {
+    g.nodes.push_back({name, op, std::move(in), std::move(out), std::move(attrs)});
+  };
+  auto perm = [](std::vector<int64_t> p) {
+    return std::map<std::string, Attribute>{{"perm", Attribute(std::move(p))}};
+  };
+  node("/proj", "MatMul", {"x", "w"}, {"qkv"});
+  if (seq_first) {
+    for (int64_t k = 0; k < 3; ++k) {
+      const std::string i = std::to_string(k);
+      g.set_value("lo" + i, ir::Tensor::from_i64({k * kE}, {1}), ir::Role::kConstant);
+      g.set_value("hi" + i, ir::Tensor::from_i64({(k + 1) * kE}, {1}), ir::Role::kConstant);
+      g.set_value("ax" + i, ir::Tensor::from_i64({-1}, {1}), ir::Role::kConstant);
+      node("/slice" + i, "Slice", {"qkv", "lo" + i, "hi" + i, "ax" + i}, {"part" + i});
+    }
+  } else {
+    g.set_value("sizes", ir::Tensor::from_i64({kE, kE, kE}, {3}), ir::Role::kConstant);
+    node("/split", "Split", {"qkv", "sizes"}, {"part0", "part1", "part2"},
+         {{"axis", Attribute(int64_t{2})}});
+  }
+  const std::vector<int64_t> split_heads =
+      seq_first ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0, 2, 1, 3};
+  const std::vector<int64_t> keys =
+      seq_first ? std::vector<int64_t>{1, 2, 0} : std::vector<int64_t>{0, 2, 3, 1};
+  const char* names[] = {"q", "k", "v"};
+  for (int64_t k = 0; k < 3; ++k) {
+    const std::string t = names[k], i = std::to_string(k);
+    node("/" + t + "/Reshape", "Reshape", {"part" + i, "heads"}, {t + "r"});
+    node("/" + t + "/Transpose", "Transpose", {t + "r"}, {t == "k" ? "kt" : t + "h"},
+         perm(t == "k" ? keys : split_heads));
+  }
+  node("/attn/ScaleQ", "Div", {"qh", "c"}, {"qs"});  // as MultiheadAttention scales Q
+  node("/attn/MatMul", "MatMul", {"qs", "kt"}, {"s"});
+  node("/attn/Softmax", "Softmax", {"s"}, {"p"}, {{"axis", Attribute(int64_t{-1})}});
+  node("/attn/MatMul_1", "MatMul", {"p", "vh"}, {"o"});
+  node("/attn/Merge", "Transpose", {"o"}, {"om"}, perm(split_heads));
+  node("/attn/Rows", "Reshape", {"om", "rows"}, {"logits"});
+  node("/loss", "SoftmaxCrossEntropyLoss", {"logits", "y"}, {"loss"});
+  g.outputs = {"loss"};
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+TEST(AttentionFusion, APackedProjectionIsReadInPlaceAndItsGradientWrittenAsOne) {
+  const double eps = std::numeric_limits<float>::epsilon();
+  auto backend = exec::make_cpu_backend();
+  for (bool seq_first : {true, false}) {
+    const std::string what = seq_first ? "slices, sequence first" : "split, batch first";
+    ir::Graph plain = packed_block(seq_first), fused = packed_block(seq_first);
+    EXPECT_EQ(ir::passes::fuse(fused).attention, 1) << what;
+    fused.infer_shapes();
+    fused.verify();
+    for (const char* op : {"Slice", "Split", "Reshape", "Transpose"})
+      EXPECT_EQ(count(fused, op), op == std::string("Reshape") ? 1 : 0) << what << ": " << op;
+    auto plain_grads = autodiff::build_backward(plain, "loss").grads;
+    auto fused_grads = autodiff::build_backward(fused, "loss").grads;
+    // One gradient for the packed projection: no SliceGrad, Concat or Add of parts.
+    EXPECT_EQ(count(fused, "AttentionGrad"), 1) << what;
+    for (const char* op : {"SliceGrad", "Concat", "Add", "Transpose"})
+      EXPECT_EQ(count(fused, op), 0) << what << ": " << op;
+    std::mt19937_64 rng(9);
+    std::vector<int64_t> labels(kBatch * kSeq);
+    for (auto& l : labels) l = static_cast<int64_t>(rng() % (kHeads * kHeadDim));
+    std::map<std::string, ir::Tensor> feeds = {
+        {"x", test::random_tensor(plain.tensor("x").shape, test::Gen::kUniform, rng)},
+        {"y", ir::Tensor::from_i64(labels, {kBatch * kSeq})}};
+    exec::RunOptions o;
+    o.training = true;
+    // The CPU backend, and the portable one (the shared kernel CUDA runs too).
+    auto portable = exec::make_portable_backend();
+    auto a = exec::ForwardRunner(plain, *backend).run(feeds, o);
+    for (exec::Backend* run_on : {backend.get(), portable.get()}) {
+      auto b = exec::ForwardRunner(fused, *run_on).run(feeds, o);
+      // As LossAndGradientsMatchTheUnfusedGraph: the same roundings summed in
+      // other orders, within 16 eps of the largest element.
+      for (const auto& [name, x, y] :
+           {std::tuple{std::string("loss"), b.at("loss"), a.at("loss")},
+            std::tuple{std::string("d loss / d w"), b.at(fused_grads.at("w")),
+                       a.at(plain_grads.at("w"))}}) {
+        ASSERT_EQ(x.shape(), y.shape()) << name;
+        double scale = 0, worst = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) scale = std::max(scale, std::abs(double(y.at(i))));
+        for (int64_t i = 0; i < y.numel(); ++i)
+          worst = std::max(worst, std::abs(double(x.at(i)) - double(y.at(i))));
+        EXPECT_LE(worst, 16 * eps * scale)
+            << what << " on " << run_on->name() << ", " << name << ": largest " << scale;
+        EXPECT_GT(scale, 0) << what << ", " << name;
+      }
+    }
+  }
+}
+
 TEST(AttentionFusion, BlocksItCannotReplaceAreLeftAlone) {
   Variant read;
   read.read_probs = true;  // the probabilities are a graph output

@@ -45,10 +45,13 @@ void concat_kernel(KernelContext& ctx) {
     const std::byte* src = bytes(x);
     // Split over the threads by rows (work in floats' worth of bytes).
     if (chunk > 0)
-      parallel_for(outer, outer * chunk / 4, [&](int64_t begin, int64_t end) {
-        for (int64_t o = begin; o < end; ++o)
-          std::memcpy(dst + o * row + offset, src + o * chunk, static_cast<size_t>(chunk));
-      }, 1);
+      parallel_for(
+          outer, outer * chunk / 4,
+          [&](int64_t begin, int64_t end) {
+            for (int64_t o = begin; o < end; ++o)
+              std::memcpy(dst + o * row + offset, src + o * chunk, static_cast<size_t>(chunk));
+          },
+          1);
     offset += chunk;
   }
   assert(offset == row);
