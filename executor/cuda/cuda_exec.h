@@ -105,6 +105,9 @@ struct CudaExec {
         static_cast<int>(ldb), stride_b, a, static_cast<int>(lda), stride_a, &beta, c,
         static_cast<int>(ldc), stride_c, static_cast<int>(count)));
   }
+  /// The fused attention's gathered block (ops_attention.h): every matrix
+  /// the score block holds at once, so a block is a few launches.
+  int64_t attention_gather_elems() const { return int64_t{1} << 24; }
   template <typename T>
   T* scratch(int64_t count) {
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);

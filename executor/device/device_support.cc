@@ -22,6 +22,7 @@ struct NoExec {  // only to read the table's keys
             int64_t, float, float*, int64_t) {}
   void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                     const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t) {}
+  int64_t attention_gather_elems() const { return 1; }
 };
 
 }  // namespace

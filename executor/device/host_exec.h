@@ -50,6 +50,10 @@ struct HostExec {
       gemm(ta, tb, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
            c + i * stride_c, ldc);
   }
+  /// Floats of operands the fused attention gathers per block when it reads
+  /// them through absorbed layouts (ops_attention.h): a few matrices, so
+  /// they are reread from the cache.
+  int64_t attention_gather_elems() const { return int64_t{1} << 17; }
   template <typename T>
   T* scratch(int64_t count) {
     buffers.emplace_back(static_cast<size_t>(count) * sizeof(T) + sizeof(double));

@@ -141,10 +141,6 @@ inline bool attention_inputs_shared(const ir::Node& n, size_t first) {
          n.inputs[first] == n.inputs[first + 1] && n.inputs[first + 1] == n.inputs[first + 2];
 }
 
-/// Floats of packed operands a block gathers when layouts are absorbed
-/// (512 KiB): a few matrices at a time, so they are read from the cache.
-inline constexpr int64_t kAttentionGatherElems = int64_t{1} << 17;
-
 /// The operands' layouts: `packed` when every operand is stored as the
 /// kernel reads it (no layout attributes), else their views; `k_rows`: K is
 /// read as rows of K (k_perm), not as Kt.
@@ -154,9 +150,12 @@ struct AttentionLayout {
   int64_t mats = 1;  // matrices per gathered block
 };
 
-/// Q, Kt, V stored at inputs first..first+2, O stored as `o_stored`.
+/// Q, Kt, V stored at inputs first..first+2, O stored as `o_stored`; a
+/// gathered block holds at most `gather_elems` floats of operands (the
+/// Exec's attention_gather_elems()).
 inline AttentionLayout attention_layout(const DeviceOpArgs& a, size_t first,
-                                        const ir::Shape& o_stored, const AttentionGeometry& g) {
+                                        const ir::Shape& o_stored, const AttentionGeometry& g,
+                                        int64_t gather_elems) {
   AttentionLayout l;
   const auto qp = layout_perm(a, "q_perm"), kp = layout_perm(a, "k_perm"),
              vp = layout_perm(a, "v_perm"), op = layout_perm(a, "o_perm");
@@ -183,7 +182,7 @@ inline AttentionLayout attention_layout(const DeviceOpArgs& a, size_t first,
   l.v = view(first + 2, "v", vp, r - 2, g.lk, g.dv);
   l.o = matrix_view(ir::operand_view(o_stored, op.empty() ? op : ir::inverse_perm(op), r - 2));
   const int64_t per = g.lq * g.d + g.lk * g.d + g.lk * g.dv + g.lq * g.dv;
-  l.mats = std::clamp<int64_t>(kAttentionGatherElems / std::max<int64_t>(per, 1), 1, g.block_mats);
+  l.mats = std::clamp<int64_t>(gather_elems / std::max<int64_t>(per, 1), 1, g.block_mats);
   return l;
 }
 
@@ -317,7 +316,7 @@ struct BlockOperands {
 template <typename Exec>
 void attention_op(Exec& ex, DeviceOpArgs& a) {
   const AttentionGeometry g = attention_geometry(a, 0);
-  const AttentionLayout l = attention_layout(a, 0, a.out[0].shape, g);
+  const AttentionLayout l = attention_layout(a, 0, a.out[0].shape, g, ex.attention_gather_elems());
   const DropoutRule rule = attention_dropout(*a.host);
   const float scale = a.n().attr_float("scale", 1.0f);
   const float *q = a.in[0].data<float>(), *kt = a.in[1].data<float>(), *v = a.in[2].data<float>();
@@ -374,7 +373,7 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
 template <typename Exec>
 void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
   const AttentionGeometry g = attention_geometry(a, 1);
-  const AttentionLayout l = attention_layout(a, 1, a.in[5].shape, g);
+  const AttentionLayout l = attention_layout(a, 1, a.in[5].shape, g, ex.attention_gather_elems());
   const float scale = a.n().attr_float("scale", 1.0f);
   const DropoutRule rule = dropout_rule(0, a.n().attr_float("dropout", 0.0f));
   const float *dout = a.in[0].data<float>(), *q = a.in[1].data<float>(),
