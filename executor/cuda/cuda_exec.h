@@ -108,6 +108,13 @@ struct CudaExec {
   /// The fused attention's gathered block (ops_attention.h): every matrix
   /// the score block holds at once, so a block is a few launches.
   int64_t attention_gather_elems() const { return int64_t{1} << 24; }
+  /// Blocks of an op run one after another on the stream (each launch is
+  /// parallel already).
+  int64_t block_workers(int64_t) const { return 1; }
+  template <typename F>
+  void run_workers(int64_t workers, const F& f) {
+    for (int64_t w = 0; w < workers; ++w) f(*this, w);
+  }
   template <typename T>
   T* scratch(int64_t count) {
     const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(T);

@@ -23,6 +23,9 @@ struct NoExec {  // only to read the table's keys
   void gemm_batched(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                     const float*, int64_t, int64_t, float, float*, int64_t, int64_t, int64_t) {}
   int64_t attention_gather_elems() const { return 1; }
+  int64_t block_workers(int64_t) const { return 1; }
+  template <typename F>
+  void run_workers(int64_t, const F&) {}
 };
 
 }  // namespace

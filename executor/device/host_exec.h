@@ -54,6 +54,13 @@ struct HostExec {
   /// them through absorbed layouts (ops_attention.h): a few matrices, so
   /// they are reread from the cache.
   int64_t attention_gather_elems() const { return int64_t{1} << 17; }
+  /// Workers that share out `blocks` independent blocks of an op, and
+  /// f(exec, w) run for each: here one, on this Exec.
+  int64_t block_workers(int64_t) const { return 1; }
+  template <typename F>
+  void run_workers(int64_t workers, const F& f) {
+    for (int64_t w = 0; w < workers; ++w) f(*this, w);
+  }
   template <typename T>
   T* scratch(int64_t count) {
     buffers.emplace_back(static_cast<size_t>(count) * sizeof(T) + sizeof(double));

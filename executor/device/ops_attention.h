@@ -312,6 +312,14 @@ struct BlockOperands {
   bool k_rows;
 };
 
+/// Per worker of the gathered path (Exec::run_workers): its slice of each
+/// scratch array, `each` floats apart.
+struct WorkerSlice {
+  float* base;
+  int64_t each;
+  float* at(int64_t w) const { return base ? base + w * each : nullptr; }
+};
+
 /// (Q, Kt, V, mask?) -> (O, LSE?, state?).
 template <typename Exec>
 void attention_op(Exec& ex, DeviceOpArgs& a) {
@@ -323,50 +331,62 @@ void attention_op(Exec& ex, DeviceOpArgs& a) {
   const float* mask = a.has_in(3) ? a.in[3].data<float>() : nullptr;
   float* o = a.out[0].data<float>();
   const bool lse_local = !a.has_out(1);
-  float* lse =
-      lse_local ? ex.template scratch<float>(g.block_mats * g.block_rows) : a.out[1].data<float>();
   if (a.has_out(2))
     ex.for_each(2, AttentionState{a.out[2].data<int64_t>(), static_cast<int64_t>(rule.base),
                                   rule.thr != 0 ? 1 : 0});
   const int64_t mats = l.packed ? g.block_mats : l.mats;
-  float* s = ex.template scratch<float>(mats * g.block_rows * g.lk);
   const int64_t sq = g.lq * g.d, sk = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv;
-  auto block = [&](const BlockOperands& m, int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+  // One block's rows on `e`, its scores in s (and its LSE rows in lse when local).
+  auto block = [&](auto& e, float* s, float* lse, const BlockOperands& m, int64_t b0, int64_t nb,
+                   int64_t q0, int64_t n) {
     if (m.k_rows)  // scores = Q K^T with K's rows stored
-      ex.gemm_batched(false, true, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.d, sk, 0.0f,
-                      s, g.lk, n * g.lk, nb);
+      e.gemm_batched(false, true, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.d, sk, 0.0f,
+                     s, g.lk, n * g.lk, nb);
     else
-      ex.gemm_batched(false, false, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.lk, sk,
-                      0.0f, s, g.lk, n * g.lk, nb);
-    ex.for_each(nb * n,
-                AttentionSoftmaxRows{s, mask, lse, lse_local,
-                                     BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
-    ex.gemm_batched(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, n * g.lk, m.v, g.dv, sv, 0.0f,
-                    m.o + q0 * g.dv, g.dv, so, nb);
+      e.gemm_batched(false, false, n, g.lk, g.d, scale, m.q + q0 * g.d, g.d, sq, m.k, g.lk, sk,
+                     0.0f, s, g.lk, n * g.lk, nb);
+    e.for_each(nb * n, AttentionSoftmaxRows{s, mask, lse, lse_local,
+                                            BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
+    e.gemm_batched(false, false, n, g.dv, g.lk, 1.0f, s, g.lk, n * g.lk, m.v, g.dv, sv, 0.0f,
+                   m.o + q0 * g.dv, g.dv, so, nb);
   };
   if (l.packed) {
+    float* s = ex.template scratch<float>(mats * g.block_rows * g.lk);
+    float* lse =
+        lse_local ? ex.template scratch<float>(mats * g.block_rows) : a.out[1].data<float>();
     for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
-      block({q + b0 * sq, kt + b0 * sk, v + b0 * sv, o + b0 * so, false}, b0, nb, q0, n);
+      block(ex, s, lse, {q + b0 * sq, kt + b0 * sk, v + b0 * sv, o + b0 * so, false}, b0, nb, q0,
+            n);
     });
     return;
   }
   // Absorbed layouts: a few matrices gathered into packed scratch, their
-  // row blocks run as above, O scattered back.
-  float* qs = ex.template scratch<float>(mats * sq);
-  float* ks = ex.template scratch<float>(mats * sk);
-  float* vs = ex.template scratch<float>(mats * sv);
-  float* os = ex.template scratch<float>(mats * so);
+  // row blocks run as above, O scattered back; the workers take turns at
+  // the blocks, each in its own scratch.
+  const int64_t blocks = (g.batch + mats - 1) / mats;
+  const int64_t workers = ex.block_workers(blocks);
+  auto slice = [&](int64_t each) {
+    return WorkerSlice{ex.template scratch<float>(workers * each), each};
+  };
+  const WorkerSlice ss = slice(mats * g.block_rows * g.lk), qs = slice(mats * sq),
+                    ks = slice(mats * sk), vs = slice(mats * sv), os = slice(mats * so);
+  const WorkerSlice ls = lse_local ? slice(mats * g.block_rows) : WorkerSlice{nullptr, 0};
   const int64_t k_rows = l.k_rows ? g.lk : g.d, k_cols = l.k_rows ? g.d : g.lk;
-  for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
-    const int64_t nb = std::min(mats, g.batch - b0);
-    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
-    ex.for_each(nb * k_rows,
-                CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
-    ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
-    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
-      block({qs, ks, vs, os, l.k_rows}, b0, nb, q0, std::min(g.block_rows, g.lq - q0));
-    ex.for_each(nb * g.lq, CopyRows{o, os, l.o, b0, nb, g.lq, g.dv, true});
-  }
+  ex.run_workers(workers, [&](auto& e, int64_t w) {
+    float *qw = qs.at(w), *kw = ks.at(w), *vw = vs.at(w), *ow = os.at(w);
+    float* lse = lse_local ? ls.at(w) : a.out[1].data<float>();
+    for (int64_t blk = w; blk < blocks; blk += workers) {
+      const int64_t b0 = blk * mats, nb = std::min(mats, g.batch - b0);
+      e.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qw, l.q, b0, nb, g.lq, g.d, false});
+      e.for_each(nb * k_rows,
+                 CopyRows{const_cast<float*>(kt), kw, l.k, b0, nb, k_rows, k_cols, false});
+      e.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vw, l.v, b0, nb, g.lk, g.dv, false});
+      for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
+        block(e, ss.at(w), lse, {qw, kw, vw, ow, l.k_rows}, b0, nb, q0,
+              std::min(g.block_rows, g.lq - q0));
+      e.for_each(nb * g.lq, CopyRows{o, ow, l.o, b0, nb, g.lq, g.dv, true});
+    }
+  });
 }
 
 /// (dO, Q, Kt, V, mask?, O, LSE, state?) -> (dQ, dKt, dV), any absent.
@@ -394,80 +414,90 @@ void attention_grad_op(Exec& ex, DeviceOpArgs& a) {
     return;
   }
   const int64_t mats = l.packed ? g.block_mats : l.mats;
-  float* p = ex.template scratch<float>(mats * g.block_rows * g.lk);
-  float* dp = ex.template scratch<float>(mats * g.block_rows * g.lk);
   const int64_t sq = g.lq * g.d, skt = g.d * g.lk, sv = g.lk * g.dv, so = g.lq * g.dv;
-  // Operands at matrix b0 (q, k, v; dO and O) and the gradients' (dq, dk, dv).
-  auto block = [&](const BlockOperands& m, const float* dob, const float* ob, float* dqb,
-                   float* dkb, float* dvb, int64_t b0, int64_t nb, int64_t q0, int64_t n) {
+  // One block's rows on `e` with scratch p and dp: operands at matrix b0
+  // (q, k, v; dO and O) and the gradients' (dq, dk, dv).
+  auto block = [&](auto& e, float* p, float* dp, const BlockOperands& m, const float* dob,
+                   const float* ob, float* dqb, float* dkb, float* dvb, int64_t b0, int64_t nb,
+                   int64_t q0, int64_t n) {
     const float* qb = m.q + q0 * g.d;
     const float* dorows = dob + q0 * g.dv;
     const int64_t ss = n * g.lk;
     if (m.k_rows)
-      ex.gemm_batched(false, true, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.d, skt, 0.0f, p, g.lk,
-                      ss, nb);
+      e.gemm_batched(false, true, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.d, skt, 0.0f, p, g.lk,
+                     ss, nb);
     else
-      ex.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.lk, skt, 0.0f, p, g.lk,
-                      ss, nb);
-    ex.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dorows, g.dv, so, m.v, g.dv, sv, 0.0f, dp,
-                    g.lk, ss, nb);
-    ex.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dob, ob, state, g.dv,
-                                          BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
+      e.gemm_batched(false, false, n, g.lk, g.d, scale, qb, g.d, sq, m.k, g.lk, skt, 0.0f, p, g.lk,
+                     ss, nb);
+    e.gemm_batched(false, true, n, g.lk, g.dv, 1.0f, dorows, g.dv, so, m.v, g.dv, sv, 0.0f, dp,
+                   g.lk, ss, nb);
+    e.for_each(nb * n, AttentionGradRows{p, dp, mask, lse, dob, ob, state, g.dv,
+                                         BlockRows{n, g.lq, g.lk, b0, q0, g.mask_stride}, rule});
     const float beta = q0 == 0 ? 0.0f : 1.0f;  // key and value gradients sum over row blocks
     if (dvb)
-      ex.gemm_batched(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, ss, dorows, g.dv, so, beta, dvb,
-                      g.dv, sv, nb);
+      e.gemm_batched(true, false, g.lk, g.dv, n, 1.0f, p, g.lk, ss, dorows, g.dv, so, beta, dvb,
+                     g.dv, sv, nb);
     if (dqb) {
       if (m.k_rows)  // dQ = scale dP K
-        ex.gemm_batched(false, false, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.d, skt, 0.0f,
-                        dqb + q0 * g.d, g.d, sq, nb);
+        e.gemm_batched(false, false, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.d, skt, 0.0f,
+                       dqb + q0 * g.d, g.d, sq, nb);
       else
-        ex.gemm_batched(false, true, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.lk, skt, 0.0f,
-                        dqb + q0 * g.d, g.d, sq, nb);
+        e.gemm_batched(false, true, n, g.d, g.lk, scale, dp, g.lk, ss, m.k, g.lk, skt, 0.0f,
+                       dqb + q0 * g.d, g.d, sq, nb);
     }
     if (dkb) {
       if (m.k_rows)  // dK = scale dP^T Q
-        ex.gemm_batched(true, false, g.lk, g.d, n, scale, dp, g.lk, ss, qb, g.d, sq, beta, dkb, g.d,
-                        skt, nb);
+        e.gemm_batched(true, false, g.lk, g.d, n, scale, dp, g.lk, ss, qb, g.d, sq, beta, dkb, g.d,
+                       skt, nb);
       else
-        ex.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta, dkb,
-                        g.lk, skt, nb);
+        e.gemm_batched(true, false, g.d, g.lk, n, scale, qb, g.d, sq, dp, g.lk, ss, beta, dkb, g.lk,
+                       skt, nb);
     }
   };
   if (l.packed) {
+    float* p = ex.template scratch<float>(mats * g.block_rows * g.lk);
+    float* dp = ex.template scratch<float>(mats * g.block_rows * g.lk);
     for_each_block(g, [&](int64_t b0, int64_t nb, int64_t q0, int64_t n) {
-      block({q + b0 * sq, kt + b0 * skt, v + b0 * sv, nullptr, false}, dout + b0 * so,
+      block(ex, p, dp, {q + b0 * sq, kt + b0 * skt, v + b0 * sv, nullptr, false}, dout + b0 * so,
             out + b0 * so, dq ? dq + b0 * sq : nullptr, dkt ? dkt + b0 * skt : nullptr,
             dvv ? dvv + b0 * sv : nullptr, b0, nb, q0, n);
     });
     return;
   }
   // Absorbed layouts: a few matrices' operands gathered into packed scratch,
-  // their gradients scattered back once all row blocks have summed into them.
-  float* qs = ex.template scratch<float>(mats * sq);
-  float* ks = ex.template scratch<float>(mats * skt);
-  float* vs = ex.template scratch<float>(mats * sv);
-  float* dos = ex.template scratch<float>(mats * so);
-  float* os = ex.template scratch<float>(mats * so);
-  float* dqs = dq ? ex.template scratch<float>(mats * sq) : nullptr;
-  float* dks = dkt ? ex.template scratch<float>(mats * skt) : nullptr;
-  float* dvs = dvv ? ex.template scratch<float>(mats * sv) : nullptr;
+  // their gradients scattered back once all row blocks have summed into
+  // them; the workers take turns at the blocks, each in its own scratch.
+  const int64_t blocks = (g.batch + mats - 1) / mats;
+  const int64_t workers = ex.block_workers(blocks);
+  auto slice = [&](int64_t each, bool want = true) {
+    return want ? WorkerSlice{ex.template scratch<float>(workers * each), each}
+                : WorkerSlice{nullptr, 0};
+  };
+  const WorkerSlice ps = slice(mats * g.block_rows * g.lk), dps = slice(mats * g.block_rows * g.lk),
+                    qs = slice(mats * sq), ks = slice(mats * skt), vs = slice(mats * sv),
+                    dos = slice(mats * so), os = slice(mats * so), dqs = slice(mats * sq, dq),
+                    dks = slice(mats * skt, dkt), dvs = slice(mats * sv, dvv);
   const int64_t k_rows = l.k_rows ? g.lk : g.d, k_cols = l.k_rows ? g.d : g.lk;
-  for (int64_t b0 = 0; b0 < g.batch; b0 += mats) {
-    const int64_t nb = std::min(mats, g.batch - b0);
-    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qs, l.q, b0, nb, g.lq, g.d, false});
-    ex.for_each(nb * k_rows,
-                CopyRows{const_cast<float*>(kt), ks, l.k, b0, nb, k_rows, k_cols, false});
-    ex.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vs, l.v, b0, nb, g.lk, g.dv, false});
-    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(dout), dos, l.o, b0, nb, g.lq, g.dv, false});
-    ex.for_each(nb * g.lq, CopyRows{const_cast<float*>(out), os, l.o, b0, nb, g.lq, g.dv, false});
-    for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
-      block({qs, ks, vs, nullptr, l.k_rows}, dos, os, dqs, dks, dvs, b0, nb, q0,
-            std::min(g.block_rows, g.lq - q0));
-    if (dq) ex.for_each(nb * g.lq, CopyRows{dq, dqs, l.q, b0, nb, g.lq, g.d, true});
-    if (dkt) ex.for_each(nb * k_rows, CopyRows{dkt, dks, l.k, b0, nb, k_rows, k_cols, true});
-    if (dvv) ex.for_each(nb * g.lk, CopyRows{dvv, dvs, l.v, b0, nb, g.lk, g.dv, true});
-  }
+  ex.run_workers(workers, [&](auto& e, int64_t w) {
+    float *qw = qs.at(w), *kw = ks.at(w), *vw = vs.at(w), *dow = dos.at(w), *ow = os.at(w);
+    float *dqw = dqs.at(w), *dkw = dks.at(w), *dvw = dvs.at(w);
+    for (int64_t blk = w; blk < blocks; blk += workers) {
+      const int64_t b0 = blk * mats, nb = std::min(mats, g.batch - b0);
+      e.for_each(nb * g.lq, CopyRows{const_cast<float*>(q), qw, l.q, b0, nb, g.lq, g.d, false});
+      e.for_each(nb * k_rows,
+                 CopyRows{const_cast<float*>(kt), kw, l.k, b0, nb, k_rows, k_cols, false});
+      e.for_each(nb * g.lk, CopyRows{const_cast<float*>(v), vw, l.v, b0, nb, g.lk, g.dv, false});
+      e.for_each(nb * g.lq,
+                 CopyRows{const_cast<float*>(dout), dow, l.o, b0, nb, g.lq, g.dv, false});
+      e.for_each(nb * g.lq, CopyRows{const_cast<float*>(out), ow, l.o, b0, nb, g.lq, g.dv, false});
+      for (int64_t q0 = 0; q0 < g.lq; q0 += g.block_rows)
+        block(e, ps.at(w), dps.at(w), {qw, kw, vw, nullptr, l.k_rows}, dow, ow, dqw, dkw, dvw, b0,
+              nb, q0, std::min(g.block_rows, g.lq - q0));
+      if (dq) e.for_each(nb * g.lq, CopyRows{dq, dqw, l.q, b0, nb, g.lq, g.d, true});
+      if (dkt) e.for_each(nb * k_rows, CopyRows{dkt, dkw, l.k, b0, nb, k_rows, k_cols, true});
+      if (dvv) e.for_each(nb * g.lk, CopyRows{dvv, dvw, l.v, b0, nb, g.lk, g.dv, true});
+    }
+  });
 }
 
 }  // namespace pipetrain::exec::device

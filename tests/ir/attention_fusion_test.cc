@@ -11,6 +11,7 @@
 
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
+#include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/forward_runner.h"
 #include "ir/passes/fusion.h"
 #include "tests/autodiff/grad_check.h"
@@ -422,6 +423,44 @@ TEST(AttentionFusion, APackedProjectionIsReadInPlaceAndItsGradientWrittenAsOne) 
             << what << " on " << run_on->name() << ", " << name << ": largest " << scale;
         EXPECT_GT(scale, 0) << what << ", " << name;
       }
+    }
+  }
+}
+
+// The gathered blocks shared out over two threads (a worker each, its own
+// scratch) give the gradients one thread gives: each block is the same
+// products on one thread either way.
+TEST(AttentionFusion, GatheredBlocksShareOutOverThreads) {
+  auto backend = exec::make_cpu_backend();
+  exec::RunOptions o;
+  o.training = true;
+  for (auto [batch, lq, lk] : {std::tuple{3, 600, 600}, std::tuple{2, 1030, 1100}}) {
+    ir::Graph g = long_attention(batch, lq, lk, /*seq_first=*/true);
+    ASSERT_EQ(ir::passes::fuse_attention(g), 1);
+    g.infer_shapes();
+    auto grads = autodiff::build_backward(g, "loss").grads;
+    const int saved = exec::cpu::dnnl_threads();
+    exec::cpu::set_dnnl_threads(1);
+    auto one = exec::ForwardRunner(g, *backend).run({}, o);
+    exec::cpu::set_dnnl_threads(2);
+    // No loop of these sizes splits at this minimum (so only the workers
+    // fork: their work is priced far above it).
+    const int64_t min_work = exec::cpu::parallel_min_work();
+    exec::cpu::set_parallel_min_work(int64_t{1} << 36, exec::cpu::parallel_max_align());
+    const int64_t forks = exec::cpu::parallel_forks();
+    auto two = exec::ForwardRunner(g, *backend).run({}, o);
+    EXPECT_GT(exec::cpu::parallel_forks(), forks) << "the blocks were not shared out";
+    exec::cpu::set_parallel_min_work(min_work, exec::cpu::parallel_max_align());
+    exec::cpu::set_dnnl_threads(saved);
+    for (const auto& [param, grad] : grads) {
+      const ir::Tensor &x = two.at(grad), &y = one.at(grad);
+      double scale = 0, worst = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) scale = std::max(scale, std::abs(double(y.at(i))));
+      for (int64_t i = 0; i < y.numel(); ++i)
+        worst = std::max(worst, std::abs(double(x.at(i)) - double(y.at(i))));
+      // oneDNN may block a product differently inside a thread's region.
+      EXPECT_LE(worst, 33 * std::numeric_limits<float>::epsilon() * scale)
+          << "d loss / d " << param << " at " << lq << " x " << lk;
     }
   }
 }

@@ -2,6 +2,7 @@
 // implementation (device/ops_attention.h) with its batched GEMMs on oneDNN's
 // matmul (sgemm_batched), whose threads share out a block's matrices, and
 // its row work split over the same threads.
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -44,13 +45,33 @@ struct CpuExec : device::HostExec {
         1);
   }
 
-  /// One thread: blocks of a few matrices, reread from the cache (1 << 17
-  /// floats: 10.4 + 5.2 ms a transformer step's AttentionGrad + Attention,
-  /// against 12.9 + 6.2 with one block of all 64 matrices). More: one block
-  /// of all, as each gather, GEMM and row pass is a hand-off between the
-  /// threads (1 << 17 took 34 + 17.5 ms on two threads; 1 << 21, 10.9 + 5.1).
-  int64_t attention_gather_elems() const {
-    return dnnl_threads() > 1 ? int64_t{1} << 24 : int64_t{1} << 17;
+  /// Blocks of a few matrices, reread from the cache (1 << 17 floats: a
+  /// transformer step's AttentionGrad + Attention 10.4 + 5.2 ms on one
+  /// thread, against 12.9 + 6.2 with one block of all 64 matrices).
+  int64_t attention_gather_elems() const { return int64_t{1} << 17; }
+
+  /// One worker a thread, each taking whole blocks with its loops and GEMMs
+  /// on itself: splitting every gather, GEMM and row pass of a small block
+  /// over the threads instead was a hand-off each (34 + 17.5 ms on two
+  /// threads for the step above).
+  int64_t block_workers(int64_t blocks) const {
+    return std::clamp<int64_t>(dnnl_threads(), 1, blocks);
+  }
+  template <typename F>
+  void run_workers(int64_t workers, const F& f) {
+    if (workers <= 1) {
+      f(*this, 0);
+      return;
+    }
+    // Work priced so that parallel_for forks one part per worker; inside,
+    // the worker's loops and oneDNN's GEMMs stay on its thread (nested).
+    parallel_for(
+        workers, workers * (int64_t{1} << 40),
+        [&](int64_t begin, int64_t end) {
+          CpuExec own;
+          for (int64_t w = begin; w < end; ++w) f(own, w);
+        },
+        1);
   }
 
   void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
