@@ -198,6 +198,23 @@ void gemm(KernelContext& ctx) {
     add_broadcast_c(*c, beta, acc, m, n, yd);
     acc = true;
   }
+  // A weight gradient dY^T X over many rows with a wide side (a 1024-wide
+  // layer): brgemm reads the transposed A better than OpenBLAS there. In a
+  // transformer step (one thread) 3.4 -> 3.2 ms a 1024 x 256 x 1024
+  // product, ~3 ms a step in all; 768 x 256 x 1024 went 2.36 -> 2.45, so
+  // narrower ones stay; accumulating ones stayed level and stay too.
+  if (ta && !acc && std::max(m, n) >= 1024 && m * n * k > kSmallGemm) {
+    WeightGemm g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.lda = a.shape()[1];
+    g.ldw = b.shape()[1];
+    g.ta = ta;
+    g.tw = tb;
+    g.alpha = alpha;
+    if (sgemm_weight(g, a.data<float>(), b.data<float>(), nullptr, yd)) return;
+  }
   sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1],
         acc ? 1.0f : 0.0f, yd);
 }

@@ -21,7 +21,8 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                    float beta, float* y, int64_t ldy, int64_t stride_y, int64_t count);
 
 /// Y (m, n) = alpha op(A) op(W) (+ a bias row of n) (+ Y when `accumulate`),
-/// W a weight (a graph value).
+/// W a weight (a graph value), or an activation where the caller measured
+/// brgemm faster (linalg.cc: wide weight gradients). Nothing is cached of W.
 struct WeightGemm {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldw = 0;
   bool ta = false, tw = false, bias = false, accumulate = false;
