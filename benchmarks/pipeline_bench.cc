@@ -43,6 +43,7 @@ struct Args {
   int64_t width = 1024;
   int depth = 8;
   int trials = 3;
+  std::string pin = "on";  // workers on cores of their own: on, off, or both (rows side by side)
 };
 
 pt::ir::Graph load(const Args& a, int64_t batch) {
@@ -117,6 +118,7 @@ constexpr int kChunks = 2;  // interleaved: virtual stages per worker
 struct Pipelined {
   ScheduleKind kind;
   bool batched = false;  // gpipe, 1f1b-flush: weight gradients once per step (WeightGradients)
+  bool pinned = true;    // workers bound to cores of their own (PipelineOptions::pin_workers)
   int m = 1;             // microbatches per step
   pt::ir::Graph model, step_model;
   pt::autodiff::TrainingGraph tg, step_tg;  // at the microbatch and at the minibatch size
@@ -132,9 +134,10 @@ struct Pipelined {
   pt::partitioner::Plan plan;  // interleaved: the virtual stages
 
   Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& stage_plan,
-            bool batched_weights = false)
+            bool batched_weights, bool pin)
       : kind(k),
         batched(batched_weights),
+        pinned(pin),
         m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches),
         model(load(a, a.batch / m)),
         plan(stage_plan) {
@@ -153,6 +156,7 @@ struct Pipelined {
     po.optimizer.momentum = 0.9;
     po.threads_per_worker = a.threads;
     po.chunks = kChunks;
+    po.pin_workers = pinned;
     if (batched) {
       po.weight_gradients = pt::exec::WeightGradients::kBatched;
       po.step_graph = &step_tg;
@@ -274,6 +278,11 @@ int main(int argc, char** argv) {
   app.add_option("--depth", a.depth, "mlp: hidden layers")->capture_default_str();
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
       ->capture_default_str();
+  app.add_option("--pin", a.pin,
+                 "Workers on cores of their own: on (as train runs), off (floating), or both "
+                 "(every schedule twice, side by side)")
+      ->check(CLI::IsMember({"on", "off", "both"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     pt::exec::set_cpu_threads(a.threads);
@@ -301,12 +310,16 @@ int main(int argc, char** argv) {
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
     std::vector<std::unique_ptr<Pipelined>> runs;
-    for (ScheduleKind k : kinds) {
-      runs.push_back(
-          std::make_unique<Pipelined>(a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan));
-      if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
-        runs.push_back(std::make_unique<Pipelined>(a, k, plan, /*batched_weights=*/true));
-    }
+    std::vector<bool> pins;
+    if (a.pin != "off") pins.push_back(true);
+    if (a.pin != "on") pins.push_back(false);
+    for (ScheduleKind k : kinds)
+      for (bool pin : pins) {
+        runs.push_back(std::make_unique<Pipelined>(
+            a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan, false, pin));
+        if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
+          runs.push_back(std::make_unique<Pipelined>(a, k, plan, /*batched_weights=*/true, pin));
+      }
     // Trials interleave the single worker and every schedule, so drift on a
     // shared machine hits all of them alike; each ratio is taken within a
     // trial and the median over trials is printed.
@@ -321,7 +334,8 @@ int main(int argc, char** argv) {
     }
     fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
                a.threads > 1 ? "s" : "", median(one), a.trials);
-    fmt::print("{:<13} {:>10} {:>11} {:>10} {:>9} {:>7} {:>9}  {}\n", "schedule", "samples/s",
+    const int w = a.pin == "both" ? 19 : 13;  // the schedule column ("1f1b-flush+bw float")
+    fmt::print("{:<{}} {:>10} {:>11} {:>10} {:>9} {:>7} {:>9}  {}\n", "schedule", w, "samples/s",
                "x 1 worker", "predicted", "meas/pred", "bubble", "peak MiB",
                "per stage: microbatches in flight, weight versions, peak stash MiB");
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -348,19 +362,23 @@ int main(int argc, char** argv) {
                                            : r.kind == ScheduleKind::kOneFOneB
                                                ? "1f1b-flush"
                                                : pt::partitioner::schedule_name(r.kind)) +
-                               (r.batched ? "+bw" : "");
+                               (r.batched ? "+bw" : "") +
+                               (a.pin == "both" && !r.pinned ? " float" : "");
       const double measured = median(rate[i]);
-      fmt::print("{:<13} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name,
+      fmt::print("{:<{}} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name, w,
                  measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),
                  peak, per);
-      fmt::print("{:<13} ms per minibatch, measured (profile):{}\n", "", r.breakdown());
+      fmt::print("{:<{}} ms per minibatch, measured (profile):{}\n", "", w, r.breakdown());
     }
     fmt::print(
         "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
         "2bw cut the minibatch into {} microbatches; interleaved runs {} chunks per worker; "
         "+bw: batched weight gradients (per microbatch only the input gradients, then each "
-        "stage's weight gradients once per step at the minibatch size)\n",
-        a.microbatches, kChunks);
+        "stage's weight gradients once per step at the minibatch size){}\n",
+        a.microbatches, kChunks,
+        a.pin == "both"  ? "; float: the same schedule with its workers unpinned (floating)"
+        : a.pin == "off" ? "; workers unpinned (floating)"
+                         : "");
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -137,6 +137,19 @@ double optimizer_state_per_param(const exec::OptimizerConfig& o) {
   return o.momentum > 0 ? 1.0 : 0.0;
 }
 
+// ", on cores 0 | 1" (worker by worker, a worker's cores by commas) when
+// the workers are pinned; nothing when they float.
+std::string pinned_cores(const std::vector<std::vector<int>>& cores) {
+  if (cores.empty()) return "";
+  std::string out = ", on cores ";
+  for (size_t w = 0; w < cores.size(); ++w) {
+    if (w) out += " | ";
+    for (size_t i = 0; i < cores[w].size(); ++i)
+      out += (i ? "," : "") + std::to_string(cores[w][i]);
+  }
+  return out;
+}
+
 std::string stage_list(const partitioner::Plan& plan) {
   std::string s;
   for (size_t i = 0; i < plan.stages.size(); ++i) {
@@ -290,6 +303,9 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--memory", a.memory_bytes,
                  "--schedule auto: bytes per worker a schedule's simulated peak may use")
       ->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-pin", a.no_pin,
+               "Threads of one process: let the workers float over the cores (by default each "
+               "takes cores of its own when all their threads fit)");
   cmd.add_flag("--vertical-sync", a.vertical_sync,
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
   cmd.add_option(
@@ -617,6 +633,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.chunks = a.chunks;
   po.seed = a.seed;
   po.threads_per_worker = threads;
+  po.pin_workers = !a.no_pin;
   po.comm = comm;
   po.make_backend = worker_backend;
   std::vector<exec::PipelineStage> stages;
@@ -636,14 +653,14 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     fmt::print(
         "{}: {:.3f} M params; '{}': {} train, {} test samples\n"
         "pipeline: {} stage{} on {} workers ({}{}), schedule {}{}, minibatch {} = {} x {}, "
-        "{} thread{} per worker, backend {}{}\n",
+        "{} thread{} per worker{}, backend {}{}\n",
         a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(),
         plan.stages.size(), plan.stages.size() > 1 ? "s" : "", workers,
         interleaved ? fmt::format("interleaved, {} chunks per worker", a.chunks) : plan.config(),
         comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
-        threads > 1 ? "s" : "", a.backend + (a.precision == "bf16" ? " bf16" : ""),
-        stage_list(plan));
+        threads > 1 ? "s" : "", pinned_cores(pipe.worker_cores()),
+        a.backend + (a.precision == "bf16" ? " bf16" : ""), stage_list(plan));
   if (root && pipe.batched_weights()) {
     std::string list;
     for (size_t st = 0; st < pipe.batched_stages().size(); ++st)

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "executor/comm/local_communicator.h"
+#include "executor/pipeline/core_pinning.h"
 #include "executor/pipeline/delayed_ties.h"
 #include "executor/pipeline/version_plan.h"
 #include "executor/pipeline/whole_minibatch.h"
@@ -30,6 +31,7 @@ struct Pipeline::Worker {
   std::map<int, std::unique_ptr<StageWorker>> sws;
   Communicator* comm = nullptr;
   std::thread thread;
+  std::vector<int> cores;  // bound to these when not empty (pin_workers)
 
   // Round hand-off: run() bumps `posted`, the thread sets `finished` to it.
   std::mutex mu;
@@ -145,6 +147,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     comms_ = make_local_communicators(
         total, options_.queue_bytes,
         own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+    if (options_.pin_workers) core_groups_ = worker_core_groups(total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);
   // Worker w runs stage s's replica q; with interleaving, virtual stages w,
@@ -173,6 +176,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
             !batched_.empty() && batched_[vs] ? &step_programs_[vs] : nullptr);
       }
       worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
+      if (!core_groups_.empty()) worker->cores = core_groups_[static_cast<size_t>(w)];
       worker->stats.stage = s;
       worker->stats.replica = q;
       workers_.push_back(std::move(worker));
@@ -416,6 +420,8 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
 }
 
 void Pipeline::worker_main(Worker& w) {
+  // Before any kernel: the OpenMP team this thread forks inherits the mask.
+  if (!pin_calling_thread(w.cores)) w.cores.clear();
   int64_t seen = 0;
   for (;;) {
     {

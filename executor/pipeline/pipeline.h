@@ -89,8 +89,12 @@ struct PipelineOptions {
   /// Batched weight gradients: the training graph at the whole minibatch's
   /// size (the same graph as minibatch_graph when both are given).
   const autodiff::TrainingGraph* step_graph = nullptr;
-  uint64_t seed = 0;                     // dropout: microbatch i of the run uses seed + i
-  int threads_per_worker = 1;            // BLAS / oneDNN threads of each worker
+  uint64_t seed = 0;           // dropout: microbatch i of the run uses seed + i
+  int threads_per_worker = 1;  // BLAS / oneDNN threads of each worker
+  /// Threads of one process: bind each worker (and its kernels' OpenMP team)
+  /// to its own threads_per_worker cores when all the workers' threads fit
+  /// the cores this process may use (core_pinning.h); else they float.
+  bool pin_workers = true;
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
   /// Each worker's backend (default: the CPU backend); the executor only uses
   /// the Backend interface.
@@ -142,6 +146,8 @@ class Pipeline {
   bool any_rank(bool flag);
   const PipelineOptions& options() const { return options_; }
   int num_workers() const { return total_workers_; }
+  /// pin_workers: each worker's cores (by worker); empty when they float.
+  const std::vector<std::vector<int>>& worker_cores() const { return core_groups_; }
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<PipelineStage>& stages() const { return stages_; }
   /// --bn-stats minibatch: the stages that run each step's microbatches at once.
@@ -190,8 +196,9 @@ class Pipeline {
   int total_workers_ = 0;
   std::vector<std::unique_ptr<Worker>> workers_;  // those this process runs
   std::vector<std::unique_ptr<Communicator>> comms_;
-  std::vector<WorkerStats> all_stats_;  // rank 0 of several processes: every worker's
-  int64_t collectives_ = 0;             // write_back and any_rank calls (message tags)
+  std::vector<std::vector<int>> core_groups_;  // per worker, when pinned
+  std::vector<WorkerStats> all_stats_;         // rank 0 of several processes: every worker's
+  int64_t collectives_ = 0;                    // write_back and any_rank calls (message tags)
 
   // The round being run (written by run() before the workers start).
   partitioner::Schedule schedule_;

@@ -97,6 +97,18 @@ class PipelineTrainTest(unittest.TestCase):
         for k in before:
             self.assertFalse((before[k] == after[k]).all(), k)
 
+    def test_workers_take_cores_of_their_own_unless_told_not_to(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        pinned = self.ok(self.train("p", "--stages", 2, "--schedule", "1f1b-flush",
+                                    "--max-steps", 6, "-o", self.path("p.onnx")))
+        floating = self.ok(self.train("f", "--stages", 2, "--schedule", "1f1b-flush",
+                                      "--max-steps", 6, "--no-pin", "-o", self.path("f.onnx")))
+        if len(cpus) >= 2:
+            self.assertIn(f"1 thread per worker, on cores {cpus[0]} | {cpus[1]}, backend cpu",
+                          pinned.stdout)
+        self.assertIn("1 thread per worker, backend cpu", floating.stdout)
+        self.assert_same_weights(self.path("p.onnx"), self.path("f.onnx"))
+
     def test_memory_held_per_worker_matches_the_simulator(self):
         # Stashed activations, weight versions, gradients and optimizer state per
         # worker, against the simulator's peak for its stage: within 10% (the
