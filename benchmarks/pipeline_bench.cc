@@ -43,7 +43,7 @@ struct Args {
   int64_t width = 1024;
   int depth = 8;
   int trials = 3;
-  std::string pin = "on";  // workers on cores of their own: on, off, or both (rows side by side)
+  std::string pin = "auto";  // workers on cores of their own: auto, on, off, or both (on and off)
 };
 
 pt::ir::Graph load(const Args& a, int64_t batch) {
@@ -118,8 +118,8 @@ constexpr int kChunks = 2;  // interleaved: virtual stages per worker
 struct Pipelined {
   ScheduleKind kind;
   bool batched = false;  // gpipe, 1f1b-flush: weight gradients once per step (WeightGradients)
-  bool pinned = true;    // workers bound to cores of their own (PipelineOptions::pin_workers)
-  int m = 1;             // microbatches per step
+  pt::exec::PinWorkers pin = pt::exec::PinWorkers::kAuto;  // PipelineOptions::pin_workers
+  int m = 1;                                               // microbatches per step
   pt::ir::Graph model, step_model;
   pt::autodiff::TrainingGraph tg, step_tg;  // at the microbatch and at the minibatch size
   pt::partitioner::Profile profile;         // of the graph the workers run, per minibatch
@@ -134,10 +134,10 @@ struct Pipelined {
   pt::partitioner::Plan plan;  // interleaved: the virtual stages
 
   Pipelined(const Args& a, ScheduleKind k, const pt::partitioner::Plan& stage_plan,
-            bool batched_weights, bool pin)
+            bool batched_weights, pt::exec::PinWorkers pin_workers)
       : kind(k),
         batched(batched_weights),
-        pinned(pin),
+        pin(pin_workers),
         m(k == ScheduleKind::kPipeDream ? 1 : a.microbatches),
         model(load(a, a.batch / m)),
         plan(stage_plan) {
@@ -156,7 +156,7 @@ struct Pipelined {
     po.optimizer.momentum = 0.9;
     po.threads_per_worker = a.threads;
     po.chunks = kChunks;
-    po.pin_workers = pinned;
+    po.pin_workers = pin;
     if (batched) {
       po.weight_gradients = pt::exec::WeightGradients::kBatched;
       po.step_graph = &step_tg;
@@ -279,9 +279,9 @@ int main(int argc, char** argv) {
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
       ->capture_default_str();
   app.add_option("--pin", a.pin,
-                 "Workers on cores of their own: on (as train runs), off (floating), or both "
-                 "(every schedule twice, side by side)")
-      ->check(CLI::IsMember({"on", "off", "both"}))
+                 "Workers on cores of their own: auto (as train runs), on, off (floating), or "
+                 "both (every schedule on and off, side by side)")
+      ->check(CLI::IsMember({"auto", "on", "off", "both"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
@@ -310,11 +310,13 @@ int main(int argc, char** argv) {
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
     std::vector<std::unique_ptr<Pipelined>> runs;
-    std::vector<bool> pins;
-    if (a.pin != "off") pins.push_back(true);
-    if (a.pin != "on") pins.push_back(false);
+    std::vector<pt::exec::PinWorkers> pins;
+    if (a.pin == "both")
+      pins = {pt::exec::PinWorkers::kOn, pt::exec::PinWorkers::kOff};
+    else
+      pins = {pt::exec::parse_pin_workers(a.pin)};
     for (ScheduleKind k : kinds)
-      for (bool pin : pins) {
+      for (pt::exec::PinWorkers pin : pins) {
         runs.push_back(std::make_unique<Pipelined>(
             a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan, false, pin));
         if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
@@ -363,7 +365,7 @@ int main(int argc, char** argv) {
                                                ? "1f1b-flush"
                                                : pt::partitioner::schedule_name(r.kind)) +
                                (r.batched ? "+bw" : "") +
-                               (a.pin == "both" && !r.pinned ? " float" : "");
+                               (a.pin == "both" && r.pipe->worker_cores().empty() ? " float" : "");
       const double measured = median(rate[i]);
       fmt::print("{:<{}} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name, w,
                  measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),

@@ -61,8 +61,8 @@ struct TrainArgs {
   std::string weight_grads = "per-microbatch";  // gpipe, 1f1b-flush: or "batched", "auto"
   int chunks = 2;                               // interleaved: virtual stages per worker
   bool vertical_sync = false;
-  bool no_pin = false;   // workers float instead of taking cores of their own
-  int microbatches = 0;  // per step (flush schedules, 2bw); 0: a default per schedule
+  std::string pin = "auto";  // workers on cores of their own: auto, on, off (core_pinning.h)
+  int microbatches = 0;      // per step (flush schedules, 2bw); 0: a default per schedule
   int64_t round_limit = 128;
   int64_t checkpoint_every = 0;
   std::string checkpoint;      // default: <run-dir>/checkpoint.onnx

@@ -303,9 +303,12 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--memory", a.memory_bytes,
                  "--schedule auto: bytes per worker a schedule's simulated peak may use")
       ->check(CLI::PositiveNumber);
-  cmd.add_flag("--no-pin", a.no_pin,
-               "Threads of one process: let the workers float over the cores (by default each "
-               "takes cores of its own when all their threads fit)");
+  cmd.add_option("--pin", a.pin,
+                 "Threads of one process: bind each worker to cores of its own: auto (when the "
+                 "workers' threads take every core this process may use), on (whenever they "
+                 "fit), off (they float)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd.add_flag("--vertical-sync", a.vertical_sync,
                "1f1b: every stage runs a minibatch on the weight version stage 0 used");
   cmd.add_option(
@@ -633,7 +636,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   po.chunks = a.chunks;
   po.seed = a.seed;
   po.threads_per_worker = threads;
-  po.pin_workers = !a.no_pin;
+  po.pin_workers = exec::parse_pin_workers(a.pin);
   po.comm = comm;
   po.make_backend = worker_backend;
   std::vector<exec::PipelineStage> stages;

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include "ir/error.h"
+
 namespace pipetrain::exec {
 
 std::vector<int> allowed_cpus() {
@@ -26,6 +28,21 @@ std::vector<std::vector<int>> worker_core_groups(int workers, int threads) {
         cpus.begin() + static_cast<std::ptrdiff_t>(w * static_cast<size_t>(threads)),
         cpus.begin() + static_cast<std::ptrdiff_t>((w + 1) * static_cast<size_t>(threads)));
   return groups;
+}
+
+PinWorkers parse_pin_workers(const std::string& s) {
+  if (s == "auto") return PinWorkers::kAuto;
+  if (s == "on") return PinWorkers::kOn;
+  if (s == "off") return PinWorkers::kOff;
+  throw ModelError("--pin: '" + s + "' is not auto, on or off");
+}
+
+std::vector<std::vector<int>> pinned_core_groups(PinWorkers mode, int workers, int threads) {
+  if (mode == PinWorkers::kOff) return {};
+  if (mode == PinWorkers::kAuto &&
+      static_cast<size_t>(workers) * static_cast<size_t>(threads) != allowed_cpus().size())
+    return {};
+  return worker_core_groups(workers, threads);
 }
 
 bool pin_calling_thread(const std::vector<int>& cores) {

@@ -1,13 +1,25 @@
-// Pipeline workers on cores of their own: when the workers' threads fit the
-// cores this process may run on, worker w's thread (and the OpenMP team its
-// kernels fork, whose threads inherit the mask) is bound to its own group of
-// cores, so the workers never trade cores or each other's caches and the
-// scheduler never stacks two of them on one core while another idles.
+// Pipeline workers on cores of their own: worker w's thread (and the OpenMP
+// team its kernels fork, whose threads inherit the mask) bound to its own
+// group of the cores this process may run on, so the workers never trade
+// cores or each other's caches and the scheduler never stacks two of them on
+// one core while another idles.
 #pragma once
 
+#include <string>
 #include <vector>
 
 namespace pipetrain::exec {
+
+/// When a pipeline binds its workers. kAuto: only when their threads take
+/// every CPU the process may use (the job owns those cores; on a larger
+/// machine a second job started the same way would otherwise be bound to
+/// the same first cores). kOn: whenever they fit. kOff: never.
+enum class PinWorkers { kAuto, kOn, kOff };
+/// "auto", "on" or "off"; throws ModelError naming anything else.
+PinWorkers parse_pin_workers(const std::string& s);
+/// The cores of each worker under `mode`: worker_core_groups() when it
+/// binds, else empty.
+std::vector<std::vector<int>> pinned_core_groups(PinWorkers mode, int workers, int threads);
 
 /// The cores (CPU numbers) of each of `workers` workers of `threads` threads:
 /// consecutive groups of the calling process's allowed CPUs, in order. Empty

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "executor/comm/local_communicator.h"
-#include "executor/pipeline/core_pinning.h"
 #include "executor/pipeline/delayed_ties.h"
 #include "executor/pipeline/version_plan.h"
 #include "executor/pipeline/whole_minibatch.h"
@@ -147,7 +146,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     comms_ = make_local_communicators(
         total, options_.queue_bytes,
         own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
-    if (options_.pin_workers) core_groups_ = worker_core_groups(total, options_.threads_per_worker);
+    core_groups_ = pinned_core_groups(options_.pin_workers, total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);
   // Worker w runs stage s's replica q; with interleaving, virtual stages w,

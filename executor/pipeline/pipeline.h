@@ -25,6 +25,7 @@
 #include "autodiff/training_graph.h"
 #include "executor/comm/communicator.h"
 #include "executor/optim/optimizer.h"
+#include "executor/pipeline/core_pinning.h"
 #include "executor/pipeline/rank_reports.h"
 #include "executor/pipeline/stage_worker.h"
 #include "partitioner/schedule.h"
@@ -91,10 +92,9 @@ struct PipelineOptions {
   const autodiff::TrainingGraph* step_graph = nullptr;
   uint64_t seed = 0;           // dropout: microbatch i of the run uses seed + i
   int threads_per_worker = 1;  // BLAS / oneDNN threads of each worker
-  /// Threads of one process: bind each worker (and its kernels' OpenMP team)
-  /// to its own threads_per_worker cores when all the workers' threads fit
-  /// the cores this process may use (core_pinning.h); else they float.
-  bool pin_workers = true;
+  /// Threads of one process: when to bind each worker (and its kernels'
+  /// OpenMP team) to threads_per_worker cores of its own (core_pinning.h).
+  PinWorkers pin_workers = PinWorkers::kAuto;
   size_t queue_bytes = size_t(1) << 30;  // bound on bytes in flight per pair of workers
   /// Each worker's backend (default: the CPU backend); the executor only uses
   /// the Backend interface.
@@ -146,7 +146,7 @@ class Pipeline {
   bool any_rank(bool flag);
   const PipelineOptions& options() const { return options_; }
   int num_workers() const { return total_workers_; }
-  /// pin_workers: each worker's cores (by worker); empty when they float.
+  /// Each worker's cores (by worker) when pin_workers bound them; empty when they float.
   const std::vector<std::vector<int>>& worker_cores() const { return core_groups_; }
   int num_stages() const { return static_cast<int>(stages_.size()); }
   const std::vector<PipelineStage>& stages() const { return stages_; }

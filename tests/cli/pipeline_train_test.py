@@ -100,9 +100,9 @@ class PipelineTrainTest(unittest.TestCase):
     def test_workers_take_cores_of_their_own_unless_told_not_to(self):
         cpus = sorted(os.sched_getaffinity(0))
         pinned = self.ok(self.train("p", "--stages", 2, "--schedule", "1f1b-flush",
-                                    "--max-steps", 6, "-o", self.path("p.onnx")))
+                                    "--max-steps", 6, "--pin", "on", "-o", self.path("p.onnx")))
         floating = self.ok(self.train("f", "--stages", 2, "--schedule", "1f1b-flush",
-                                      "--max-steps", 6, "--no-pin", "-o", self.path("f.onnx")))
+                                      "--max-steps", 6, "--pin", "off", "-o", self.path("f.onnx")))
         if len(cpus) >= 2:
             self.assertIn(f"1 thread per worker, on cores {cpus[0]} | {cpus[1]}, backend cpu",
                           pinned.stdout)

@@ -1,8 +1,8 @@
 // Pipeline workers on cores of their own (executor/pipeline/core_pinning.h):
 // the groups are consecutive, disjoint runs of the allowed CPUs; a pinned
 // thread runs only there and the threads it starts (an OpenMP team) inherit
-// its mask; a pipeline pins its workers only when they fit, and pinned or
-// floating, trains the same bits.
+// its mask; a pipeline pins its workers as PinWorkers says (auto: only when
+// they take every allowed CPU), and pinned or floating, trains the same bits.
 #include "executor/pipeline/core_pinning.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "executor/pipeline/pipeline.h"
+#include "ir/error.h"
 #include "tests/executor/test_models.h"
 
 namespace pipetrain {
@@ -63,7 +64,8 @@ TEST(CorePinning, APinnedThreadAndTheThreadsItStartsRunOnItsCores) {
 }
 
 // Two stages of the zoo's MLP under 1f1b-flush, 2 steps of 2 microbatches.
-std::vector<ir::Tensor> train_two_steps(bool pin, std::vector<std::vector<int>>* cores) {
+std::vector<ir::Tensor> train_two_steps(exec::PinWorkers pin,
+                                        std::vector<std::vector<int>>* cores) {
   auto tg = testing_models::zoo_mlp(4, 12, {16, 16}, 5, 3);
   exec::PipelineOptions po;
   po.schedule = partitioner::ScheduleKind::kOneFOneB;
@@ -94,22 +96,42 @@ std::vector<ir::Tensor> train_two_steps(bool pin, std::vector<std::vector<int>>*
   return params;
 }
 
-TEST(CorePinning, APipelinePinsItsWorkersWhenTheyFitAndTrainsTheSameBits) {
+TEST(CorePinning, APipelinePinsItsWorkersAsToldAndTrainsTheSameBits) {
   const std::vector<int> cpus = exec::allowed_cpus();
-  std::vector<std::vector<int>> pinned_cores, floating_cores;
-  const auto pinned = train_two_steps(true, &pinned_cores);
-  const auto floating = train_two_steps(false, &floating_cores);
-  EXPECT_TRUE(floating_cores.empty());
-  if (cpus.size() >= 2) {
-    EXPECT_EQ(pinned_cores, (std::vector<std::vector<int>>{{cpus[0]}, {cpus[1]}}));
-  } else {
-    EXPECT_TRUE(pinned_cores.empty()) << "two workers on one core float";
+  std::vector<std::vector<int>> on_cores, auto_cores, off_cores;
+  const auto on = train_two_steps(exec::PinWorkers::kOn, &on_cores);
+  const auto automatic = train_two_steps(exec::PinWorkers::kAuto, &auto_cores);
+  const auto off = train_two_steps(exec::PinWorkers::kOff, &off_cores);
+  const std::vector<std::vector<int>> first_two =
+      cpus.size() >= 2 ? std::vector<std::vector<int>>{{cpus[0]}, {cpus[1]}}
+                       : std::vector<std::vector<int>>{};
+  EXPECT_EQ(on_cores, first_two) << "on: whenever the two workers fit";
+  EXPECT_EQ(auto_cores, cpus.size() == 2 ? first_two : std::vector<std::vector<int>>{})
+      << "auto: only when they take every allowed CPU";
+  EXPECT_TRUE(off_cores.empty());
+  ASSERT_EQ(on.size(), off.size());
+  ASSERT_FALSE(on.empty());
+  for (size_t i = 0; i < on.size(); ++i) {
+    EXPECT_EQ(std::memcmp(on[i].raw(), off[i].raw(), on[i].nbytes()), 0) << "param " << i;
+    EXPECT_EQ(std::memcmp(automatic[i].raw(), off[i].raw(), on[i].nbytes()), 0) << "param " << i;
   }
-  ASSERT_EQ(pinned.size(), floating.size());
-  ASSERT_FALSE(pinned.empty());
-  for (size_t i = 0; i < pinned.size(); ++i)
-    EXPECT_EQ(std::memcmp(pinned[i].raw(), floating[i].raw(), pinned[i].nbytes()), 0)
-        << "param " << i;
+}
+
+TEST(CorePinning, AutoBindsOnlyWorkersThatTakeEveryAllowedCpu) {
+  const int n = static_cast<int>(exec::allowed_cpus().size());
+  EXPECT_EQ(exec::pinned_core_groups(exec::PinWorkers::kAuto, n, 1),
+            exec::worker_core_groups(n, 1));
+  EXPECT_FALSE(exec::pinned_core_groups(exec::PinWorkers::kAuto, n, 1).empty());
+  if (n >= 2) {
+    EXPECT_TRUE(exec::pinned_core_groups(exec::PinWorkers::kAuto, n - 1, 1).empty());
+    EXPECT_EQ(exec::pinned_core_groups(exec::PinWorkers::kOn, n - 1, 1).size(),
+              static_cast<size_t>(n - 1));
+  }
+  EXPECT_TRUE(exec::pinned_core_groups(exec::PinWorkers::kOff, n, 1).empty());
+  EXPECT_TRUE(exec::pinned_core_groups(exec::PinWorkers::kOn, n + 1, 1).empty());
+  EXPECT_EQ(exec::parse_pin_workers("auto"), exec::PinWorkers::kAuto);
+  EXPECT_EQ(exec::parse_pin_workers("off"), exec::PinWorkers::kOff);
+  EXPECT_THROW(exec::parse_pin_workers("yes"), ModelError);
 }
 
 }  // namespace
