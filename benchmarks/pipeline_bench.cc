@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 
 #include "autodiff/training_graph.h"
 #include "executor/backend.h"
@@ -43,6 +44,7 @@ struct Args {
   int64_t width = 1024;
   int depth = 8;
   int trials = 3;
+  std::string schedules = "all";  // or a comma list of the rows' names (+bw rows come along)
   std::string pin = "auto";  // workers on cores of their own: auto, on, off, or both (on and off)
 };
 
@@ -256,6 +258,14 @@ struct Pipelined {
   }
 };
 
+// The rows' names: the partitioner's, but PipeDream's asynchronous 1F1B is
+// "1f1b" and PipeDream-Flush "1f1b-flush", as `pipetrain train --schedule` names them.
+std::string row_name(ScheduleKind k) {
+  return k == ScheduleKind::kPipeDream  ? "1f1b"
+         : k == ScheduleKind::kOneFOneB ? "1f1b-flush"
+                                        : pt::partitioner::schedule_name(k);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -277,6 +287,10 @@ int main(int argc, char** argv) {
   app.add_option("--width", a.width, "mlp: width of every layer")->capture_default_str();
   app.add_option("--depth", a.depth, "mlp: hidden layers")->capture_default_str();
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
+      ->capture_default_str();
+  app.add_option("--schedules", a.schedules,
+                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, interleaved, "
+                 "1f1b, 2bw (gpipe and 1f1b-flush bring their +bw rows)")
       ->capture_default_str();
   app.add_option("--pin", a.pin,
                  "Workers on cores of their own: auto (as train runs), on, off (floating), or "
@@ -302,9 +316,16 @@ int main(int argc, char** argv) {
         a.model == "mlp" ? fmt::format("mlp {} x {}", a.depth, a.width) : a.model, a.batch,
         plan.stages.size(), cuts, a.threads, a.threads > 1 ? "s" : "");
     SingleWorker single(a);
-    const std::vector<ScheduleKind> kinds = {
-        ScheduleKind::kGPipe,       ScheduleKind::kOneFOneB,  ScheduleKind::kZeroBubbleH1,
-        ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW};
+    std::vector<ScheduleKind> kinds;
+    for (ScheduleKind k :
+         {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
+          ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW})
+      if (a.schedules == "all" ||
+          ("," + a.schedules + ",").find("," + row_name(k) + ",") != std::string::npos)
+        kinds.push_back(k);
+    if (kinds.empty())
+      throw std::runtime_error("--schedules '" + a.schedules +
+                               "' names none of gpipe, 1f1b-flush, zb-h1, interleaved, 1f1b, 2bw");
     // Interleaved: stages x kChunks virtual stages, balanced the same way.
     auto virtual_topo =
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
@@ -360,11 +381,7 @@ int main(int argc, char** argv) {
             peak, (static_cast<double>(st.peak_stash_bytes) + st.peak_weight_versions * params) /
                       1048576.0);
       }
-      const std::string name = std::string(r.kind == ScheduleKind::kPipeDream ? "1f1b"
-                                           : r.kind == ScheduleKind::kOneFOneB
-                                               ? "1f1b-flush"
-                                               : pt::partitioner::schedule_name(r.kind)) +
-                               (r.batched ? "+bw" : "") +
+      const std::string name = row_name(r.kind) + (r.batched ? "+bw" : "") +
                                (a.pin == "both" && r.pipe->worker_cores().empty() ? " float" : "");
       const double measured = median(rate[i]);
       fmt::print("{:<{}} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name, w,
