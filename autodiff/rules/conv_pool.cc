@@ -7,22 +7,26 @@ namespace pipetrain::autodiff {
 namespace {
 
 // (dY, X, W) -> (dX, dW, dB); only the wanted outputs are computed.
-void conv_like_grad(GradBuilder& b, const char* grad_op) {
+void conv_like_grad(GradBuilder& b, const char* grad_op, const std::string& dy,
+                    std::map<std::string, ir::Attribute> attrs) {
   const bool want_b = b.has_I(2) && b.wants(2);
-  auto outs = b.emit(grad_op, {b.GO(0), b.I(0), b.I(1)}, 3, b.node().attrs,
+  auto outs = b.emit(grad_op, {dy, b.I(0), b.I(1)}, 3, std::move(attrs),
                      {!b.wants(0), !b.wants(1), !want_b});
   for (size_t i = 0; i < 3; ++i)
     if (!outs[i].empty()) b.set_GI(i, outs[i]);
 }
+// A Conv fused with its residual Add and its ReLU (ir/passes/fusion.h),
+// Y = relu(conv(X) + R): the ReLU's gradient from Y (Y > 0 where the sum
+// was), which is also R's; then the convolution's, as for a plain Conv.
 void conv_grad(GradBuilder& b) {
-  if (b.node().has_attr("activation"))
-    b.unsupported("a Conv fused with its activation (an inference import: import for training)");
-  if (b.node().has_input(3))
-    b.unsupported("a Conv fused with its residual Add (an inference import: import for training)");
-  conv_like_grad(b, "ConvGrad");
+  auto attrs = b.node().attrs;
+  std::string ds = b.GO(0);
+  if (attrs.erase("activation")) ds = b.emit1("ReluGrad", {ds, b.O(0)});
+  if (b.has_I(3) && b.wants(3)) b.set_GI(3, ds);
+  conv_like_grad(b, "ConvGrad", ds, std::move(attrs));
 }
 void conv_transpose_grad(GradBuilder& b) {
-  conv_like_grad(b, "ConvTransposeGrad");
+  conv_like_grad(b, "ConvTransposeGrad", b.GO(0), b.node().attrs);
 }
 
 void max_pool_grad(GradBuilder& b) {

@@ -11,17 +11,22 @@ using ir::Attribute;
 // Training mode: BatchNormalizationGrad. Inference mode (frozen statistics) is
 // affine per channel: dX = dY k, k = scale / sqrt(var + eps);
 // dscale = sum(dY (X - mean)) / sqrt(var + eps), dB = sum(dY), sums over (N, D...).
+// Fused with a residual Add and a ReLU (ir/passes/fusion.h), Y = relu(bn(X) +
+// R): the ReLU's gradient from Y first, which is also R's.
 void batch_norm_grad(GradBuilder& b) {
-  const ir::Node& n = b.node();
-  const float eps = n.attr_float("epsilon", 1e-5f);
-  if (n.attr_int("training_mode", 0) != 0) {
-    auto outs = b.emit("BatchNormalizationGrad", {b.GO(0), b.I(0), b.I(1)}, 3,
+  const bool relu = b.node().attr_string("activation", "") == "Relu";
+  const float eps = b.node().attr_float("epsilon", 1e-5f);
+  const bool training = b.node().attr_int("training_mode", 0) != 0;
+  const std::string dy = relu ? b.emit1("ReluGrad", {b.GO(0), b.O(0)}) : b.GO(0);
+  if (b.has_I(5) && b.wants(5)) b.set_GI(5, dy);
+  if (training) {
+    auto outs = b.emit("BatchNormalizationGrad", {dy, b.I(0), b.I(1)}, 3,
                        {{"epsilon", Attribute(eps)}}, {!b.wants(0), !b.wants(1), !b.wants(2)});
     for (size_t i = 0; i < 3; ++i)
       if (!outs[i].empty()) b.set_GI(i, outs[i]);
     return;
   }
-  const std::string x = b.I(0), scale = b.I(1), mean = b.I(3), var = b.I(4), dy = b.GO(0);
+  const std::string x = b.I(0), scale = b.I(1), mean = b.I(3), var = b.I(4);
   const ir::Shape xs = b.shape(x);
   ir::Shape per_channel(xs.size(), 1);
   per_channel[1] = xs[1];

@@ -125,7 +125,7 @@ class CudaBackend final : public Backend {
       a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
       a.y_data = args.out[0].data<float>();
       if (!cuda::cudnn_conv(ex, cudnn_, conv_algos_, a)) return false;  // the shared path's
-      device::conv_epilogue(ex, n, a.y_data,
+      device::fused_epilogue(ex, n, a.y_data,
                             args.has_in(3) ? args.in[3].data<float>() : nullptr, ir::numel(a.y));
       return true;
     }

@@ -7,6 +7,7 @@
 
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/device/elementwise_math.h"
+#include "executor/device/fused_epilogue.h"
 #include "executor/device/ops_pool.h"
 #include "executor/device/row_math.h"
 
@@ -61,28 +62,6 @@ struct Col2Im {
     y[e] = s;
   }
 };
-
-/// A fused Conv's ReLU (activation "Relu"), over its output in place.
-struct ReluInPlace {
-  float* y;
-  PIPETRAIN_HD void operator()(int64_t i) const { y[i] = ReluFn{}(y[i]); }
-};
-
-/// A fused Conv's residual (input 3), added to its output in place.
-struct AddInPlace {
-  float* y;
-  const float* r;
-  PIPETRAIN_HD void operator()(int64_t i) const { y[i] += r[i]; }
-};
-
-/// What a Conv fused with its residual Add and its ReLU (ir/passes/fusion.h)
-/// does after the convolution is written: y += residual (when given), then
-/// the ReLU, in that order.
-template <typename Exec>
-void conv_epilogue(Exec& ex, const ir::Node& n, float* y, const float* residual, int64_t count) {
-  if (residual) ex.for_each(count, AddInPlace{y, residual});
-  if (n.attr_string("activation", "") == "Relu") ex.for_each(count, ReluInPlace{y});
-}
 
 /// y[m, i] += b[m] over (channels, size) blocks of one group.
 struct AddBias {
@@ -161,8 +140,8 @@ void conv_op(Exec& ex, DeviceOpArgs& args) {
   a.y_data = args.out[0].data<float>();
   conv_run(ex, a);
   if (!kTransposed)
-    conv_epilogue(ex, args.n(), a.y_data, args.has_in(3) ? args.in[3].data<float>() : nullptr,
-                  ir::numel(a.y));
+    fused_epilogue(ex, args.n(), a.y_data, args.has_in(3) ? args.in[3].data<float>() : nullptr,
+                   ir::numel(a.y));
 }
 
 /// The forward a ConvGrad / ConvTransposeGrad node (dY, X, W) differentiates;

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "executor/device/fused_epilogue.h"
 #include "executor/device/ops_shape.h"
 #include "executor/device/row_math.h"
 
@@ -127,9 +128,12 @@ void batch_norm_op(Exec& ex, DeviceOpArgs& a) {
                                        a.has_out(2) ? a.out[2].data<float>() : nullptr, count,
                                        a.n().attr_float("epsilon", 1e-5f),
                                        a.n().attr_float("momentum", 0.9f), training});
-  if (size > 0)
+  if (size > 0) {
     ex.for_each(x.numel(), ChannelAffine{x.data<float>(), nullptr, a.out[0].data<float>(), mf, af,
                                          nullptr, bf, channels, size});
+    fused_epilogue(ex, a.n(), a.out[0].data<float>(), a.has_in(5) ? a.in[5].data<float>() : nullptr,
+                   x.numel());
+  }
 }
 
 /// Per channel of BatchNormalizationGrad, from the channel totals: dB,

@@ -51,11 +51,11 @@ std::vector<int64_t> check_kernel_and_bias(InferContext& c, int64_t out_channels
 OpSchema schema_Conv() {
   OpSchema s;
   s.min_inputs = 2;
-  // pipetrain's own input 3, for inference graphs (ir/passes/fusion.h): a
-  // tensor of Y's shape added to the convolution before the activation.
+  // pipetrain's own input 3 (ir/passes/fusion.h): a tensor of Y's shape
+  // added to the convolution before the activation.
   s.max_inputs = 4;
   s.attrs = kWindowAttrs;
-  // pipetrain's own: the ReLU fused into it (ir/passes/fusion.h, inference graphs).
+  // pipetrain's own: the ReLU fused into it (ir/passes/fusion.h).
   s.attrs.push_back({"activation", AttrType::kString});
   s.infer = [](InferContext& c) {
     const std::string activation = c.node().attr_string("activation", "");

@@ -12,14 +12,23 @@ namespace pipetrain::ir {
 OpSchema schema_BatchNormalization() {
   OpSchema s;
   s.min_inputs = 5;
-  s.max_inputs = 5;
+  // pipetrain's own input 5 and activation (ir/passes/fusion.h): a tensor of
+  // Y's shape added to the normalised X, then the ReLU, as one node.
+  s.max_inputs = 6;
   s.max_outputs = 3;
   s.attrs = {{"epsilon", AttrType::kFloat},
              {"momentum", AttrType::kFloat},
-             {"training_mode", AttrType::kInt}};
+             {"training_mode", AttrType::kInt},
+             {"activation", AttrType::kString}};
   s.infer = [](InferContext& c) {
     const Shape& x = c.shape(0);
     if (x.size() < 2) c.fail("input X " + shape_str(x) + " must be (N, C, D...)");
+    const std::string activation = c.node().attr_string("activation", "");
+    if (!activation.empty() && activation != "Relu")
+      c.fail("activation '" + activation + "' is not supported (Relu only)");
+    if (c.has_input(5) && (c.shape(5) != x || c.dtype(5) != c.dtype(0)))
+      c.fail("the residual input " + shape_str(c.shape(5)) + " must have X's shape " +
+             shape_str(x) + " and dtype");
     static const char* kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
     for (size_t i = 1; i < 5; ++i) {
       if (c.shape(i) != Shape{x[1]})

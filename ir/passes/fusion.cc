@@ -178,56 +178,78 @@ int drop_idle_dropout(Graph& g) {
   });
 }
 
-int fuse_conv_relu(Graph& g) {
-  return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
-    const Node& conv = g.nodes[ci];
-    if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation")) return false;
-    if (g.tensor(conv.outputs[0]).dtype != DType::kF32) return false;
-    auto ri = uses.sole_reader(conv.outputs[0]);
+namespace {
+
+// The fusions of a residual Add and a ReLU into the `op` before them (Conv:
+// the residual in input slot 3, after the optional bias; BatchNormalization:
+// slot 5, after the statistics). `n` may take them: f32 output 0, no
+// activation or residual yet.
+bool can_take_epilogue(const Graph& g, const Node& n, const std::string& op, size_t slot) {
+  return n.op_type == op && n.has_output(0) && !n.has_attr("activation") && !n.has_input(slot) &&
+         g.tensor(n.outputs[0]).dtype == DType::kF32;
+}
+
+int fuse_relu_into(Graph& g, const std::string& op, size_t slot) {
+  return run_pass(g, [&](size_t ni, const Uses& uses, Rewrite& rw) {
+    const Node& n = g.nodes[ni];
+    if (!can_take_epilogue(g, n, op, slot)) return false;
+    auto ri = uses.sole_reader(n.outputs[0]);
     if (!ri || rw.claimed(*ri)) return false;
     const Node& relu = g.nodes[*ri];
     if (relu.op_type != "Relu" || !relu.has_output(0)) return false;
-    Node fused = conv;
-    fused.name = unique_node_name(g, rw.new_names, conv.name + "/Relu");
+    Node fused = n;
+    fused.name = unique_node_name(g, rw.new_names, n.name + "/Relu");
     fused.attrs["activation"] = Attribute(std::string("Relu"));
-    fused.outputs = {relu.outputs[0]};
-    rw.replace({ci, *ri}, {fused});
+    fused.outputs[0] = relu.outputs[0];
+    rw.replace({ni, *ri}, {fused});
     return true;
   });
 }
 
-int fuse_conv_add(Graph& g) {
-  return run_pass(g, [&](size_t ci, const Uses& uses, Rewrite& rw) {
-    const Node& conv = g.nodes[ci];
-    if (conv.op_type != "Conv" || !conv.has_output(0) || conv.has_attr("activation") ||
-        conv.has_input(3))
-      return false;
-    const TensorDesc& y = g.tensor(conv.outputs[0]);
-    if (y.dtype != DType::kF32) return false;
-    auto ai = uses.sole_reader(conv.outputs[0]);
+int fuse_add_into(Graph& g, const std::string& op, size_t slot) {
+  return run_pass(g, [&](size_t ni, const Uses& uses, Rewrite& rw) {
+    const Node& n = g.nodes[ni];
+    if (!can_take_epilogue(g, n, op, slot)) return false;
+    const TensorDesc& y = g.tensor(n.outputs[0]);
+    auto ai = uses.sole_reader(n.outputs[0]);
     if (!ai || rw.claimed(*ai)) return false;
     const Node& add = g.nodes[*ai];
-    const std::string r = other_input(add, conv.outputs[0]);
+    const std::string r = other_input(add, n.outputs[0]);
     // The residual: another tensor of Y's shape (no broadcast, not Y itself).
-    if (add.op_type != "Add" || !add.has_output(0) || r.empty() || r == conv.outputs[0] ||
+    if (add.op_type != "Add" || !add.has_output(0) || r.empty() || r == n.outputs[0] ||
         !g.has_tensor(r) || g.tensor(r).shape != y.shape || g.tensor(r).dtype != DType::kF32)
       return false;
-    Node fused = conv;
-    fused.inputs.resize(3);  // the bias slot stays, empty when the Conv has none
+    Node fused = n;
+    fused.inputs.resize(slot);  // a Conv's bias slot stays, empty when it has none
     fused.inputs.push_back(r);
-    fused.name = unique_node_name(g, rw.new_names, conv.name + "/Add");
-    std::vector<size_t> pattern = {ci, *ai};
-    fused.outputs = {add.outputs[0]};
+    fused.name = unique_node_name(g, rw.new_names, n.name + "/Add");
+    std::vector<size_t> pattern = {ni, *ai};
+    fused.outputs[0] = add.outputs[0];
     auto ri = uses.sole_reader(add.outputs[0]);
     if (ri && !rw.claimed(*ri) && g.nodes[*ri].op_type == "Relu" && g.nodes[*ri].has_output(0)) {
       fused.name = unique_node_name(g, rw.new_names, fused.name + "/Relu");
       fused.attrs["activation"] = Attribute(std::string("Relu"));
-      fused.outputs = {g.nodes[*ri].outputs[0]};
+      fused.outputs[0] = g.nodes[*ri].outputs[0];
       pattern.push_back(*ri);
     }
     rw.replace(pattern, {fused});
     return true;
   });
+}
+
+}  // namespace
+
+int fuse_conv_relu(Graph& g) {
+  return fuse_relu_into(g, "Conv", 3);
+}
+int fuse_conv_add(Graph& g) {
+  return fuse_add_into(g, "Conv", 3);
+}
+int fuse_batchnorm_relu(Graph& g) {
+  return fuse_relu_into(g, "BatchNormalization", 5);
+}
+int fuse_batchnorm_add(Graph& g) {
+  return fuse_add_into(g, "BatchNormalization", 5);
 }
 
 int fold_conv_batchnorm(Graph& g) {
@@ -244,7 +266,7 @@ int fold_conv_batchnorm(Graph& g) {
     if (!bi || rw.claimed(*bi)) return false;
     const Node& bn = g.nodes[*bi];
     if (bn.op_type != "BatchNormalization" || bn.attr_int("training_mode", 0) != 0 ||
-        bn.inputs.size() != 5 || bn.inputs[0] != conv.outputs[0] || !bn.has_output(0) ||
+        bn.inputs.size() < 5 || bn.inputs[0] != conv.outputs[0] || !bn.has_output(0) ||
         bn.has_output(1) || bn.has_output(2))
       return false;
     std::vector<const Tensor*> stats;  // scale, B, mean, var
@@ -274,6 +296,9 @@ int fold_conv_batchnorm(Graph& g) {
     const std::string bn_bias = unique_tensor_name(g, bn.inputs[2] + "/bn_folded");
     g.set_value(bn_bias, std::move(bf), Role::kConstant);
     fused.inputs = {conv.inputs[0], wn, bn_bias};
+    // A BatchNorm already fused with its residual and ReLU hands them on.
+    if (bn.has_input(5)) fused.inputs.push_back(bn.inputs[5]);
+    if (bn.has_attr("activation")) fused.attrs["activation"] = bn.attrs.at("activation");
     fused.outputs = {bn.outputs[0]};
     rw.replace({ci, *bi}, {fused});
     return true;
@@ -288,11 +313,11 @@ FusionCounts fuse(Graph& g, bool inference) {
   c.attention = fuse_attention(g);
   c.gelu = fuse_gelu(g);
   c.weight_gemm = fuse_weight_gemm(g);
-  if (inference) {
-    c.conv_batchnorm = fold_conv_batchnorm(g);
-    c.conv_add = fuse_conv_add(g);
-    c.conv_relu = fuse_conv_relu(g);
-  }
+  if (inference) c.conv_batchnorm = fold_conv_batchnorm(g);
+  c.conv_add = fuse_conv_add(g);
+  c.conv_relu = fuse_conv_relu(g);
+  c.batchnorm_add = fuse_batchnorm_add(g);
+  c.batchnorm_relu = fuse_batchnorm_relu(g);
   return c;
 }
 

@@ -14,10 +14,12 @@ struct FusionCounts {
   int gelu = 0;            // Div/Erf/Add/Mul/Mul chains -> Gelu
   int weight_gemm = 0;     // MatMul on a transposed weight and/or + bias -> Gemm
   int idle_dropout = 0;    // Dropout that drops nothing: removed
-  int conv_relu = 0;       // inference only: Conv -> Relu as one Conv (activation "Relu")
+  int conv_relu = 0;       // Conv -> Relu as one Conv (activation "Relu")
   int conv_batchnorm = 0;  // inference only: Conv -> BatchNormalization folded into the Conv
-  int conv_add = 0;   // inference only: Conv -> Add (-> Relu) as one Conv with a residual input
-  int attention = 0;  // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
+  int conv_add = 0;        // Conv -> Add (-> Relu) as one Conv with a residual input
+  int attention = 0;       // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
+  int batchnorm_relu = 0;  // BatchNormalization -> Relu as one (activation "Relu")
+  int batchnorm_add = 0;   // BatchNormalization -> Add (-> Relu) with a residual input
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -39,9 +41,8 @@ int drop_idle_dropout(Graph& g);
 
 /// Conv whose output only a Relu reads -> that Conv with the attribute
 /// activation = "Relu" writing the Relu's output (oneDNN applies it as a
-/// post-op, before the result leaves the cache). For graphs that only run
-/// forward: a training graph keeps the two (its layers follow the file's
-/// nodes, and the backward of such a Conv is refused).
+/// post-op, before the result leaves the cache). Its gradient is the pair's:
+/// ReluGrad from Y, then ConvGrad (autodiff/rules/conv_pool.cc).
 int fuse_conv_relu(Graph& g);
 
 /// Conv whose output only an Add reads, the Add's other operand a tensor of
@@ -49,9 +50,17 @@ int fuse_conv_relu(Graph& g);
 /// sum if there is one -> that Conv with the residual as its input 3 (and
 /// activation = "Relu") writing the last node's output: oneDNN adds it as a
 /// sum post-op while the output block is in the cache, where the Add and the
-/// Relu each read and wrote the whole tensor again. For graphs that only run
-/// forward (the backward of such a Conv is refused).
+/// Relu each read and wrote the whole tensor again. Backward, the residual's
+/// gradient is the sum's (after the ReLU's), as the Add's was.
 int fuse_conv_add(Graph& g);
+
+/// fuse_conv_relu and fuse_conv_add for a BatchNormalization (training or
+/// inference mode; its residual is input 5): ResNet's BatchNorm -> Relu and
+/// BatchNorm -> Add -> Relu, where training keeps the BatchNorm apart from
+/// the Conv before it. Its kernels add and clip each block of Y while it is
+/// in the cache; backward, ReluGrad from Y, then BatchNormalizationGrad.
+int fuse_batchnorm_relu(Graph& g);
+int fuse_batchnorm_add(Graph& g);
 
 /// Conv with value weights (and bias) whose output only an inference-mode
 /// BatchNormalization with value statistics reads -> one Conv with weights
@@ -69,10 +78,11 @@ int fold_conv_batchnorm(Graph& g);
 /// probabilities (and the dropout mask, from its seed) block by block.
 int fuse_attention(Graph& g);
 
-/// All of the above, in an order where each sees the others' results;
-/// `inference`: also the forward-only fusions (fold_conv_batchnorm, then
-/// fuse_conv_add, then fuse_conv_relu, so Conv -> BatchNorm -> Relu and
-/// Conv -> BatchNorm -> Add -> Relu each become one Conv).
+/// All of the above, in an order where each sees the others' results:
+/// fuse_conv_add before fuse_conv_relu (and the BatchNorm ones after them),
+/// and with `inference` the
+/// forward-only fold_conv_batchnorm before both, so Conv -> BatchNorm -> Relu
+/// and Conv -> BatchNorm -> Add -> Relu each become one Conv.
 FusionCounts fuse(Graph& g, bool inference = false);
 
 }  // namespace pipetrain::ir::passes

@@ -104,7 +104,9 @@ LayoutAccess blocked_layout_access(const ir::Graph& g, const ir::Node& n) {
   if (n.op_type == "GlobalAveragePool") return {LayoutRole::kConvLike, 1, 1};
   if (n.op_type == "MaxPool" && !n.has_output(1)) return {LayoutRole::kSameLayout};
   // Our own kernels (norm.cc, grad_norm.cc), any block: X -> Y; (dY, X) -> dX.
-  if (n.op_type == "BatchNormalization") return {LayoutRole::kConvLike, 1, 1};
+  // A fused residual (input 5) in either layout (norm.cc's epilogue reads both).
+  if (n.op_type == "BatchNormalization")
+    return {LayoutRole::kConvLike, n.has_input(5) ? 33u : 1u, 1};
   if (n.op_type == "BatchNormalizationGrad" && is_4d_float(g, n.inputs[1]))
     return {LayoutRole::kConvLike, 3, 1};
   if (kElementwise.count(n.op_type) && flat_elementwise(g, n)) return {LayoutRole::kSameLayout};

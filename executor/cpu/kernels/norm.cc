@@ -8,6 +8,7 @@
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/channel_pieces.h"
 #include "executor/cpu/kernels/ew_common.h"
+#include "executor/device/elementwise_math.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -16,12 +17,13 @@ namespace {
 struct BatchNormArgs {
   const float *x, *scale, *bias, *in_mean, *in_var;
   float* y;
-  float* run_mean;  // null without
-  float* run_var;   // null without
+  float* run_mean;   // null without
+  float* run_var;    // null without
+  const float* res;  // the fused residual (input 5), null without
   float eps, momentum;
-  bool training;
+  bool training, relu;  // relu: the fused ReLU (activation "Relu")
   int64_t n_batch;
-  ChannelLayout xl, yl;
+  ChannelLayout xl, yl, rl;
 };
 
 BatchNormArgs batch_norm_args(KernelContext& ctx) {
@@ -38,13 +40,43 @@ BatchNormArgs batch_norm_args(KernelContext& ctx) {
   a.eps = ctx.n().attr_float("epsilon", 1e-5f);
   a.momentum = ctx.n().attr_float("momentum", 0.9f);
   a.training = ctx.n().attr_int("training_mode", 0) != 0;
+  a.relu = ctx.n().attr_string("activation", "") == "Relu";
+  a.res = ctx.has_in(5) ? ctx.in(5).data<float>() : nullptr;
   a.n_batch = x.shape()[0];
   const int64_t channels = x.shape()[1];
   const int64_t size = a.n_batch * channels == 0 ? 0 : x.numel() / (a.n_batch * channels);
-  a.xl = a.yl = {channels, size, 0};
+  a.xl = a.yl = a.rl = {channels, size, 0};
   if (ctx.in_blocked(0)) a.xl.block = channel_block(channels);
   if (ctx.out_blocked(0)) a.yl.block = channel_block(channels);
+  if (a.res && ctx.in_blocked(5)) a.rl.block = channel_block(channels);
   return a;
+}
+
+// The fused residual Add and ReLU (ir/passes/fusion.h), in the unfused
+// nodes' order and arithmetic, over Y's channels [c0, c0 + w) of sample n
+// just written (still in the cache).
+void add_relu_epilogue(const BatchNormArgs& a, int64_t n, int64_t c0, int64_t w) {
+  if (!a.res && !a.relu) return;
+  float* y = a.y + a.yl.plane(n, c0);
+  const float* r = a.res ? a.res + a.rl.plane(n, c0) : nullptr;
+  const int64_t size = a.yl.size;
+  if (a.rl.block == a.yl.block && (a.yl.block == 0 || w == a.yl.block)) {
+    // One contiguous run in both: w planes row-major, or w whole blocks.
+    const int64_t count = w * size;
+    if (r)
+      for (int64_t i = 0; i < count; ++i) y[i] += r[i];
+    if (a.relu)
+      for (int64_t i = 0; i < count; ++i) y[i] = device::ReluFn{}(y[i]);
+    return;
+  }
+  const int64_t ys = a.yl.step(), yc = a.yl.channel_step();
+  const int64_t rs = a.rl.step(), rc = a.rl.channel_step();
+  for (int64_t i = 0; i < size; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      float& v = y[i * ys + j * yc];
+      if (r) v += r[i * rs + j * rc];
+      if (a.relu) v = device::ReluFn{}(v);
+    }
 }
 
 // Channel c's running statistics from the batch's.
@@ -94,6 +126,7 @@ void batch_norm_plain(const BatchNormArgs& a) {
             const float* p = xd + (n * channels + c) * size;
             float* q = a.y + (n * channels + c) * size;
             for (int64_t i = 0; i < size; ++i) q[i] = f(p[i]);
+            add_relu_epilogue(a, n, c, 1);
           }
         }
       },
@@ -152,6 +185,7 @@ void batch_norm_pieces(const BatchNormArgs& a) {
             float* yp = a.y + a.yl.plane(n, c0);
             for (int64_t i = 0; i < size; ++i)
               for (int64_t j = 0; j < w; ++j) yp[i * ys + j * yc] = f[j](xp[i * xs + j * xc]);
+            add_relu_epilogue(a, n, c0, w);
           }
         }
       },
