@@ -12,6 +12,7 @@
 #include "importer/internal.h"
 #include "importer/model_file.h"
 #include "ir/error.h"
+#include "ir/passes/fusion.h"
 
 namespace pipetrain::importer {
 
@@ -66,7 +67,11 @@ void set_attribute(onnx::AttributeProto* a, const std::string& key, const ir::At
 
 }  // namespace
 
-onnx::ModelProto model_from_graph(const ir::Graph& g) {
+onnx::ModelProto model_from_graph(const ir::Graph& fused) {
+  // pipetrain's own fused Conv and BatchNorm epilogues go out as the
+  // standard nodes they stand for.
+  ir::Graph g = fused;
+  ir::passes::split_fused_epilogues(g);
   onnx::ModelProto m;
   m.set_ir_version(kIrVersion);
   m.set_producer_name("pipetrain");

@@ -305,6 +305,76 @@ int fold_conv_batchnorm(Graph& g) {
   });
 }
 
+int split_fused_epilogues(Graph& g) {
+  // The unfused name: the pass appended "/Add" and "/Relu" to it.
+  auto strip = [](std::string name, const std::string& suffix) {
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      name.resize(name.size() - suffix.size());
+    return name;
+  };
+  const std::map<std::string, size_t> producers = g.producers();
+  std::set<std::string> taken;
+  // before[k]: nodes placed before the node at k; at[k]: what replaces it.
+  std::vector<std::vector<Node>> before(g.nodes.size()), at(g.nodes.size());
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    const size_t slot = n.op_type == "Conv" ? 3 : n.op_type == "BatchNormalization" ? 5 : 0;
+    const bool relu = n.attr_string("activation", "") == "Relu";
+    if (slot == 0 || !n.has_output(0) || (!relu && !n.has_input(slot))) {
+      at[i].push_back(n);
+      continue;
+    }
+    ++count;
+    const TensorDesc y = g.tensor(n.outputs[0]);
+    Node base = n;
+    base.attrs.erase("activation");
+    base.inputs.resize(std::min(base.inputs.size(), slot));
+    while (!base.inputs.empty() && base.inputs.back().empty()) base.inputs.pop_back();
+    base.name = relu ? strip(base.name, "/Relu") : base.name;
+    base.name = n.has_input(slot) ? strip(base.name, "/Add") : base.name;
+    auto intermediate = [&](const std::string& what) {
+      const std::string t = unique_tensor_name(g, y.name + "/" + what);
+      g.set_tensor({t, y.dtype, y.shape, Role::kActivation});
+      return t;
+    };
+    std::vector<Node>& tail = at[i];
+    std::string last = base.name, out = y.name;
+    if (n.has_input(slot)) {
+      // Not base + "/Add": fusing again names the fused node so.
+      last = unique_node_name(g, taken, base.name + "/Sum");
+      base.outputs[0] = intermediate(n.op_type);
+      tail.push_back({last, "Add", {base.outputs[0], n.inputs[slot]}, {y.name}, {}});
+      taken.insert(last);
+    }
+    if (relu) {
+      const std::string pre = intermediate(tail.empty() ? n.op_type : "Add");
+      (tail.empty() ? base.outputs[0] : tail.back().outputs[0]) = pre;
+      const std::string name = unique_node_name(g, taken, last + "/Activation");
+      tail.push_back({name, "Relu", {pre}, {y.name}, {}});
+      taken.insert(name);
+    }
+    // The node where the file had it: right after what it reads (the fusion
+    // moved it to its Add, after the residual's producer, which may be
+    // another Conv that would then take the Add when fused again).
+    size_t from = 0;
+    for (const auto& in : base.inputs)
+      if (auto p = producers.find(in); !in.empty() && p != producers.end())
+        from = std::max(from, p->second + 1);
+    (from < i ? before[from] : tail).insert(from < i ? before[from].end() : tail.begin(), base);
+  }
+  if (count == 0) return 0;
+  std::vector<Node> nodes;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (auto& n : before[k]) nodes.push_back(std::move(n));
+    for (auto& n : at[k]) nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  g.layers.clear();  // node indices moved; the importer assigns layers afterwards
+  return count;
+}
+
 FusionCounts fuse(Graph& g, bool inference) {
   FusionCounts c;
   // Dropout first: an idle one between a GEMM and its bias or inside a GELU

@@ -78,6 +78,13 @@ int fold_conv_batchnorm(Graph& g);
 /// probabilities (and the dropout mask, from its seed) block by block.
 int fuse_attention(Graph& g);
 
+/// The inverse of fuse_conv_add, fuse_conv_relu, fuse_batchnorm_add and
+/// fuse_batchnorm_relu: each Conv or BatchNormalization with pipetrain's
+/// activation or residual input back to the node, the Add and the Relu, as
+/// standard ONNX has them (for export; fusing the result again gives the
+/// same nodes). Returns how many nodes it split.
+int split_fused_epilogues(Graph& g);
+
 /// All of the above, in an order where each sees the others' results:
 /// fuse_conv_add before fuse_conv_relu (and the BatchNorm ones after them),
 /// and with `inference` the

@@ -109,6 +109,7 @@ TEST(BatchNormFusion, ResNetBlockTrainsToTheUnfusedBits) {
     expect_same_bits("y", got, want);
   });
   compare_training(plain, fused, 3, expect_same_bits);
+  test::expect_split_inverts_fuse(plain, fused, 2);  // as the exporter writes it
 }
 
 // Inference mode (frozen statistics): the same fusions, and the gradient

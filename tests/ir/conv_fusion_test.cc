@@ -245,6 +245,7 @@ TEST(ConvFusion, ConvAddReluMatchesTheUnfusedNodesForwardAndBackward) {
     for (int64_t i = 0; i < want.numel(); ++i)
       EXPECT_NEAR(got.at(i), want.at(i), tol) << "element " << i;
   });
+  test::expect_split_inverts_fuse(plain, fused, 3);  // as the exporter writes it
   // Training: the residual's gradient is the sum's, the downsample Conv's
   // weight gets it through the fused Conv's input 3. The forward differs by
   // the ulps above, each gradient by as much of its largest element (a

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "ir/passes/fusion.h"
 #include "tests/autodiff/grad_check.h"
 
 namespace pipetrain::test {
@@ -23,6 +25,36 @@ inline std::vector<std::string> op_sequence(const ir::Graph& g) {
   std::vector<std::string> ops;
   for (const auto& n : g.nodes) ops.push_back(n.op_type);
   return ops;
+}
+
+// split_fused_epilogues(fused) gives standard nodes (no activation, no
+// residual slot), the ops of `plain`, and fusing that again gives `fused`'s
+// nodes, names included (what an export and a re-import do).
+inline void expect_split_inverts_fuse(const ir::Graph& plain, const ir::Graph& fused, int splits) {
+  ir::Graph split = fused;
+  EXPECT_EQ(ir::passes::split_fused_epilogues(split), splits);
+  split.infer_shapes();
+  split.verify();
+  std::vector<std::string> ops = op_sequence(split), plain_ops = op_sequence(plain);
+  std::sort(ops.begin(), ops.end());
+  std::sort(plain_ops.begin(), plain_ops.end());
+  EXPECT_EQ(ops, plain_ops);
+  for (const auto& n : split.nodes) {
+    EXPECT_FALSE(n.has_attr("activation")) << n.name;
+    EXPECT_LE(n.inputs.size(), n.op_type == "Conv" ? 3u : 5u) << n.name;
+  }
+  ir::passes::fuse(split);
+  split.infer_shapes();
+  ASSERT_EQ(split.nodes.size(), fused.nodes.size());
+  for (size_t i = 0; i < split.nodes.size(); ++i) {
+    const ir::Node &a = split.nodes[i], &b = fused.nodes[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.op_type, b.op_type) << b.name;
+    EXPECT_EQ(a.inputs, b.inputs) << b.name;
+    EXPECT_EQ(a.outputs, b.outputs) << b.name;
+    EXPECT_EQ(a.attrs.size(), b.attrs.size()) << b.name;
+    EXPECT_EQ(a.attr_string("activation", ""), b.attr_string("activation", "")) << b.name;
+  }
 }
 
 // Output y of `plain` and of `fused` for one random x (of the graph's shape)
