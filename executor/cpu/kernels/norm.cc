@@ -52,31 +52,45 @@ BatchNormArgs batch_norm_args(KernelContext& ctx) {
   return a;
 }
 
-// The fused residual Add and ReLU (ir/passes/fusion.h), in the unfused
-// nodes' order and arithmetic, over Y's channels [c0, c0 + w) of sample n
-// just written (still in the cache).
+// What Y's element becomes once normalised: + the fused residual's element
+// at the same offset of its own plane (kRes: R laid out as Y), then the fused
+// ReLU (kRelu), in the unfused Add's and Relu's order and arithmetic, in
+// registers rather than another pass over Y.
+template <bool kRes, bool kRelu>
+struct Finish {
+  float operator()(float v, const float* r, int64_t k) const {
+    if constexpr (kRes) v += r[k];
+    if constexpr (kRelu) v = device::ReluFn{}(v);
+    return v;
+  }
+};
+
+// Finish's work as a pass over Y's channels [c0, c0 + w) of sample n just
+// written (still in the cache), for a residual laid out unlike Y.
 void add_relu_epilogue(const BatchNormArgs& a, int64_t n, int64_t c0, int64_t w) {
   if (!a.res && !a.relu) return;
   float* y = a.y + a.yl.plane(n, c0);
   const float* r = a.res ? a.res + a.rl.plane(n, c0) : nullptr;
   const int64_t size = a.yl.size;
-  if (a.rl.block == a.yl.block && (a.yl.block == 0 || w == a.yl.block)) {
-    // One contiguous run in both: w planes row-major, or w whole blocks.
-    const int64_t count = w * size;
-    if (r)
-      for (int64_t i = 0; i < count; ++i) y[i] += r[i];
-    if (a.relu)
-      for (int64_t i = 0; i < count; ++i) y[i] = device::ReluFn{}(y[i]);
-    return;
-  }
   const int64_t ys = a.yl.step(), yc = a.yl.channel_step();
-  const int64_t rs = a.rl.step(), rc = a.rl.channel_step();
-  for (int64_t i = 0; i < size; ++i)
-    for (int64_t j = 0; j < w; ++j) {
-      float& v = y[i * ys + j * yc];
-      if (r) v += r[i * rs + j * rc];
-      if (a.relu) v = device::ReluFn{}(v);
+  // Y's piece is one contiguous run (w planes row-major, or w whole blocks).
+  const bool y_run = a.yl.block == 0 || w == a.yl.block;
+  if (r) {
+    if (y_run && a.rl.block == a.yl.block) {
+      for (int64_t i = 0; i < w * size; ++i) y[i] += r[i];
+    } else {
+      const int64_t rs = a.rl.step(), rc = a.rl.channel_step();
+      for (int64_t i = 0; i < size; ++i)
+        for (int64_t j = 0; j < w; ++j) y[i * ys + j * yc] += r[i * rs + j * rc];
     }
+  }
+  if (!a.relu) return;
+  if (y_run) {
+    for (int64_t i = 0; i < w * size; ++i) y[i] = device::ReluFn{}(y[i]);
+  } else {
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t j = 0; j < w; ++j) y[i * ys + j * yc] = device::ReluFn{}(y[i * ys + j * yc]);
+  }
 }
 
 // Channel c's running statistics from the batch's.
@@ -98,7 +112,9 @@ ChannelAffine channel_affine(const BatchNormArgs& a, int64_t c, double mean, dou
           a.bias[c]};
 }
 
+template <typename Out>
 void batch_norm_plain(const BatchNormArgs& a) {
+  const Out out;
   const int64_t n_batch = a.n_batch, channels = a.xl.channels, size = a.xl.size;
   const float* xd = a.x;
   // Channels are independent: split over threads, each summed in its own order.
@@ -125,8 +141,8 @@ void batch_norm_plain(const BatchNormArgs& a) {
           for (int64_t n = 0; n < n_batch; ++n) {
             const float* p = xd + (n * channels + c) * size;
             float* q = a.y + (n * channels + c) * size;
-            for (int64_t i = 0; i < size; ++i) q[i] = f(p[i]);
-            add_relu_epilogue(a, n, c, 1);
+            const float* r = a.res ? a.res + a.rl.plane(n, c) : nullptr;
+            for (int64_t i = 0; i < size; ++i) q[i] = out(f(p[i]), r, i);
           }
         }
       },
@@ -137,8 +153,9 @@ void batch_norm_plain(const BatchNormArgs& a) {
 // block (channel_pieces.h), the same sums in the same order and the same
 // formulas, so the same bits. kBoth: X and Y blocked (channels contiguous, a
 // stride the vectoriser sees).
-template <bool kBoth>
+template <bool kBoth, typename Out>
 void batch_norm_pieces(const BatchNormArgs& a) {
+  const Out out;
   const ChannelLayout& xl = a.xl;
   const int64_t size = xl.size, xs = xl.step(), xc = kBoth ? 1 : xl.channel_step();
   const int64_t ys = a.yl.step(), yc = kBoth ? 1 : a.yl.channel_step();
@@ -183,23 +200,39 @@ void batch_norm_pieces(const BatchNormArgs& a) {
           for (int64_t n = 0; n < a.n_batch; ++n) {
             const float* xp = a.x + xl.plane(n, c0);
             float* yp = a.y + a.yl.plane(n, c0);
+            const float* rp = a.res ? a.res + a.rl.plane(n, c0) : nullptr;
             for (int64_t i = 0; i < size; ++i)
-              for (int64_t j = 0; j < w; ++j) yp[i * ys + j * yc] = f[j](xp[i * xs + j * xc]);
-            add_relu_epilogue(a, n, c0, w);
+              for (int64_t j = 0; j < w; ++j)
+                yp[i * ys + j * yc] = out(f[j](xp[i * xs + j * xc]), rp, i * ys + j * yc);
           }
         }
       },
       1);
 }
 
+template <typename Out>
+void batch_norm_as(const BatchNormArgs& a) {
+  if (a.xl.block && a.yl.block)
+    batch_norm_pieces<true, Out>(a);
+  else if (a.xl.block || a.yl.block)
+    batch_norm_pieces<false, Out>(a);
+  else
+    batch_norm_plain<Out>(a);
+}
+
 void batch_norm(KernelContext& ctx) {
   const BatchNormArgs a = batch_norm_args(ctx);
-  if (a.xl.block && a.yl.block)
-    batch_norm_pieces<true>(a);
-  else if (a.xl.block || a.yl.block)
-    batch_norm_pieces<false>(a);
-  else
-    batch_norm_plain(a);
+  if (a.res && a.rl.block != a.yl.block) {
+    // The residual in another layout than Y: added and clipped per piece.
+    batch_norm_as<Finish<false, false>>(a);
+    for (int64_t n = 0; n < a.n_batch; ++n)
+      for (const ChannelPiece& p : channel_pieces(a.yl.channels, a.yl.block))
+        add_relu_epilogue(a, n, p.c0, p.w);
+  } else if (a.res) {
+    a.relu ? batch_norm_as<Finish<true, true>>(a) : batch_norm_as<Finish<true, false>>(a);
+  } else {
+    a.relu ? batch_norm_as<Finish<false, true>>(a) : batch_norm_as<Finish<false, false>>(a);
+  }
 }
 
 // Expands a parameter broadcastable to the normalised shape `norm` into a
