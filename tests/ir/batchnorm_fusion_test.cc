@@ -25,11 +25,13 @@ using test::op_sequence;
 // x (2, 16, 8, 8) -> Conv -> BatchNorm -> Relu -> Conv -> BatchNorm ->
 // Add(x, .) -> Relu -> y: ResNet's basic block as its exporter writes it.
 // 16 channels, so the CPU's blocked layout holds the intermediates (the
-// residual x is the plain graph input). `training`: the BatchNorms normalise
+// residual x is the plain graph input; `residual` "a1", the first ReLU's
+// output, is blocked where Y, a graph output, is not). `training`: the
+// BatchNorms normalise
 // with the batch statistics (a training export); else with their running
 // statistics (an inference export, left unfolded by fuse() without
 // `inference`).
-ir::Graph basic_block(bool training) {
+ir::Graph basic_block(bool training, const std::string& residual = "x") {
   std::mt19937_64 rng(17);
   ir::Graph g;
   g.set_tensor({"x", ir::DType::kF32, {2, 16, 8, 8}, ir::Role::kInput});
@@ -66,7 +68,7 @@ ir::Graph basic_block(bool training) {
   g.nodes.push_back({"/r1/Relu", "Relu", {"n1"}, {"a1"}, {}});
   g.nodes.push_back({"/c2/Conv", "Conv", {"a1", "w2"}, {"h2"}, pads});
   bn_node("bn2", "h2", "n2");
-  g.nodes.push_back({"/add/Add", "Add", {"x", "n2"}, {"s"}, {}});
+  g.nodes.push_back({"/add/Add", "Add", {residual, "n2"}, {"s"}, {}});
   g.nodes.push_back({"/r2/Relu", "Relu", {"s"}, {"y"}, {}});
   g.outputs = {"y"};
   g.infer_shapes();
@@ -110,6 +112,20 @@ TEST(BatchNormFusion, ResNetBlockTrainsToTheUnfusedBits) {
   });
   compare_training(plain, fused, 3, expect_same_bits);
   test::expect_split_inverts_fuse(plain, fused, 2);  // as the exporter writes it
+}
+
+// The residual in another layout than Y (a blocked intermediate added to a
+// row-major graph output), so the fused BatchNorm adds it across layouts.
+TEST(BatchNormFusion, AResidualLaidOutUnlikeYTrainsToTheUnfusedBits) {
+  ir::Graph plain = basic_block(true, "a1"), fused = basic_block(true, "a1");
+  EXPECT_EQ(ir::passes::fuse(fused).batchnorm_add, 1);
+  fused.infer_shapes();
+  fused.verify();
+  EXPECT_EQ(fused.nodes[3].inputs[5], "a1");
+  compare_outputs(plain, fused, 7, [](const ir::Tensor& got, const ir::Tensor& want) {
+    expect_same_bits("y", got, want);
+  });
+  compare_training(plain, fused, 7, expect_same_bits);
 }
 
 // Inference mode (frozen statistics): the same fusions, and the gradient

@@ -65,8 +65,8 @@ struct Finish {
   }
 };
 
-// Finish's work as a pass over Y's channels [c0, c0 + w) of sample n just
-// written (still in the cache), for a residual laid out unlike Y.
+// Finish's work as a pass over Y's channels [c0, c0 + w) of sample n, for a
+// residual laid out unlike Y: the piece lies inside one block of each.
 void add_relu_epilogue(const BatchNormArgs& a, int64_t n, int64_t c0, int64_t w) {
   if (!a.res && !a.relu) return;
   float* y = a.y + a.yl.plane(n, c0);
@@ -223,11 +223,17 @@ void batch_norm_as(const BatchNormArgs& a) {
 void batch_norm(KernelContext& ctx) {
   const BatchNormArgs a = batch_norm_args(ctx);
   if (a.res && a.rl.block != a.yl.block) {
-    // The residual in another layout than Y: added and clipped per piece.
+    // The residual in another layout than Y (one of them row-major): added
+    // and clipped per piece inside the blocked one's blocks.
     batch_norm_as<Finish<false, false>>(a);
-    for (int64_t n = 0; n < a.n_batch; ++n)
-      for (const ChannelPiece& p : channel_pieces(a.yl.channels, a.yl.block))
-        add_relu_epilogue(a, n, p.c0, p.w);
+    const std::vector<ChannelPiece> pieces =
+        channel_pieces(a.yl.channels, a.yl.block ? a.yl.block : a.rl.block);
+    parallel_for(static_cast<int64_t>(pieces.size()), a.n_batch * a.yl.channels * a.yl.size,
+                 [&](int64_t p_begin, int64_t p_end) {
+                   for (int64_t p = p_begin; p < p_end; ++p)
+                     for (int64_t n = 0; n < a.n_batch; ++n)
+                       add_relu_epilogue(a, n, pieces[p].c0, pieces[p].w);
+                 });
   } else if (a.res) {
     a.relu ? batch_norm_as<Finish<true, true>>(a) : batch_norm_as<Finish<true, false>>(a);
   } else {
