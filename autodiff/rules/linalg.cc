@@ -12,11 +12,14 @@ Attribute i64(int64_t v) {
 
 // Y = alpha A' B' + beta C with A' = transA ? A^T : A, B' = transB ? B^T : B.
 // dA' = alpha dY B'^T, dB' = alpha A'^T dY, dC = beta dY summed to C's shape.
+// Fused with its ReLU (ir/passes/fusion.h): the ReLU's gradient from Y first.
 void gemm_grad(GradBuilder& b) {
   const ir::Node& n = b.node();
   const int64_t ta = n.attr_int("transA", 0), tb = n.attr_int("transB", 0);
   const float alpha = n.attr_float("alpha", 1.0f), beta = n.attr_float("beta", 1.0f);
-  const std::string a = b.I(0), w = b.I(1), dy = b.GO(0);
+  const bool relu = n.attr_string("activation", "") == "Relu";
+  const std::string a = b.I(0), w = b.I(1);
+  const std::string dy = relu ? b.emit1("ReluGrad", {b.GO(0), b.O(0)}) : b.GO(0);
   const Attribute al(alpha);
   if (b.wants(0)) {
     // transA = 0: dA = alpha dY B'^T; transA = 1: dA = alpha B' dY^T.

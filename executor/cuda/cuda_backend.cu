@@ -95,6 +95,8 @@ class CudaBackend final : public Backend {
     const std::string& op = args.n().op_type;
     if (op == "Gemm") {
       cuda::gemm_op(ex, args);
+      device::fused_epilogue(ex, args.n(), args.out[0].data<float>(), nullptr,
+                            args.out[0].numel());
       return true;
     }
     if (op == "MatMul") {

@@ -16,10 +16,15 @@ OpSchema schema_Gemm() {
   s.attrs = {{"alpha", AttrType::kFloat},
              {"beta", AttrType::kFloat},
              {"transA", AttrType::kInt},
-             {"transB", AttrType::kInt}};
+             {"transB", AttrType::kInt},
+             // pipetrain's own: the ReLU fused into it (ir/passes/fusion.h).
+             {"activation", AttrType::kString}};
   s.infer = [](InferContext& c) {
     const Shape& a = c.shape(0);
     const Shape& b = c.shape(1);
+    const std::string activation = c.node().attr_string("activation", "");
+    if (!activation.empty() && activation != "Relu")
+      c.fail("activation '" + activation + "' is not supported (Relu only)");
     if (a.size() != 2 || b.size() != 2)
       c.fail("A " + shape_str(a) + " and B " + shape_str(b) + " must be matrices");
     if (c.dtype(1) != c.dtype(0)) c.fail("A and B must have the same dtype");

@@ -245,6 +245,9 @@ int fuse_conv_relu(Graph& g) {
 int fuse_conv_add(Graph& g) {
   return fuse_add_into(g, "Conv", 3);
 }
+int fuse_gemm_relu(Graph& g) {
+  return fuse_relu_into(g, "Gemm", 3);  // no residual: input 3 is never there
+}
 int fuse_batchnorm_relu(Graph& g) {
   return fuse_relu_into(g, "BatchNormalization", 5);
 }
@@ -320,7 +323,9 @@ int split_fused_epilogues(Graph& g) {
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    const size_t slot = n.op_type == "Conv" ? 3 : n.op_type == "BatchNormalization" ? 5 : 0;
+    const size_t slot = n.op_type == "Conv" || n.op_type == "Gemm" ? 3
+                        : n.op_type == "BatchNormalization"        ? 5
+                                                                   : 0;
     const bool relu = n.attr_string("activation", "") == "Relu";
     if (slot == 0 || !n.has_output(0) || (!relu && !n.has_input(slot))) {
       at[i].push_back(n);
@@ -388,6 +393,10 @@ FusionCounts fuse(Graph& g, bool inference) {
   c.conv_relu = fuse_conv_relu(g);
   c.batchnorm_add = fuse_batchnorm_add(g);
   c.batchnorm_relu = fuse_batchnorm_relu(g);
+  // Training keeps a Gemm's ReLU as a layer of its own: an MLP's layers are
+  // what its stages and interleaved chunks are cut from, and fusing saved
+  // nothing measurable there (ReLU and its gradient 0.15 of an 82 ms step).
+  if (inference) c.gemm_relu = fuse_gemm_relu(g);
   return c;
 }
 

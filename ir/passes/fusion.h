@@ -20,6 +20,7 @@ struct FusionCounts {
   int attention = 0;       // MatMul, scale, mask, Softmax, Dropout, MatMul -> Attention
   int batchnorm_relu = 0;  // BatchNormalization -> Relu as one (activation "Relu")
   int batchnorm_add = 0;   // BatchNormalization -> Add (-> Relu) with a residual input
+  int gemm_relu = 0;       // inference only: Gemm -> Relu as one Gemm (activation "Relu")
 };
 
 /// x * 0.5 * (1 + erf(x / sqrt 2)) (PyTorch's export of exact GELU, either
@@ -62,6 +63,14 @@ int fuse_conv_add(Graph& g);
 int fuse_batchnorm_relu(Graph& g);
 int fuse_batchnorm_add(Graph& g);
 
+/// Gemm whose output only a Relu reads -> that Gemm with activation "Relu"
+/// (an MLP's hidden layers, a CNN's classifier): the ReLU runs right after
+/// the product, while its last rows are in the cache, and the pre-activation
+/// is never a tensor of its own. Its gradient would be ReluGrad from Y, then
+/// the Gemm's, but fuse() applies it to forward-only graphs alone: training
+/// keeps the ReLU a layer of its own (an MLP's stages are cut from them).
+int fuse_gemm_relu(Graph& g);
+
 /// Conv with value weights (and bias) whose output only an inference-mode
 /// BatchNormalization with value statistics reads -> one Conv with weights
 /// W' = W a and bias b' = (b - mean) a + B per output channel, a = scale /
@@ -78,15 +87,17 @@ int fold_conv_batchnorm(Graph& g);
 /// probabilities (and the dropout mask, from its seed) block by block.
 int fuse_attention(Graph& g);
 
-/// The inverse of fuse_conv_add, fuse_conv_relu, fuse_batchnorm_add and
-/// fuse_batchnorm_relu: each Conv or BatchNormalization with pipetrain's
+/// The inverse of fuse_conv_add, fuse_conv_relu, fuse_batchnorm_add,
+/// fuse_batchnorm_relu and fuse_gemm_relu: each Conv, BatchNormalization or
+/// Gemm with pipetrain's
 /// activation or residual input back to the node, the Add and the Relu, as
 /// standard ONNX has them (for export; fusing the result again gives the
 /// same nodes). Returns how many nodes it split.
 int split_fused_epilogues(Graph& g);
 
 /// All of the above, in an order where each sees the others' results:
-/// fuse_conv_add before fuse_conv_relu (and the BatchNorm ones after them),
+/// fuse_conv_add before fuse_conv_relu (and the BatchNorm ones after them,
+/// then with `inference` fuse_gemm_relu),
 /// and with `inference` the
 /// forward-only fold_conv_batchnorm before both, so Conv -> BatchNorm -> Relu
 /// and Conv -> BatchNorm -> Add -> Relu each become one Conv.

@@ -160,6 +160,61 @@ TEST(Fusion, LossAndGradientsMatchTheUnfusedGraph) {
     expect_close(b.at(fused_grads.at(param)), a.at(grad), "d loss / d " + param);
 }
 
+// x (6, 8) -> Gemm(W1 (5, 8) transposed, b1) -> Relu -> Gemm(W2 (5, 3), b2)
+// -> Relu -> y: an MLP as PyTorch exports its Linear layers.
+ir::Graph mlp() {
+  std::mt19937_64 rng(21);
+  ir::Graph g;
+  g.set_tensor({"x", ir::DType::kF32, {6, 8}, ir::Role::kInput});
+  g.inputs = {"x"};
+  for (auto [name, shape] : std::vector<std::pair<std::string, ir::Shape>>{
+           {"w1", {5, 8}}, {"b1", {5}}, {"w2", {5, 3}}, {"b2", {3}}})
+    g.set_value(name, test::random_tensor(shape, test::Gen::kUniform, rng), ir::Role::kParam);
+  g.nodes.push_back(
+      {"/fc1/Gemm", "Gemm", {"x", "w1", "b1"}, {"h1"}, {{"transB", Attribute(int64_t{1})}}});
+  g.nodes.push_back({"/relu1/Relu", "Relu", {"h1"}, {"a1"}, {}});
+  g.nodes.push_back({"/fc2/Gemm", "Gemm", {"a1", "w2", "b2"}, {"h2"}, {}});
+  g.nodes.push_back({"/relu2/Relu", "Relu", {"h2"}, {"y"}, {}});
+  g.outputs = {"y"};
+  g.infer_shapes();
+  g.verify();
+  return g;
+}
+
+// Gemm + ReLU for forward-only graphs (training keeps the ReLU's layer):
+// the fused Gemm's output is the unfused pair's bits on the CPU and the
+// portable backend (the same product, then max(y, 0)), and so are the loss
+// and gradients of such a graph (ReluGrad from Y, then the Gemm's).
+TEST(Fusion, GemmReluMatchesTheUnfusedPairForwardAndBackward) {
+  ir::Graph plain = mlp(), fused = mlp();
+  EXPECT_EQ(ir::passes::fuse(fused).gemm_relu, 0);  // not without `inference`
+  EXPECT_EQ(ir::passes::fuse(fused, /*inference=*/true).gemm_relu, 2);
+  fused.infer_shapes();
+  fused.verify();
+  EXPECT_EQ(op_sequence(fused), (std::vector<std::string>{"Gemm", "Gemm"}));
+  EXPECT_EQ(fused.nodes[0].attr_string("activation", ""), "Relu");
+  EXPECT_EQ(fused.nodes[0].outputs, std::vector<std::string>{"a1"});
+  auto same_bits = [](const std::string& what, const ir::Tensor& got, const ir::Tensor& want) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    int zeros = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_EQ(got.at(i), want.at(i)) << what << " element " << i;
+      zeros += want.at(i) == 0.0f;
+    }
+    if (what == "y") {
+      EXPECT_GT(zeros, 0);  // the ReLU clipped something
+    }
+  };
+  test::compare_outputs(plain, fused, 2, [&](const ir::Tensor& got, const ir::Tensor& want) {
+    same_bits("y", got, want);
+  });
+  test::compare_training(plain, fused, 2, same_bits);
+  test::expect_split_inverts_fuse(plain, fused, 2, /*inference=*/true);  // as exported
+  ir::Graph bad = fused;
+  bad.nodes[0].attrs["activation"] = Attribute(std::string("Tanh"));
+  EXPECT_THROW(bad.infer_shapes(), ModelError);
+}
+
 TEST(Fusion, PatternsOthersStillReadAreLeftAlone) {
   {
     Variant v;

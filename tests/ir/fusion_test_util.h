@@ -29,8 +29,10 @@ inline std::vector<std::string> op_sequence(const ir::Graph& g) {
 
 // split_fused_epilogues(fused) gives standard nodes (no activation, no
 // residual slot), the ops of `plain`, and fusing that again gives `fused`'s
-// nodes, names included (what an export and a re-import do).
-inline void expect_split_inverts_fuse(const ir::Graph& plain, const ir::Graph& fused, int splits) {
+// nodes, names included (what an export and a re-import do; `inference`:
+// `fused` came from fuse(g, true)).
+inline void expect_split_inverts_fuse(const ir::Graph& plain, const ir::Graph& fused, int splits,
+                                      bool inference = false) {
   ir::Graph split = fused;
   EXPECT_EQ(ir::passes::split_fused_epilogues(split), splits);
   split.infer_shapes();
@@ -43,7 +45,7 @@ inline void expect_split_inverts_fuse(const ir::Graph& plain, const ir::Graph& f
     EXPECT_FALSE(n.has_attr("activation")) << n.name;
     EXPECT_LE(n.inputs.size(), n.op_type == "Conv" ? 3u : 5u) << n.name;
   }
-  ir::passes::fuse(split);
+  ir::passes::fuse(split, inference);
   split.infer_shapes();
   ASSERT_EQ(split.nodes.size(), fused.nodes.size());
   for (size_t i = 0; i < split.nodes.size(); ++i) {

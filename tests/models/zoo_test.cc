@@ -195,7 +195,7 @@ TEST(Zoo, LenetLayersByModuleAtDepthTwo) {
   std::vector<std::string> layers;
   for (const auto& l : g.layers) layers.push_back(l.name);
   // The ReLUs after the convolutions are fused into them (ir/passes/fusion.h)
-  // and so belong to their layers; the one after fc1 is its own.
+  // and so belong to their layers; the one after fc1 stays its own.
   EXPECT_EQ(layers, (std::vector<std::string>{"conv1", "pool1", "conv2", "pool2", "flatten", "fc1",
                                               "relu3", "fc2"}));
 }

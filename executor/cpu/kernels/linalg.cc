@@ -15,6 +15,7 @@
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
 #include "executor/cpu/kernels/sgemm.h"
+#include "executor/device/elementwise_math.h"
 #include "executor/device/matmul_batches.h"
 
 namespace pipetrain::exec::cpu {
@@ -93,6 +94,14 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
   s.wait();
 }
 
+void gemm_relu_epilogue(KernelContext& ctx) {
+  if (ctx.n().attr_string("activation", "") != "Relu") return;
+  float* y = ctx.out(0).data<float>();
+  parallel_for(ctx.out(0).numel(), ctx.out(0).numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = device::ReluFn{}(y[i]);
+  });
+}
+
 namespace {
 
 namespace du = dnnl_util;
@@ -151,7 +160,7 @@ void add_broadcast_c(const ir::Tensor& c, float beta, bool add, int64_t m, int64
     }
 }
 
-void gemm(KernelContext& ctx) {
+void gemm_product(KernelContext& ctx) {
   const ir::Tensor& a = ctx.in(0);  // (M, K) or (K, M)
   const ir::Tensor& b = ctx.in(1);  // (K, N) or (N, K)
   ir::Tensor& y = ctx.out(0);       // (M, N)
@@ -217,6 +226,12 @@ void gemm(KernelContext& ctx) {
   }
   sgemm(ta, tb, m, n, k, alpha, a.data<float>(), a.shape()[1], b.data<float>(), b.shape()[1],
         acc ? 1.0f : 0.0f, yd);
+}
+
+// The product, then the fused ReLU (ir/passes/fusion.h) over Y.
+void gemm(KernelContext& ctx) {
+  gemm_product(ctx);
+  gemm_relu_epilogue(ctx);
 }
 
 void matmul(KernelContext& ctx) {

@@ -9,6 +9,7 @@
 #include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/device/bf16.h"
 #include "executor/device/matmul_batches.h"
 
@@ -198,7 +199,12 @@ bool matmul_bf16(KernelContext& ctx) {
 
 CpuKernel kernel_bf16_Gemm() {
   return {[](KernelContext& ctx) {
-            if (!gemm_bf16(ctx)) run_on_rounded_copies(ctx, kernel_Gemm().fn);
+            // ReLU after the rounding, as the unfused bf16 Relu node saw it
+            // (the two commute); kernel_Gemm() applies it itself.
+            if (gemm_bf16(ctx))
+              gemm_relu_epilogue(ctx);
+            else
+              run_on_rounded_copies(ctx, kernel_Gemm().fn);
           },
           {ir::DType::kF32},
           0};

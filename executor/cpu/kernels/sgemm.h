@@ -6,7 +6,14 @@
 
 #include <cstdint>
 
+#include "executor/kernel_context.h"
+
 namespace pipetrain::exec::cpu {
+
+/// A Gemm node fused with its ReLU (activation "Relu", ir/passes/fusion.h):
+/// max(y, 0) over its output 0 in place, as the Relu node did; nothing for
+/// any other node.
+void gemm_relu_epilogue(KernelContext& ctx);
 
 /// Row-major Y (m, n) = alpha op(A) op(B) + beta Y; lda / ldb are the row
 /// lengths of A and B as stored, Y's is n.
