@@ -14,6 +14,7 @@
 #include "autodiff/autodiff.h"
 #include "executor/backend.h"
 #include "executor/forward_runner.h"
+#include "ir/error.h"
 #include "ir/passes/fusion.h"
 #include "tests/autodiff/grad_check.h"
 
@@ -25,6 +26,16 @@ inline std::vector<std::string> op_sequence(const ir::Graph& g) {
   std::vector<std::string> ops;
   for (const auto& n : g.nodes) ops.push_back(n.op_type);
   return ops;
+}
+
+// g's shape inference refuses it with a ModelError whose message names `fragment`.
+inline void expect_refused(ir::Graph& g, const std::string& fragment) {
+  try {
+    g.infer_shapes();
+    ADD_FAILURE() << "accepted; expected an error naming '" << fragment << "'";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
 }
 
 // split_fused_epilogues(fused) gives standard nodes (no activation, no
