@@ -2,7 +2,8 @@
 // side in one run: the same model and minibatch trained by a plain Trainer on
 // one thread, then by a time-balanced pipeline (one thread per worker) under
 // each schedule the executor runs, with the simulator's prediction for the
-// same plan and measured profile, and each schedule's stashes.
+// same plan from a profile measured just before each timed round, and each
+// schedule's stashes.
 //
 //   build/benchmarks/pipeline_bench                      # the balanced MLP
 //   build/benchmarks/pipeline_bench --model lenet --batch 64
@@ -125,7 +126,11 @@ struct Pipelined {
   pt::ir::Graph model, step_model;
   pt::autodiff::TrainingGraph tg, step_tg;  // at the microbatch and at the minibatch size
   pt::partitioner::Profile profile;         // of the graph the workers run, per minibatch
-  double predicted = 0;                     // the simulator's samples/s
+  double predicted = 0;                     // the simulator's samples/s (the latest profile's)
+  pt::exec::OptimizerConfig optimizer;
+  pt::partitioner::SimOptions so;
+  std::vector<std::pair<int, int>> ranges;  // each stage's layers
+  std::map<std::string, pt::ir::Tensor> feeds, step_feeds;
   std::unique_ptr<pt::exec::Pipeline> pipe;
   std::vector<pt::exec::TensorMap> round;
   int steps_per_round = 1;
@@ -164,23 +169,11 @@ struct Pipelined {
       po.step_graph = &step_tg;
     }
     const int64_t classes = classes_of(tg);
-    // The simulator on a profile of the graph the workers run (one
-    // microbatch, optimizer update included), stated per minibatch.
-    // Then each stage's share as its own program runs it, beside the other
-    // workers (what `pipetrain train` predicts from; medians of 15: with 7
-    // one stage of one schedule came out twice its time).
-    const auto feeds = random_batch(tg, classes, 0);
-    profile = pt::exec::measure_training_profile(tg, feeds, 2, 7, &po.optimizer, a.stages - 1);
-    std::vector<std::pair<int, int>> ranges;
+    optimizer = po.optimizer;
+    feeds = random_batch(tg, classes, 0);
+    if (batched) step_feeds = random_batch(step_tg, classes, 0);
     for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
-    profile = pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, po.optimizer, 3,
-                                            15, a.stages - 1);
-    // Batched: each stage's weight half timed once at the minibatch size.
-    if (batched)
-      pt::exec::measure_weight_steps(profile, step_tg, ranges, random_batch(step_tg, classes, 0),
-                                     po.optimizer, 3, 15, a.stages - 1);
-    pt::exec::scale_profile(profile, m);
-    pt::partitioner::SimOptions so;
+    measure_profile(a);
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
     so.microbatches = kind == ScheduleKind::kPipeDream ? a.steps : m;
     so.chunks = kChunks;
@@ -192,11 +185,7 @@ struct Pipelined {
     po.batched_stages = so.batched_weights;
     if (batched && so.batched_weights.empty())
       po.weight_gradients = pt::exec::WeightGradients::kPerMicrobatch;
-    auto [sim_plan, sim_profile] =
-        kind == ScheduleKind::kInterleaved
-            ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
-            : std::make_pair(plan, profile);
-    predicted = pt::partitioner::simulate(sim_plan, sim_profile, kind, so).samples_per_s;
+    predicted = simulate(a);
     pipe = std::make_unique<pt::exec::Pipeline>(tg, stages, po);
     // A round: one step (flush), `steps` minibatches (pipedream), or a
     // quarter of `steps` steps of m microbatches (2bw).
@@ -205,6 +194,41 @@ struct Pipelined {
                                                        : 1;
     for (int i = 0; i < steps_per_round * m; ++i) round.push_back(random_batch(tg, classes, i));
     pipe->run(round);  // warm-up
+  }
+
+  // The simulator's input: a profile of the graph the workers run (one
+  // microbatch, optimizer update included), stated per minibatch. Then each
+  // stage's share as its own program runs it, beside the other workers
+  // (what `pipetrain train` predicts from; medians of 15: with 7 one stage
+  // of one schedule came out twice its time).
+  void measure_profile(const Args& a) {
+    profile = pt::exec::measure_training_profile(tg, feeds, 2, 7, &optimizer, a.stages - 1);
+    profile = pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, optimizer, 3, 15,
+                                            a.stages - 1);
+    // Batched: each stage's weight half timed once at the minibatch size.
+    if (batched)
+      pt::exec::measure_weight_steps(profile, step_tg, ranges, step_feeds, optimizer, 3, 15,
+                                     a.stages - 1);
+    pt::exec::scale_profile(profile, m);
+  }
+
+  double simulate(const Args& a) const {
+    auto [sim_plan, sim_profile] =
+        kind == ScheduleKind::kInterleaved
+            ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
+            : std::make_pair(plan, profile);
+    return pt::partitioner::simulate(sim_plan, sim_profile, kind, so).samples_per_s;
+  }
+
+  /// The prediction from a profile measured now, just before a timed round:
+  /// on a shared VM whose speed drifts by 10-30% over minutes, a profile
+  /// taken once, minutes before the rounds, moved meas/pred by as much
+  /// (gpipe's prediction 1261-1879 samples/s over four runs whose measured
+  /// rate stayed within 1839-1899).
+  double predict_now(const Args& a) {
+    measure_profile(a);
+    predicted = simulate(a);
+    return predicted;
   }
 
   double samples_per_s(const Args& a) {
@@ -346,13 +370,19 @@ int main(int argc, char** argv) {
     // Trials interleave the single worker and every schedule, so drift on a
     // shared machine hits all of them alike; each ratio is taken within a
     // trial and the median over trials is printed.
+    // Each trial re-measures a schedule's profile right before timing it,
+    // so meas/pred compares the two at one moment (the median over trials).
     std::vector<double> one;
-    std::vector<std::vector<double>> rate(runs.size()), ratio(runs.size());
+    std::vector<std::vector<double>> rate(runs.size()), ratio(runs.size()), pred(runs.size()),
+        vs_pred(runs.size());
     for (int t = 0; t < a.trials; ++t) {
       one.push_back(single.samples_per_s(a));
       for (size_t i = 0; i < runs.size(); ++i) {
+        runs[i]->predict_now(a);
+        pred[i].push_back(runs[i]->predicted);
         rate[i].push_back(runs[i]->samples_per_s(a));
         ratio[i].push_back(rate[i].back() / one.back());
+        vs_pred[i].push_back(rate[i].back() / pred[i].back());
       }
     }
     fmt::print("one worker ({} thread{}): {:.0f} samples/s (median of {} trials)\n\n", a.threads,
@@ -385,7 +415,7 @@ int main(int argc, char** argv) {
                                (a.pin == "both" && r.pipe->worker_cores().empty() ? " float" : "");
       const double measured = median(rate[i]);
       fmt::print("{:<{}} {:>10.0f} {:>11.2f} {:>10.0f} {:>9.2f} {:>6.1f}% {:>9.1f} {}\n", name, w,
-                 measured, median(ratio[i]), r.predicted, measured / r.predicted, 100 * r.bubble(),
+                 measured, median(ratio[i]), median(pred[i]), median(vs_pred[i]), 100 * r.bubble(),
                  peak, per);
       fmt::print("{:<{}} ms per minibatch, measured (profile):{}\n", "", w, r.breakdown());
     }
