@@ -378,8 +378,7 @@ int main(int argc, char** argv) {
     for (int t = 0; t < a.trials; ++t) {
       one.push_back(single.samples_per_s(a));
       for (size_t i = 0; i < runs.size(); ++i) {
-        runs[i]->predict_now(a);
-        pred[i].push_back(runs[i]->predicted);
+        pred[i].push_back(runs[i]->predict_now(a));
         rate[i].push_back(runs[i]->samples_per_s(a));
         ratio[i].push_back(rate[i].back() / one.back());
         vs_pred[i].push_back(rate[i].back() / pred[i].back());

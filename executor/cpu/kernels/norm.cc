@@ -67,30 +67,17 @@ struct Finish {
 
 // Finish's work as a pass over Y's channels [c0, c0 + w) of sample n, for a
 // residual laid out unlike Y: the piece lies inside one block of each.
-void add_relu_epilogue(const BatchNormArgs& a, int64_t n, int64_t c0, int64_t w) {
-  if (!a.res && !a.relu) return;
+void add_relu_across_layouts(const BatchNormArgs& a, int64_t n, int64_t c0, int64_t w) {
   float* y = a.y + a.yl.plane(n, c0);
-  const float* r = a.res ? a.res + a.rl.plane(n, c0) : nullptr;
-  const int64_t size = a.yl.size;
+  const float* r = a.res + a.rl.plane(n, c0);
   const int64_t ys = a.yl.step(), yc = a.yl.channel_step();
-  // Y's piece is one contiguous run (w planes row-major, or w whole blocks).
-  const bool y_run = a.yl.block == 0 || w == a.yl.block;
-  if (r) {
-    if (y_run && a.rl.block == a.yl.block) {
-      for (int64_t i = 0; i < w * size; ++i) y[i] += r[i];
-    } else {
-      const int64_t rs = a.rl.step(), rc = a.rl.channel_step();
-      for (int64_t i = 0; i < size; ++i)
-        for (int64_t j = 0; j < w; ++j) y[i * ys + j * yc] += r[i * rs + j * rc];
+  const int64_t rs = a.rl.step(), rc = a.rl.channel_step();
+  for (int64_t i = 0; i < a.yl.size; ++i)
+    for (int64_t j = 0; j < w; ++j) {
+      float& v = y[i * ys + j * yc];
+      v += r[i * rs + j * rc];
+      if (a.relu) v = device::ReluFn{}(v);
     }
-  }
-  if (!a.relu) return;
-  if (y_run) {
-    for (int64_t i = 0; i < w * size; ++i) y[i] = device::ReluFn{}(y[i]);
-  } else {
-    for (int64_t i = 0; i < size; ++i)
-      for (int64_t j = 0; j < w; ++j) y[i * ys + j * yc] = device::ReluFn{}(y[i * ys + j * yc]);
-  }
 }
 
 // Channel c's running statistics from the batch's.
@@ -232,7 +219,7 @@ void batch_norm(KernelContext& ctx) {
                  [&](int64_t p_begin, int64_t p_end) {
                    for (int64_t p = p_begin; p < p_end; ++p)
                      for (int64_t n = 0; n < a.n_batch; ++n)
-                       add_relu_epilogue(a, n, pieces[p].c0, pieces[p].w);
+                       add_relu_across_layouts(a, n, pieces[p].c0, pieces[p].w);
                  });
   } else if (a.res) {
     a.relu ? batch_norm_as<Finish<true, true>>(a) : batch_norm_as<Finish<true, false>>(a);
