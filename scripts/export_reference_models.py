@@ -145,6 +145,19 @@ def tiny_vit(num_classes):
     return vit
 
 
+def small_vgg11_bn(num_classes):
+    """VGG-11 with BatchNorm for 64x64 inputs: its features end at 2x2, which
+    torch 1.13 cannot export through AdaptiveAvgPool2d((7, 7)); a global
+    average pool and a 512-wide classifier take their place."""
+    vgg = torchvision.models.vgg11_bn(num_classes=num_classes)
+    vgg.avgpool = torch.nn.AdaptiveAvgPool2d(1)
+    vgg.classifier = torch.nn.Sequential(
+        torch.nn.Linear(512, 512), torch.nn.ReLU(True), torch.nn.Dropout(),
+        torch.nn.Linear(512, 512), torch.nn.ReLU(True), torch.nn.Dropout(),
+        torch.nn.Linear(512, num_classes))
+    return vgg
+
+
 # --- Issue 16's real models: segmentation, UNet, GRU, style transfer ------------------------
 
 class SegmentationLoss(torch.nn.Module):
@@ -419,6 +432,8 @@ def vision_models():
         "inception_v3": classifier(tv.inception_v3, 4, 139, aux_logits=False, init_weights=True),
         "resnext50_32x4d": classifier(tv.resnext50_32x4d, 4, 64),
         "vit": classifier(tiny_vit, 4, 32),
+        "vgg11_bn": classifier(small_vgg11_bn, 2, 64),
+        "regnet_b2": classifier(tv.regnet_y_400mf, 2, 64),
     }
 
 
