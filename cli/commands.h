@@ -30,6 +30,7 @@ void add_profile_command(CLI::App& app);
 void add_partition_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
 /// `zoo compare`, added to the group add_zoo_command returns.
 void add_zoo_compare_command(CLI::App& zoo);
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_partition_command(app);
   pipetrain::cli::add_simulate_command(app);
   pipetrain::cli::add_launch_command(app);
+  pipetrain::cli::add_doctor_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -37,9 +37,14 @@ void TrainReport::step(const exec::StepReport& s) {
       s.seconds > 0 ? double((s.step - first_step_ + 1) * s.batch_size) / s.seconds : 0;
   if (metrics_ && (s.step % 10 == 0 || s.batch + 1 == s.batches_per_epoch))
     metrics_ << fmt::format(
-        "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.6g}, \"lr\": {:.6g}, \"grad_norm\": {:.6g}, "
+        "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.6g}, \"lr\": {:.6g}, {}"
         "\"samples_per_s\": {:.1f}, \"seconds\": {:.3f}}}\n",
-        s.step, s.epoch, s.result.loss, s.result.lr, s.result.grad_norm, rate, s.seconds);
+        s.step, s.epoch, s.result.loss, s.result.lr,
+        // A norm no run measured is left out, never written as a number.
+        std::isfinite(s.result.grad_norm)
+            ? fmt::format("\"grad_norm\": {:.6g}, ", s.result.grad_norm)
+            : std::string(),
+        rate, s.seconds);
   if (quiet_) return;
   const bool last = s.batch + 1 == s.batches_per_epoch;
   if (!last && s.seconds - last_draw_ < 0.1) return;  // at most 10 redraws a second

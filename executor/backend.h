@@ -116,6 +116,10 @@ struct CpuBackendOptions {
   /// bf16: oneDNN's bf16 GEMMs and convolutions (cpu/kernels/bf16.h), with
   /// activations row-major; needs AVX512-BF16 or AMX.
   Precision precision = Precision::kFp32;
+  /// Ops whose CPU kernel the kernel check found wrong here run the portable
+  /// backend's kernel (executor/kernel_check.h); off for the CPU backend the
+  /// portable backend itself holds (its host ops).
+  bool portable_fallback = true;
 };
 /// The CPU backend (OpenBLAS, oneDNN, plain loops; fixed reduction order);
 /// PlanError for bf16 on a CPU without bf16 arithmetic.

@@ -4,6 +4,7 @@
 // same pieces per stage.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,7 +28,7 @@ struct TrainerOptions {
 
 struct StepResult {
   double loss = 0;
-  double grad_norm = 0;  // before clipping
+  double grad_norm = NAN;  // before clipping; NaN where no run measured it
   double lr = 0;
 };
 

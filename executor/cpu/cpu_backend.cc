@@ -9,7 +9,9 @@
 #include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/cpu_threads.h"
+#include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/device/bf16.h"
+#include "executor/kernel_check.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -18,7 +20,11 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : options_(options), avoided_(cpu::avoided_ops()) {
+    // Ops whose own kernel the kernel check found wrong here run the portable backend's.
+    if (options.portable_fallback && !avoided_.everywhere.empty())
+      fallback_ = make_portable_backend();
 #define PIPETRAIN_ADD_CPU_KERNEL(op) kernels_.emplace(#op, cpu::kernel_##op());
     PIPETRAIN_OPS(PIPETRAIN_ADD_CPU_KERNEL)
 #undef PIPETRAIN_ADD_CPU_KERNEL
@@ -168,6 +174,7 @@ class CpuBackend final : public Backend {
 
   // bf16 keeps activations row-major: the conversions to bf16 reorder anyway.
   LayoutAccess layout_access(const ir::Graph& g, const ir::Node& n) const override {
+    if (avoided_.blocked.count(n.op_type) || avoided_.everywhere.count(n.op_type)) return {};
     return blocked() ? cpu::blocked_layout_access(g, n) : LayoutAccess{};
   }
   bool blockable(const ir::TensorDesc& t) const override {
@@ -179,12 +186,16 @@ class CpuBackend final : public Backend {
     if (it == kernels_.end())
       throw UnsupportedOp(ctx.n().describe() + ": no CPU kernel for this op");
     cpu::apply_dnnl_threads();  // oneDNN and OpenBLAS run on this thread's OpenMP team
+    if (fallback_ && avoided_.everywhere.count(ctx.n().op_type)) return fallback_->run(ctx);
     if (bf16() && device::bf16_ops().count(ctx.n().op_type)) {
       auto b = bf16_kernels_.find(ctx.n().op_type);
       if (b != bf16_kernels_.end()) return b->second.fn(ctx);
       return cpu::run_on_rounded_copies(ctx, it->second.fn);  // LSTMs, ConvTranspose
     }
     it->second.fn(ctx);
+    const bool blocked = ctx.blocked_inputs || ctx.blocked_outputs;
+    if (ctx.has_out(0) && cpu::op_fault_injected(ctx.n().op_type, blocked))
+      cpu::inject_error(ctx.out(0).data<float>(), ctx.out(0).numel());  // the check's tests
   }
 
  private:
@@ -196,6 +207,8 @@ class CpuBackend final : public Backend {
   }
 
   CpuBackendOptions options_;
+  cpu::AvoidedOps avoided_;            // the kernel check's decisions when this backend was made
+  std::unique_ptr<Backend> fallback_;  // the portable backend, for ops avoided everywhere
   std::map<std::string, cpu::CpuKernel> kernels_;
   std::map<std::string, cpu::CpuKernel> bf16_kernels_;  // under bf16: Gemm, MatMul, Conv, ConvGrad
 };
@@ -208,6 +221,7 @@ namespace {
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  ensure_kernel_check();  // once per process, before the first kernel runs
   return std::make_unique<CpuBackend>(options);
 }
 

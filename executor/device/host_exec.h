@@ -1,17 +1,17 @@
 // The host Exec policy of the shared op implementations: for_each is a plain
 // loop, scratch and uploads are host buffers alive until the op ends, GEMMs
-// go to cblas. The portable backend runs every shared op with it; the CPU
+// go to the CPU kernels' blas_sgemm. The portable backend runs every shared op with it; the CPU
 // backend runs the ops whose only implementation is the shared one
 // (cpu/kernels/shared_kernel.h) with it.
 #pragma once
-
-#include <cblas.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <vector>
+
+#include "executor/cpu/kernels/sgemm.h"
 
 namespace pipetrain::exec::device {
 
@@ -38,9 +38,7 @@ struct HostExec {
           c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
       return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+    cpu::blas_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   /// `count` products, matrix c of A, B and C at c stride_a, c stride_b, c stride_c.
   void gemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

@@ -42,6 +42,7 @@ struct Pipeline::Worker {
   // This round's messages by (stage, microbatch), and results.
   std::map<std::pair<int, int>, TensorMap> inbox_fwd, inbox_bwd, outbox_fwd, outbox_bwd;
   std::vector<std::pair<int64_t, double>> losses;  // (microbatch, loss)
+  std::vector<GradSquares> grad_sq;                // per update of one of its stages
   std::vector<partitioner::TimedOp> ops;
   double busy_s = 0;
   WorkerStats stats;
@@ -335,6 +336,7 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
   for (auto& w : workers_) {
     std::lock_guard<std::mutex> lock(w->mu);
     w->losses.clear();
+    w->grad_sq.clear();
     w->ops.clear();
     w->busy_s = 0;
     ++w->posted;
@@ -385,7 +387,8 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
     }
   }
   std::vector<WorkerReport> reports;
-  for (auto& w : workers_) reports.push_back({w->index, w->losses, w->ops, w->busy_s, w->stats});
+  for (auto& w : workers_)
+    reports.push_back({w->index, w->losses, w->grad_sq, w->ops, w->busy_s, w->stats});
   if (options_.comm) {
     try {
       reports = gather_reports(*options_.comm, round_base_, std::move(reports));
@@ -411,6 +414,7 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
       sum += all[j].second;
     r.losses.push_back(sum / per);
   }
+  r.grad_norms = global_grad_norms(reports);
   for (const auto& rep : reports) {
     r.ops.insert(r.ops.end(), rep.ops.begin(), rep.ops.end());
     r.busy_s.push_back(rep.busy_s);
@@ -451,18 +455,41 @@ void Pipeline::worker_main(Worker& w) {
   }
 }
 
+// Per update of the round, in order: the square root of the stages' squared
+// norms, each stage counted once (its lowest replica that took the update:
+// replicas that allreduced hold the same gradients).
+std::vector<double> Pipeline::global_grad_norms(const std::vector<WorkerReport>& reports) {
+  std::map<std::pair<int64_t, int>, std::pair<int, double>> per_stage;  // (update, stage)
+  for (const auto& rep : reports)
+    for (const GradSquares& g : rep.grad_sq) {
+      auto [it, fresh] = per_stage.try_emplace({g.update, g.stage}, g.replica, g.sum_sq);
+      if (!fresh && g.replica < it->second.first) it->second = {g.replica, g.sum_sq};
+    }
+  std::map<int64_t, double> per_update;
+  for (const auto& [key, value] : per_stage) per_update[key.first] += value.second;
+  std::vector<double> norms;
+  for (const auto& [update, sum_sq] : per_update) norms.push_back(std::sqrt(sum_sq));
+  return norms;
+}
+
+// The squared norm of one stage's sealed gradients as its update scales
+// them, tied params counted on the lowest stage holding them only.
+double Pipeline::stage_grad_squares(const StageWorker& one, int stage, int64_t round,
+                                    double scale) const {
+  std::set<std::string> skip;
+  for (const auto& [param, sharing] : programs_[static_cast<size_t>(stage)].shared)
+    if (*std::min_element(sharing.begin(), sharing.end()) != stage) skip.insert(param);
+  return scale * scale * one.sealed_sum_of_squares(round, skip);
+}
+
 // The global gradient norm of one update: each stage's first replica sums
 // its squares (a tied param only on the lowest stage holding it) and every
 // worker joins one allreduce, so all stages scale by the same factor.
 double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
   double local = 0;
   if (w.replica == 0)
-    for (const auto& [stage, one] : w.sws) {  // every chunk of an interleaved worker
-      std::set<std::string> skip;
-      for (const auto& [param, sharing] : programs_[static_cast<size_t>(stage)].shared)
-        if (*std::min_element(sharing.begin(), sharing.end()) != stage) skip.insert(param);
-      local += scale * scale * one->sealed_sum_of_squares(round, skip);
-    }
+    for (const auto& [stage, one] : w.sws)  // every chunk of an interleaved worker
+      local += stage_grad_squares(*one, stage, round, scale);
   std::vector<int> everyone(static_cast<size_t>(total_workers_));
   std::iota(everyone.begin(), everyone.end(), 0);
   ir::Tensor sum = ir::Tensor::from_f32({static_cast<float>(local)}, {1});
@@ -686,6 +713,9 @@ void Pipeline::run_program(Worker& w) {
             w.clipped_round = round_base_;
           }
         }
+        // metrics.jsonl's grad_norm (before clipping): summed over the stages after the round.
+        w.grad_sq.push_back({op.stage, w.replica, op.microbatch,
+                             stage_grad_squares(*owner, op.stage, op.microbatch, scale)});
         const double step_scale = options_.clip_norm > 0 ? scale * w.clip_coef : scale;
         const bool keep_old = owner->version_in_use(owner->version()) ||
                               absolute(ver.min_future[i + 1]) <= owner->version();

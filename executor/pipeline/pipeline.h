@@ -111,6 +111,9 @@ struct RoundResult {
   /// One loss per optimizer step (flush, 2bw: the mean over its microbatches)
   /// or per minibatch (pipedream), in order.
   std::vector<double> losses;
+  /// Per optimizer update, in order: the global gradient norm before
+  /// clipping (replicated and tied params counted once), as one worker's.
+  std::vector<double> grad_norms;
   double seconds = 0;                     // wall time of the round
   std::vector<partitioner::TimedOp> ops;  // every F, B, Recv wait, allreduce, step
   std::vector<double> busy_s;             // per worker: F and B time
@@ -172,6 +175,8 @@ class Pipeline {
   void worker_main(Worker& w);
   void run_program(Worker& w);
   double global_grad_norm(Worker& w, int64_t round, double scale);
+  double stage_grad_squares(const StageWorker& one, int stage, int64_t round, double scale) const;
+  static std::vector<double> global_grad_norms(const std::vector<WorkerReport>& reports);
   partitioner::Schedule build_round_schedule(int count) const;
   /// --bn-stats minibatch: marks the BatchNorm stages whole_ and cuts their
   /// programs from options_.minibatch_graph; throws PlanError for a schedule

@@ -1,4 +1,5 @@
 #include "executor/pipeline/pipeline_fit.h"
+#include <cmath>
 
 #include <chrono>
 #include <cstring>
@@ -108,6 +109,7 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
         sr.batches_per_epoch = per_epoch;
         sr.batch_size = mini;
         sr.result.loss = k < r.losses.size() ? r.losses[k] : 0;
+        sr.result.grad_norm = k < r.grad_norms.size() ? r.grad_norms[k] : NAN;
         sr.result.lr = pipe.options().lr_schedule.lr_at(sr.step, pipe.options().optimizer.lr);
         sr.seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -40,15 +40,16 @@ MessageTag tag(const std::string& what, int64_t round) {
 
 // worker, busy, stage, replica, in flight, versions, stash, params, gradients, optimizer
 constexpr int64_t kWorkerColumns = 10;
-constexpr int64_t kLossColumns = 3;    // worker, microbatch, loss
-constexpr int64_t kOpColumns = 9;      // worker, kind, stage, mb, payload, peer, start, end, -
+constexpr int64_t kLossColumns = 3;  // worker, microbatch, loss
+constexpr int64_t kGradColumns = 5;  // worker, stage, replica, update, sum of squares
+constexpr int64_t kOpColumns = 9;    // worker, kind, stage, mb, payload, peer, start, end, -
 
 }  // namespace
 
 std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
                                          std::vector<WorkerReport> mine) {
   if (comm.rank() != 0) {
-    std::vector<int64_t> workers, losses, ops;
+    std::vector<int64_t> workers, losses, grads, ops;
     for (const auto& w : mine) {
       workers.insert(workers.end(), {w.worker, bits(w.busy_s), w.stats.stage, w.stats.replica,
                                      w.stats.peak_in_flight, w.stats.peak_weight_versions,
@@ -58,6 +59,8 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
                                      static_cast<int64_t>(w.stats.optimizer_bytes)});
       for (const auto& [mb, loss] : w.losses)
         losses.insert(losses.end(), {w.worker, mb, bits(loss)});
+      for (const auto& g : w.grad_sq)
+        grads.insert(grads.end(), {w.worker, g.stage, g.replica, g.update, bits(g.sum_sq)});
       for (const auto& t : w.ops)
         ops.insert(ops.end(),
                    {w.worker, static_cast<int64_t>(t.op.kind), t.op.stage, t.op.microbatch,
@@ -65,6 +68,7 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
     }
     comm.send(0, tag("workers", round), table(workers, kWorkerColumns));
     comm.send(0, tag("losses", round), table(losses, kLossColumns));
+    comm.send(0, tag("grads", round), table(grads, kGradColumns));
     comm.send(0, tag("ops", round), table(ops, kOpColumns));
     return mine;
   }
@@ -72,6 +76,7 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
   for (int r = 1; r < comm.size(); ++r) {
     const ir::Tensor workers = comm.recv(r, tag("workers", round));
     const ir::Tensor losses = comm.recv(r, tag("losses", round));
+    const ir::Tensor grads = comm.recv(r, tag("grads", round));
     const ir::Tensor ops = comm.recv(r, tag("ops", round));
     const size_t first = all.size();
     const int64_t* c = workers.data<int64_t>();
@@ -79,8 +84,8 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
       WorkerReport w;
       w.worker = static_cast<int>(c[0]);
       w.busy_s = real(c[1]);
-      w.stats = {static_cast<int>(c[2]), static_cast<int>(c[3]), static_cast<int>(c[4]),
-                 static_cast<int>(c[5]), static_cast<size_t>(c[6]), static_cast<size_t>(c[7]),
+      w.stats = {static_cast<int>(c[2]),    static_cast<int>(c[3]),    static_cast<int>(c[4]),
+                 static_cast<int>(c[5]),    static_cast<size_t>(c[6]), static_cast<size_t>(c[7]),
                  static_cast<size_t>(c[8]), static_cast<size_t>(c[9])};
       all.push_back(std::move(w));
     }
@@ -93,6 +98,10 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
     c = losses.data<int64_t>();
     for (int64_t i = 0; i < losses.shape()[0]; ++i, c += kLossColumns)
       report_of(c[0]).losses.emplace_back(c[1], real(c[2]));
+    c = grads.data<int64_t>();
+    for (int64_t i = 0; i < grads.shape()[0]; ++i, c += kGradColumns)
+      report_of(c[0]).grad_sq.push_back(
+          {static_cast<int>(c[1]), static_cast<int>(c[2]), c[3], real(c[4])});
     c = ops.data<int64_t>();
     for (int64_t i = 0; i < ops.shape()[0]; ++i, c += kOpColumns) {
       partitioner::TimedOp t;

@@ -34,10 +34,20 @@ struct WorkerStats {
   }
 };
 
+/// One optimizer update's squared gradient norm on one stage replica (its
+/// sealed gradients as the update scales them; tied params on their lowest
+/// stage only).
+struct GradSquares {
+  int stage = 0, replica = 0;
+  int64_t update = 0;  // the Step op's index in its round
+  double sum_sq = 0;
+};
+
 /// One worker's round.
 struct WorkerReport {
   int worker = 0;
   std::vector<std::pair<int64_t, double>> losses;  // (microbatch, loss)
+  std::vector<GradSquares> grad_sq;
   std::vector<partitioner::TimedOp> ops;
   double busy_s = 0;
   WorkerStats stats;

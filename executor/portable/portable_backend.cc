@@ -102,7 +102,11 @@ class PortableBackend final : public Backend {
 
   const bool bf16_;
   const std::set<std::string> kLibrary = {"Gemm", "MatMul"};
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  std::unique_ptr<Backend> cpu_ = [] {
+    CpuBackendOptions options;
+    options.portable_fallback = false;  // no portable backend inside this one
+    return make_cpu_backend(options);
+  }();
   HostMemory memory_;
   device::Residency residency_{memory_, /*poison_stale=*/true};
 };

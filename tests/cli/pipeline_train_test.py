@@ -562,6 +562,29 @@ class PipelineTrainTest(unittest.TestCase):
             np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
         self.assertTrue(any(np.abs(free[k] - one[k]).max() > 1e-4 for k in one))
 
+    def test_pipelined_grad_norm_is_one_workers(self):
+        # metrics.jsonl's grad_norm under flush schedules (stages, replicas, interleaved
+        # chunks, with and without clipping) is the one-worker run's global norm, never 0.
+        def norms(run_dir):
+            with open(self.path(f"{run_dir}/metrics.jsonl")) as f:
+                return [m["grad_norm"] for m in map(json.loads, f) if "step" in m and "loss" in m]
+        common = ["--max-steps", 21]
+        self.ok(self.train("one", *common))
+        want = norms("one")
+        self.assertEqual(len(want), 3)
+        self.assertTrue(all(n > 0 for n in want), want)
+        for name, extra in [("stages", ["--stages", 2, "--schedule", "1f1b-flush"]),
+                            ("replicas", ["--workers", 3, "--schedule", "1f1b-flush"]),
+                            ("interleaved", ["--stages", 2, "--schedule", "interleaved"]),
+                            ("gpipe", ["--stages", 3, "--schedule", "gpipe"])]:
+            self.ok(self.train(name, *common, *extra))
+            np.testing.assert_allclose(norms(name), want, rtol=1e-5, err_msg=name)
+        # Asynchronous 1F1B: the norm of the delayed weights' gradients, near one worker's.
+        self.ok(self.train("async", *common, "--stages", 2))
+        got = norms("async")
+        self.assertEqual(got[0], want[0])  # the first minibatch sees the initial weights
+        np.testing.assert_allclose(got, want, rtol=0.2)
+
     def bn_mlp(self):
         # digits (64 features) -> Gemm -> BatchNorm -> Relu -> Gemm -> Relu -> Gemm (10).
         from onnx import helper, TensorProto

@@ -24,7 +24,13 @@ const char* best_core_for_flags() {
   return nullptr;
 }
 
+bool g_rechosen = false;
+
 }  // namespace
+
+bool blas_core_rechosen() {
+  return g_rechosen;
+}
 
 void choose_blas_core() {
   if (!openblas_get_corename || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
@@ -39,6 +45,7 @@ void choose_blas_core() {
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
   unsetenv("OPENBLAS_CORETYPE");
+  g_rechosen = true;
 }
 
 const char* blas_core() {

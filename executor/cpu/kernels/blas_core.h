@@ -13,6 +13,9 @@ namespace pipetrain::exec::cpu {
 /// before any BLAS call and before other threads start (it runs before main).
 void choose_blas_core();
 
+/// Whether choose_blas_core replaced OpenBLAS's own choice.
+bool blas_core_rechosen();
+
 /// The kernel set OpenBLAS uses ("SkylakeX"), or "unknown".
 const char* blas_core();
 

@@ -13,6 +13,7 @@
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/kernel_paths.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -156,6 +157,7 @@ std::string conv_cache_key(const ConvArgs& a) {
 }
 
 bool conv_dnnl(const ConvArgs& a) {
+  if (path_avoided(KernelPath::kDnnlConv)) return false;  // the kernel check found it wrong here
   auto p = du::cached_as<ConvPrimitive>(conv_cache_key(a), [&] { return make_primitive(a); });
   if (!p) return false;
   auto& eng = du::engine();
@@ -187,6 +189,7 @@ bool conv_dnnl(const ConvArgs& a) {
   p->prim.execute(s, args);
   if (p->dst_out) p->dst_out->execute(s, dst, user_dst);
   s.wait();
+  if (fault_injected(KernelPath::kDnnlConv)) inject_error(a.y_data, 1);
   return true;
 }
 

@@ -4,10 +4,9 @@
 #include <algorithm>
 #include <vector>
 
-#include <cblas.h>
-
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/pool_window.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/cpu/kernels/window3.h"
 
 namespace pipetrain::exec::cpu {
@@ -101,10 +100,8 @@ void conv_plain(const ConvArgs& a) {
         const float* cols = direct ? xg : col.data();
         float* yg = a.y_data + (n * m_out + gi * mg) * o_size;  // (Mg, O)
         const float* wg = a.w_data + gi * mg * cg * k;          // (Mg, Cg K)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(mg),
-                    static_cast<int>(o_size), static_cast<int>(cg * k), 1.0f, wg,
-                    static_cast<int>(cg * k), cols, static_cast<int>(o_size), 0.0f, yg,
-                    static_cast<int>(o_size));
+        blas_sgemm(false, false, mg, o_size, cg * k, 1.0f, wg, cg * k, cols, o_size, 0.0f, yg,
+                   o_size);
         if (a.b_data) add_bias(yg, a.b_data + gi * mg, mg, o_size);
       }
     return;
@@ -115,10 +112,8 @@ void conv_plain(const ConvArgs& a) {
     for (int64_t gi = 0; gi < groups; ++gi) {
       const float* xg = a.x_data + (n * c_in + gi * cg) * i_size;  // (Cg, I)
       const float* wg = a.w_data + gi * cg * mg * k;               // (Cg, Mg K)
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(mg * k),
-                  static_cast<int>(i_size), static_cast<int>(cg), 1.0f, wg,
-                  static_cast<int>(mg * k), xg, static_cast<int>(i_size), 0.0f, col.data(),
-                  static_cast<int>(i_size));
+      blas_sgemm(true, false, mg * k, i_size, cg, 1.0f, wg, mg * k, xg, i_size, 0.0f, col.data(),
+                 i_size);
       float* yg = a.y_data + (n * m_out + gi * mg) * o_size;  // (Mg, O)
       col2im(col.data(), mg, g, yg);
       if (a.b_data) add_bias(yg, a.b_data + gi * mg, mg, o_size);

@@ -7,13 +7,12 @@
 //   Y' = W col       (M, N*O), Y'[m, n*O + o] = Y[n, m, o]
 //   dW = dY' col^T   (M, C*K), W's own layout
 //   dcol = W^T dY'   (C*K, N*O), added back into dX by im2col's adjoint
-#include <cblas.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/conv_impl.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/cpu/kernels/window3.h"
 #include "executor/device/row_math.h"
 
@@ -77,9 +76,7 @@ void gemm(const ConvArgs& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
     a = ra.data();
     b = rb.data();
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, y, static_cast<int>(n));
+  blas_sgemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, y, n);
 }
 
 bool small_output(const ConvArgs& a, const Window3& w) {

@@ -7,8 +7,6 @@
 // ConvTranspose) the plain path runs: dX is the adjoint op over the same
 // window (Conv <-> ConvTranspose, through conv_plain) and dW an im2col + sgemm
 // per sample.
-#include <cblas.h>
-
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +20,8 @@
 #include "executor/cpu/kernels/conv_impl.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/kernel_paths.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "executor/device/row_math.h"
 #include "ir/error.h"
 
@@ -209,6 +209,8 @@ void bias_grad(const ConvGradArgs& g) {
 }  // namespace
 
 bool conv_grad_dnnl(const ConvGradArgs& g) {
+  if (path_avoided(KernelPath::kDnnlConvGrad))
+    return false;  // the kernel check found it wrong here
   const ConvArgs& a = g.conv;
   std::shared_ptr<DataPrimitive> dp = g.dx ? data_primitive(a, g.dx_blocked) : nullptr;
   if (g.dx && !dp) return false;
@@ -247,6 +249,7 @@ bool conv_grad_dnnl(const ConvGradArgs& g) {
     s.wait();
   }
   if (g.db && !fused_bias) bias_grad(g);
+  if (fault_injected(KernelPath::kDnnlConvGrad)) inject_error(g.dw ? g.dw : g.dx, 1);
   return true;
 }
 
@@ -306,16 +309,12 @@ void weights_plain(const ConvGradArgs& g) {
       const float beta = n == 0 ? 0.0f : 1.0f;
       if (!a.transposed) {
         im2col(xg, cg, cw, col.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(mg),
-                    static_cast<int>(cg * k), static_cast<int>(o_size), 1.0f, dyg,
-                    static_cast<int>(o_size), col.data(), static_cast<int>(o_size), beta,
-                    g.dw + gi * mg * cg * k, static_cast<int>(cg * k));
+        blas_sgemm(false, true, mg, cg * k, o_size, 1.0f, dyg, o_size, col.data(), o_size, beta,
+                   g.dw + gi * mg * cg * k, cg * k);
       } else {
         im2col(dyg, mg, cw, col.data());
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(cg),
-                    static_cast<int>(mg * k), static_cast<int>(i_size), 1.0f, xg,
-                    static_cast<int>(i_size), col.data(), static_cast<int>(i_size), beta,
-                    g.dw + gi * cg * mg * k, static_cast<int>(mg * k));
+        blas_sgemm(false, true, cg, mg * k, i_size, 1.0f, xg, i_size, col.data(), i_size, beta,
+                   g.dw + gi * cg * mg * k, mg * k);
       }
     }
 }

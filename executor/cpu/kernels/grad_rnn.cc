@@ -16,8 +16,6 @@
 // as one sgemm each. Batch entries past their sequence_lens have dz = 0 and
 // pass dh, dc through unchanged (the forward keeps their state). P gets no
 // gradient (the op has no dP output).
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -25,6 +23,7 @@
 
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/rnn_attrs.h"
+#include "executor/cpu/kernels/sgemm.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec::cpu {
@@ -82,10 +81,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
-              static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta,
-              c, static_cast<int>(ldc));
+  blas_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 struct Gates {  // one (step, batch entry, unit), recomputed from z: i, f, g and C'

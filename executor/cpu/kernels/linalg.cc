@@ -14,6 +14,7 @@
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/cpu/kernels/sgemm.h"
 #include "executor/device/elementwise_math.h"
 #include "executor/device/matmul_batches.h"
@@ -23,23 +24,75 @@ namespace pipetrain::exec::cpu {
 // Products with at most this many multiply-adds go to dnnl_sgemm.
 constexpr int64_t kSmallGemm = int64_t{1} << 22;
 
+namespace {
+
+// Y = beta Y for an empty sum (BLAS may leave Y alone).
+void scale_rows(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+}
+
+void dnnl_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  apply_dnnl_threads();  // dnnl_sgemm runs on the calling thread's OpenMP team
+  [[maybe_unused]] dnnl_status_t st =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  assert(st == dnnl_success);
+  if (fault_injected(KernelPath::kDnnlGemm)) inject_error(c, 1);
+}
+
+void openblas_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+  if (fault_injected(KernelPath::kOpenBlasGemm)) inject_error(c, 1);
+}
+
+}  // namespace
+
+void sgemm_on(KernelPath library, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) {
+  if (library == KernelPath::kDnnlGemm)
+    return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  openblas_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void reference_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum +=
+            double(ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      float& y = c[i * ldc + j];
+      y = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * y));
+    }
+}
+
+void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_rows(m, n, beta, c, ldc);
+  if (path_avoided(KernelPath::kOpenBlasGemm)) {
+    if (!path_avoided(KernelPath::kDnnlGemm))
+      return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return reference_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  openblas_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* y) {
   if (m == 0 || n == 0) return;
-  if (k == 0) {  // empty sum: Y = beta * Y
-    for (int64_t i = 0; i < m * n; ++i) y[i] = beta == 0.0f ? 0.0f : beta * y[i];
-    return;
-  }
-  if (m * n * k <= kSmallGemm) {
-    apply_dnnl_threads();  // dnnl_sgemm runs on the calling thread's OpenMP team
-    [[maybe_unused]] dnnl_status_t st =
-        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, y, n);
-    assert(st == dnnl_success);
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, y, static_cast<int>(n));
+  if (k == 0) return scale_rows(m, n, beta, y, n);
+  const bool small = m * n * k <= kSmallGemm || path_avoided(KernelPath::kOpenBlasGemm);
+  if (small && !path_avoided(KernelPath::kDnnlGemm))
+    return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, y, n);
+  blas_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, y, n);
 }
 
 namespace {
@@ -57,6 +110,12 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                    int64_t lda, int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b,
                    float beta, float* y, int64_t ldy, int64_t stride_y, int64_t count) {
   if (m == 0 || n == 0 || count == 0) return;
+  if (path_avoided(KernelPath::kDnnlMatmul)) {  // the kernel check found oneDNN's matmul wrong
+    for (int64_t c = 0; c < count; ++c)
+      blas_sgemm(ta, tb, m, n, k, alpha, a + c * stride_a, lda, b + c * stride_b, ldb, beta,
+                 y + c * stride_y, ldy);
+    return;
+  }
   if (k == 0) {  // empty sums: Y = beta * Y
     for (int64_t c = 0; c < count; ++c)
       for (int64_t i = 0; i < m; ++i)
@@ -92,6 +151,7 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                       {DNNL_ARG_DST, dnnl::memory(p->y, eng, y)},
                       {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(p->scratch)}});
   s.wait();
+  if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y, 1);
 }
 
 void gemm_relu_epilogue(KernelContext& ctx) {
@@ -119,6 +179,7 @@ struct BatchedMatmul {
 bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const float* b, float* y,
                      bool accumulate) {
   if (mb.batch_a != mb.batch_b || mb.offsets.size() < 2 || mb.m * mb.n * mb.k == 0) return false;
+  if (path_avoided(KernelPath::kDnnlMatmul)) return false;
   const int64_t batch = static_cast<int64_t>(mb.offsets.size()), m = mb.m, n = mb.n, k = mb.k;
   const std::string key = "matmul b" + std::to_string(batch) + " m" + std::to_string(m) + " n" +
                           std::to_string(n) + " k" + std::to_string(k) + (mb.ta ? " ta" : "") +
@@ -142,6 +203,7 @@ bool batched_on_dnnl(const device::MatmulBatches& mb, const float* a, const floa
                       {DNNL_ARG_DST, dnnl::memory(p->y, eng, y)},
                       {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(p->scratch)}});
   s.wait();
+  if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y, 1);
   return true;
 }
 

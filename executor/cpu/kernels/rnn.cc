@@ -6,9 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include <cblas.h>
-
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/sgemm.h"
 
 namespace pipetrain::exec::cpu {
 
@@ -79,10 +78,8 @@ void lstm(KernelContext& ctx) {
         c[k] = ctx.has_in(6) ? ctx.in(6).data<float>()[dm.state_off(d, b) + j] : 0.0f;
       }
     if (dm.seq * dm.batch > 0 && dm.in > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(dm.seq * dm.batch),
-                  static_cast<int>(g_n), static_cast<int>(dm.in), 1.0f, x.data<float>(),
-                  static_cast<int>(dm.in), w, static_cast<int>(dm.in), 0.0f, xproj.data(),
-                  static_cast<int>(g_n));
+      blas_sgemm(false, true, dm.seq * dm.batch, g_n, dm.in, 1.0f, x.data<float>(), dm.in, w, dm.in,
+                 0.0f, xproj.data(), g_n);
     for (int64_t s = 0; s < dm.seq; ++s) {
       int64_t t = reverse ? dm.seq - 1 - s : s;
       for (int64_t b = 0; b < dm.batch; ++b) {
@@ -91,10 +88,8 @@ void lstm(KernelContext& ctx) {
         for (int64_t j = 0; j < g_n; ++j) gb[j] = xp[j] + bias[static_cast<size_t>(j)];
       }
       if (h_n > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(dm.batch),
-                    static_cast<int>(g_n), static_cast<int>(h_n), 1.0f, h.data(),
-                    static_cast<int>(h_n), r, static_cast<int>(h_n), 1.0f, gates.data(),
-                    static_cast<int>(g_n));
+        blas_sgemm(false, true, dm.batch, g_n, h_n, 1.0f, h.data(), h_n, r, h_n, 1.0f, gates.data(),
+                   g_n);
       for (int64_t b = 0; b < dm.batch; ++b) {
         if (t >= lens[static_cast<size_t>(b)]) continue;  // outside this sequence
         const float* gb = gates.data() + b * g_n;         // i, o, f, c blocks of H

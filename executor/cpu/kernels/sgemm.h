@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/kernel_context.h"
 
 namespace pipetrain::exec::cpu {
@@ -15,8 +16,28 @@ namespace pipetrain::exec::cpu {
 /// any other node.
 void gemm_relu_epilogue(KernelContext& ctx);
 
+/// Row-major C (m, n) = alpha op(A) op(B) + beta C with C's rows ldc apart,
+/// on OpenBLAS; where the kernel check avoided OpenBLAS (kernel_paths.h), on
+/// oneDNN's sgemm, and where it avoided both, on reference_sgemm. Every
+/// product the CPU kernels (and the portable backend's host GEMMs) hand to a
+/// BLAS goes through here.
+void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+/// The product on one library as it is, avoided or not (kOpenBlasGemm or
+/// kDnnlGemm; m, n, k > 0): what the kernel check measures.
+void sgemm_on(KernelPath library, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc);
+
+/// blas_sgemm's product in plain loops with double sums: the kernel check's
+/// reference, and the last resort when both libraries are avoided.
+void reference_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 /// Row-major Y (m, n) = alpha op(A) op(B) + beta Y; lda / ldb are the row
-/// lengths of A and B as stored, Y's is n.
+/// lengths of A and B as stored, Y's is n. Small products on oneDNN's sgemm,
+/// the rest on blas_sgemm (either library alone where the check avoided the other).
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* y);
 

@@ -15,6 +15,7 @@
 
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
+#include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/cpu/kernels/sgemm.h"
 
 namespace pipetrain::exec::cpu {
@@ -137,8 +138,11 @@ bool swapped_product(const WeightGemm& g, const float* a, const float* w, const 
 
 bool sgemm_weight(const WeightGemm& g, const float* a, const float* w, const float* bias,
                   float* y) {
-  if (g.m == 0 || g.n == 0 || g.k == 0) return false;
-  if (swapped_case(g) && swapped_product(g, a, w, bias, y)) return true;
+  if (g.m == 0 || g.n == 0 || g.k == 0 || path_avoided(KernelPath::kDnnlMatmul)) return false;
+  if (swapped_case(g) && swapped_product(g, a, w, bias, y)) {
+    if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y, 1);
+    return true;
+  }
   const std::string key = "weight matmul m" + std::to_string(g.m) + " n" + std::to_string(g.n) +
                           " k" + std::to_string(g.k) + " lda" + std::to_string(g.lda) + " ldw" +
                           std::to_string(g.ldw) + (g.ta ? " ta" : "") + (g.tw ? " tw" : "") +
@@ -157,6 +161,7 @@ bool sgemm_weight(const WeightGemm& g, const float* a, const float* w, const flo
   if (g.bias) args[DNNL_ARG_BIAS] = memory(p->bias, eng, const_cast<float*>(bias));
   p->prim.execute(s, args);
   s.wait();
+  if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y, 1);
   return true;
 }
 
