@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, builds and runs the whole test suite: unit tests, ONNX's operator
-# conformance data, the PyTorch reference models, the AddressSanitizer +
+# conformance data, the PyTorch reference models (again per kernel path this CPU
+# can select: tests/kernel_paths.sh), the AddressSanitizer +
 # UndefinedBehaviorSanitizer and ThreadSanitizer builds of the unit and pipeline
 # tests, a bounded run of every parser's fuzzer, and the GPU bundle built and
 # proven on the CPU from a clean prefix.
@@ -21,6 +22,11 @@ cd "$root/build"
 export OMP_WAIT_POLICY=passive  # 2 shared cores: spinning OpenMP barriers cost milliseconds per oneDNN call
 ctest --output-on-failure -j "$(nproc)" --timeout 1200
 phase ctest
+# The kernel check, the fusion tests and the PyTorch reference once more per kernel
+# path this CPU can select (OpenBLAS kernel sets, oneDNN ISA caps, activation layouts):
+# the CPU's flags, and which paths ran and which it cannot run, go to the log.
+"$root/tests/kernel_paths.sh" "$root/build"
+phase "kernel paths"
 # The sanitizer builds (scripts/sanitize.sh; times on 2 cores in the README).
 if [[ ${ASAN:-1} != 0 ]]; then
   "$root/scripts/sanitize.sh" address

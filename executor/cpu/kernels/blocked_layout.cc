@@ -38,11 +38,13 @@ int64_t preferred_block() {
 
 // PIPETRAIN_BLOCKED_LAYOUT=nhwc takes AVX-512's layout on any CPU (oneDNN
 // computes in nhwc on AVX2 too, at some cost), so that its paths are tested
-// on every machine.
+// on every machine; =off keeps every activation row-major (the kernels'
+// plain paths, as a CPU without a blocked layout runs them).
 int64_t process_block() {
   static const int64_t block = [] {
     const char* forced = std::getenv("PIPETRAIN_BLOCKED_LAYOUT");
     if (forced && std::string(forced) == "nhwc") return kAllChannels;
+    if (forced && std::string(forced) == "off") return kNone;
     return preferred_block();
   }();
   return block;

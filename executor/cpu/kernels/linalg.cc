@@ -151,7 +151,7 @@ void sgemm_batched(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
                       {DNNL_ARG_DST, dnnl::memory(p->y, eng, y)},
                       {DNNL_ARG_SCRATCHPAD, dnnl_util::scratchpad(p->scratch)}});
   s.wait();
-  if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y, 1);
+  if (fault_injected(KernelPath::kDnnlMatmul)) inject_error(y + (count - 1) * stride_y, 1);
 }
 
 void gemm_relu_epilogue(KernelContext& ctx) {
