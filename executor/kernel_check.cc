@@ -12,6 +12,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -23,6 +24,7 @@
 #include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/blocked_layout.h"
+#include "executor/cpu/kernels/dnnl_util.h"
 #include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/cpu/kernels/sgemm.h"
 #include "ir/graph.h"
@@ -398,22 +400,18 @@ void check_matmul(KernelCheckReport& report, std::mt19937& rng) {
 struct OpFamily {
   std::string op, family;
   std::function<std::vector<OpCase>(std::mt19937&)> cases;
-  bool has_library_path;  // a oneDNN path to avoid before the op itself
-  KernelPath library;
+  std::optional<KernelPath> library;  // a oneDNN path to avoid before the op itself
 };
 
 std::vector<OpFamily> op_families() {
-  return {
-      {"Conv", "convolution", [](std::mt19937& r) { return conv_cases(r, false); }, true,
-       KernelPath::kDnnlConv},
-      {"ConvGrad", "convolution gradient", [](std::mt19937& r) { return conv_cases(r, true); },
-       true, KernelPath::kDnnlConvGrad},
-      {"MaxPoolGrad", "max-pool gradient", pool_grad_cases, false, KernelPath::kDnnlConv},
-      {"AveragePoolGrad", "average-pool gradient", pool_grad_cases, false, KernelPath::kDnnlConv},
-      {"BatchNormalization", "BatchNorm (batch statistics)", batch_norm_cases, false,
-       KernelPath::kDnnlConv},
-      {"BatchNormalizationGrad", "BatchNorm gradient", batch_norm_cases, false,
-       KernelPath::kDnnlConv}};
+  return {{"Conv", "convolution", [](std::mt19937& r) { return conv_cases(r, false); },
+           KernelPath::kDnnlConv},
+          {"ConvGrad", "convolution gradient", [](std::mt19937& r) { return conv_cases(r, true); },
+           KernelPath::kDnnlConvGrad},
+          {"MaxPoolGrad", "max-pool gradient", pool_grad_cases, std::nullopt},
+          {"AveragePoolGrad", "average-pool gradient", pool_grad_cases, std::nullopt},
+          {"BatchNormalization", "BatchNorm (batch statistics)", batch_norm_cases, std::nullopt},
+          {"BatchNormalizationGrad", "BatchNorm gradient", batch_norm_cases, std::nullopt}};
 }
 
 void check_op_family(const OpFamily& fam, bool blocked, KernelCheckReport& report,
@@ -441,8 +439,8 @@ void check_op_family(const OpFamily& fam, bool blocked, KernelCheckReport& repor
   }
   f.avoided = true;
   Worst again;
-  if (fam.has_library_path && !cpu::path_avoided(fam.library)) {
-    cpu::set_path_avoided(fam.library, true);
+  if (fam.library && !cpu::path_avoided(*fam.library)) {
+    cpu::set_path_avoided(*fam.library, true);
     f.fallback = "im2col + GEMM (not oneDNN)";
     check_ops(cases, fam.op, blocked, again);
   }
@@ -593,6 +591,7 @@ std::vector<std::pair<std::string, std::string>> kernel_environment() {
       "oneDNN",
       fmt::format("{}.{}.{}, ISA {} ({})", v->major, v->minor, v->patch, cpu::dnnl_isa_name(),
                   env_or("ONEDNN_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA unset")));
+  lines.emplace_back("kernels", cpu::dnnl_util::representative_kernels());
   const int64_t block = cpu::channel_block(64);
   lines.emplace_back(
       "layout", fmt::format("activations between convolutions {} ({})",

@@ -433,7 +433,7 @@ def vision_models():
         "resnext50_32x4d": classifier(tv.resnext50_32x4d, 4, 64),
         "vit": classifier(tiny_vit, 4, 32),
         "vgg11_bn": classifier(small_vgg11_bn, 2, 64),
-        "regnet_b2": classifier(tv.regnet_y_400mf, 2, 64),
+        "regnet_y_400mf_b2": classifier(tv.regnet_y_400mf, 2, 64),
     }
 
 

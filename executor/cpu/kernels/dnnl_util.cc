@@ -113,3 +113,41 @@ dnnl::memory WeightCache::get(const float* data, bool is_value, uint64_t version
 }
 
 }  // namespace pipetrain::exec::cpu::dnnl_util
+
+namespace pipetrain::exec::cpu::dnnl_util {
+
+std::string representative_kernels() {
+  using memory = dnnl::memory;
+  auto any = [](const memory::dims& d) {
+    return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+  };
+  const memory::dims x = {8, 64, 28, 28}, w = {64, 64, 3, 3};
+  std::string out;
+  try {
+    dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
+                                       dnnl::algorithm::convolution_direct, any(x), any(w), any(x),
+                                       {1, 1}, {1, 1}, {1, 1});
+    dnnl::convolution_forward::primitive_desc fwd(fd, engine());
+    dnnl::convolution_backward_data::primitive_desc data(
+        {dnnl::algorithm::convolution_direct, any(x), any(w), any(x), {1, 1}, {1, 1}, {1, 1}},
+        engine(), fwd);
+    dnnl::convolution_backward_weights::primitive_desc weights(
+        {dnnl::algorithm::convolution_direct, any(x), any(w), any(x), {1, 1}, {1, 1}, {1, 1}},
+        engine(), fwd);
+    out = "conv " + std::string(fwd.impl_info_str()) + ", its backward data " +
+          data.impl_info_str() + " and weights " + weights.impl_info_str();
+  } catch (const dnnl::error& e) {
+    out = std::string("conv: none (") + e.what() + ")";
+  }
+  try {
+    dnnl::matmul::primitive_desc mm(
+        dnnl::matmul::desc(plain_desc({256, 1024}), plain_desc({1024, 1024}),
+                           plain_desc({256, 1024})),
+        engine());
+    out += std::string(", weight product ") + mm.impl_info_str();
+  } catch (const dnnl::error&) {
+  }
+  return out;
+}
+
+}  // namespace pipetrain::exec::cpu::dnnl_util

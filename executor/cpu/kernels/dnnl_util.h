@@ -75,4 +75,9 @@ dnnl::primitive_attr matmul_attr(float alpha, float sum);
 /// "(2, 3)" pieces for cache keys.
 std::string key_of(const ir::Shape& s);
 
+/// The implementations oneDNN picks here for a ResNet-style 3x3 convolution
+/// (8 x 64 x 28 x 28), its backward data and weights, and a 256 x 1024 x 1024
+/// weight product: "conv brgconv:avx512_core, ..." (pipetrain doctor).
+std::string representative_kernels();
+
 }  // namespace pipetrain::exec::cpu::dnnl_util
