@@ -456,14 +456,34 @@ void check_op_family(const OpFamily& fam, bool blocked, KernelCheckReport& repor
   report.families.push_back(f);
 }
 
+// Where pipetrain replaced OpenBLAS's kernel choice (choose_blas_core) and
+// those kernels compute wrong, OpenBLAS's own choice is checked next.
+void restore_openblas_choice(KernelFamilyCheck& blas, std::mt19937& rng) {
+  const std::string chosen = cpu::blas_core();
+  if (!cpu::restore_blas_core()) return;
+  Worst w;
+  check_gemm(
+      [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+         const float* b, int64_t ldb, float beta, float* c) {
+        cpu::sgemm_on(KernelPath::kOpenBlasGemm, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c, n);
+      },
+      w, rng);
+  blas.avoided = true;
+  blas.fallback = fmt::format("OpenBLAS's own {} kernels", cpu::blas_core());
+  blas.fallback_worst = w.ratio;
+  blas.family = fmt::format("GEMM on OpenBLAS ({} kernels, pipetrain's choice)", chosen);
+}
+
 void decide_gemm(KernelCheckReport& report, std::mt19937& rng) {
   KernelFamilyCheck& blas = report.families[report.families.size() - 2];
   KernelFamilyCheck& dnnl = report.families.back();
-  const bool blas_bad = !blas.ok(), dnnl_bad = !dnnl.ok();
+  if (!blas.ok()) restore_openblas_choice(blas, rng);
+  const bool blas_bad = !blas.ok() && !(blas.avoided && blas.fallback_ok());
+  const bool dnnl_bad = !dnnl.ok();
   if (blas_bad) cpu::set_path_avoided(KernelPath::kOpenBlasGemm, true);
   if (dnnl_bad) cpu::set_path_avoided(KernelPath::kDnnlGemm, true);
   for (KernelFamilyCheck* f : {&blas, &dnnl}) {
-    if (f->ok()) continue;
+    if (!(f == &blas ? blas_bad : dnnl_bad)) continue;
     f->avoided = true;
     f->fallback = blas_bad && dnnl_bad ? "plain loops (slow)"
                   : f == &blas         ? "oneDNN's sgemm"

@@ -48,6 +48,14 @@ void choose_blas_core() {
   g_rechosen = true;
 }
 
+bool restore_blas_core() {
+  if (!g_rechosen) return false;
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();  // OPENBLAS_CORETYPE is unset again: OpenBLAS detects for itself
+  g_rechosen = false;
+  return true;
+}
+
 const char* blas_core() {
   const char* name = openblas_get_corename ? openblas_get_corename() : nullptr;
   return name ? name : "unknown";

@@ -16,6 +16,11 @@ void choose_blas_core();
 /// Whether choose_blas_core replaced OpenBLAS's own choice.
 bool blas_core_rechosen();
 
+/// Puts OpenBLAS back on the kernels it chose itself (the kernel check's
+/// fallback when the ones choose_blas_core chose compute wrong here). Only
+/// while no other thread runs BLAS; false where there was nothing to undo.
+bool restore_blas_core();
+
 /// The kernel set OpenBLAS uses ("SkylakeX"), or "unknown".
 const char* blas_core();
 
