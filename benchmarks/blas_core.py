@@ -1,10 +1,11 @@
 """OpenBLAS's kernel set for the side-by-side benchmarks.
 
 Debian's OpenBLAS 0.3.21 chooses kernels by CPU model and falls back to its
-SSE3 "Prescott" kernels on models it does not know; pipetrain then chooses by
-the CPU's flags (executor/cpu/kernels/blas_core.h). PyTorch here links the same
-OpenBLAS, so each benchmark gives it the same kernels: OPENBLAS_CORETYPE, set
-before torch is imported (and inherited by pipetrain, which then keeps it).
+SSE3 "Prescott" kernels on models it does not know; pipetrain then runs its
+GEMMs on oneDNN's sgemm (executor/cpu/kernels/blas_core.h), but PyTorch, which
+links the same OpenBLAS, would be left on the fallback. So each benchmark gives
+both the kernels the CPU's flags call for: OPENBLAS_CORETYPE, set before torch
+is imported (and inherited by pipetrain, which then uses OpenBLAS with it).
 """
 import os
 

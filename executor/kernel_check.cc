@@ -456,29 +456,10 @@ void check_op_family(const OpFamily& fam, bool blocked, KernelCheckReport& repor
   report.families.push_back(f);
 }
 
-// Where pipetrain replaced OpenBLAS's kernel choice (choose_blas_core) and
-// those kernels compute wrong, OpenBLAS's own choice is checked next.
-void restore_openblas_choice(KernelFamilyCheck& blas, std::mt19937& rng) {
-  const std::string chosen = cpu::blas_core();
-  if (!cpu::restore_blas_core()) return;
-  Worst w;
-  check_gemm(
-      [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-         const float* b, int64_t ldb, float beta, float* c) {
-        cpu::sgemm_on(KernelPath::kOpenBlasGemm, ta, tb, m, n, k, 0.5f, a, lda, b, ldb, beta, c, n);
-      },
-      w, rng);
-  blas.avoided = true;
-  blas.fallback = fmt::format("OpenBLAS's own {} kernels", cpu::blas_core());
-  blas.fallback_worst = w.ratio;
-  blas.family = fmt::format("GEMM on OpenBLAS ({} kernels, pipetrain's choice)", chosen);
-}
-
 void decide_gemm(KernelCheckReport& report, std::mt19937& rng) {
   KernelFamilyCheck& blas = report.families[report.families.size() - 2];
   KernelFamilyCheck& dnnl = report.families.back();
-  if (!blas.ok()) restore_openblas_choice(blas, rng);
-  const bool blas_bad = !blas.ok() && !(blas.avoided && blas.fallback_ok());
+  const bool blas_bad = !blas.ok();
   const bool dnnl_bad = !dnnl.ok();
   if (blas_bad) cpu::set_path_avoided(KernelPath::kOpenBlasGemm, true);
   if (dnnl_bad) cpu::set_path_avoided(KernelPath::kDnnlGemm, true);
@@ -518,7 +499,9 @@ KernelCheckReport run_kernel_check() {
   std::mt19937 rng(20261206);
   // GEMMs first: the portable backend, the ops' reference, multiplies on blas_sgemm.
   check_gemm_library(KernelPath::kOpenBlasGemm,
-                     fmt::format("GEMM on OpenBLAS ({} kernels)", cpu::blas_core()), report, rng);
+                     fmt::format("GEMM on OpenBLAS ({} kernels{})", cpu::blas_core(),
+                                 cpu::openblas_fell_back() ? ", unused here" : ""),
+                     report, rng);
   check_gemm_library(KernelPath::kDnnlGemm, "GEMM on oneDNN's sgemm", report, rng);
   decide_gemm(report, rng);
   check_matmul(report, rng);
@@ -603,8 +586,9 @@ std::vector<std::pair<std::string, std::string>> kernel_environment() {
   lines.emplace_back(
       "OpenBLAS",
       fmt::format("{} kernels ({}; {})", cpu::blas_core(),
-                  cpu::blas_core_rechosen() ? "pipetrain's choice: OpenBLAS fell back to Prescott"
-                                            : "OpenBLAS's own choice",
+                  cpu::openblas_fell_back()
+                      ? "its fallback on a CPU model it does not know: GEMMs run on oneDNN's sgemm"
+                      : "its own choice",
                   env_or("OPENBLAS_CORETYPE", "OPENBLAS_CORETYPE unset")));
   const dnnl_version_t* v = dnnl_version();
   lines.emplace_back(

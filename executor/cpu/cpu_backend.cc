@@ -6,7 +6,6 @@
 #include "executor/backend.h"
 #include "executor/cpu/cpu_kernels.h"
 #include "executor/cpu/kernels/bf16.h"
-#include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/kernel_paths.h"
@@ -213,11 +212,6 @@ class CpuBackend final : public Backend {
   std::map<std::string, cpu::CpuKernel> bf16_kernels_;  // under bf16: Gemm, MatMul, Conv, ConvGrad
 };
 
-}  // namespace
-
-namespace {
-// Before main, so before any BLAS call or worker thread (blas_core.h).
-[[maybe_unused]] const bool kBlasCoreChosen = (cpu::choose_blas_core(), true);
 }  // namespace
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {

@@ -1,25 +1,19 @@
 // OpenBLAS's kernel choice. Debian's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks
 // its kernels by CPU model number and falls back to its SSE3 "Prescott"
 // kernels on models newer than it knows (Emerald Rapids, family 6 model 207,
-// on this project's VMs): 33 GFLOP/s on one core where its SkylakeX kernels
-// give 150. choose_blas_core() then picks by the CPU's instruction-set flags.
+// on this project's VMs): 34 GFLOP/s on one AVX-512 core, where oneDNN's
+// sgemm gives 124 and OpenBLAS's own SkylakeX kernels 127 on a model it knows
+// (1024^3, 2026-12-06). pipetrain does not override the library's choice (a
+// kernel set OpenBLAS did not choose is one its authors never ran on that
+// CPU: issue 53); where OpenBLAS fell back, blas_sgemm (sgemm.h) runs the
+// products on oneDNN's sgemm instead. OPENBLAS_CORETYPE, where set, stands.
 #pragma once
 
 namespace pipetrain::exec::cpu {
 
-/// When OpenBLAS took its Prescott fallback and OPENBLAS_CORETYPE is unset:
-/// re-initialises it with SkylakeX (AVX-512 F/BW/DQ/VL), Haswell (AVX2 and
-/// FMA) or Sandybridge (AVX) kernels, whichever the CPU supports. Must run
-/// before any BLAS call and before other threads start (it runs before main).
-void choose_blas_core();
-
-/// Whether choose_blas_core replaced OpenBLAS's own choice.
-bool blas_core_rechosen();
-
-/// Puts OpenBLAS back on the kernels it chose itself (the kernel check's
-/// fallback when the ones choose_blas_core chose compute wrong here). Only
-/// while no other thread runs BLAS; false where there was nothing to undo.
-bool restore_blas_core();
+/// True when OpenBLAS runs its Prescott fallback on a CPU with AVX and
+/// OPENBLAS_CORETYPE is unset: its GEMMs then go to oneDNN's sgemm.
+bool openblas_fell_back();
 
 /// The kernel set OpenBLAS uses ("SkylakeX"), or "unknown".
 const char* blas_core();

@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "executor/cpu/cpu_kernels.h"
+#include "executor/cpu/kernels/blas_core.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/cpu/kernels/dnnl_util.h"
 #include "executor/cpu/kernels/kernel_paths.h"
@@ -73,23 +74,32 @@ void reference_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
     }
 }
 
+namespace {
+
+// OpenBLAS unless the kernel check avoided it, or it fell back to its SSE3
+// kernels here (blas_core.h) and oneDNN's sgemm is there to take over.
+bool on_openblas() {
+  if (path_avoided(KernelPath::kOpenBlasGemm)) return false;
+  return !openblas_fell_back() || path_avoided(KernelPath::kDnnlGemm);
+}
+
+}  // namespace
+
 void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_rows(m, n, beta, c, ldc);
-  if (path_avoided(KernelPath::kOpenBlasGemm)) {
-    if (!path_avoided(KernelPath::kDnnlGemm))
-      return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return reference_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
-  openblas_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (on_openblas()) return openblas_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (!path_avoided(KernelPath::kDnnlGemm))
+    return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  reference_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* y) {
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_rows(m, n, beta, y, n);
-  const bool small = m * n * k <= kSmallGemm || path_avoided(KernelPath::kOpenBlasGemm);
+  const bool small = m * n * k <= kSmallGemm || !on_openblas();
   if (small && !path_avoided(KernelPath::kDnnlGemm))
     return dnnl_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, y, n);
   blas_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, y, n);
