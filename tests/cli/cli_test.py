@@ -68,6 +68,38 @@ class CliTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("model", r.stdout)
 
+    def test_doctor_shows_the_kernels_and_what_the_check_avoided(self):
+        r = run("doctor")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for needle in ["CPU ", "flags ", "OpenBLAS ", "oneDNN ", "layout ", "openblas-gemm",
+                       "onednn-gemm", "ConvGrad", "BatchNormalizationGrad", "0 avoided"]:
+            self.assertIn(needle, r.stdout)
+        # A wrong kernel (injected) is named, avoided, and the run goes on.
+        env = {**os.environ, "PIPETRAIN_INJECT_KERNEL_FAULT": "MaxPoolGrad"}
+        r = subprocess.run([PIPETRAIN, "doctor"], capture_output=True, text=True, env=env,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1 avoided", r.stdout)
+        self.assertRegex(r.stdout, r"max-pool gradient, row-major .* WRONG .* avoided, the "
+                                   r"portable backend's kernel instead \(checked")
+        # Any command that makes a CPU backend says so once on stderr, and computes right.
+        model, _, _ = mlp_model(batch=2)
+        path = save(model, self.path("m.onnx"))
+        env["PIPETRAIN_INJECT_KERNEL_FAULT"] = "openblas-gemm,onednn-gemm"
+        x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32)
+        np.save(self.path("x.npy"), x)
+        r = subprocess.run([PIPETRAIN, "run", path, "--input", f"x={self.path('x.npy')}",
+                            "--output-dir", self.path("out")], capture_output=True, text=True,
+                           env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        notices = [l for l in r.stderr.splitlines() if l.startswith("pipetrain: kernel check:")]
+        self.assertEqual(len(notices), 2, r.stderr)
+        self.assertIn("plain loops", notices[0])
+        w = numpy_helper.to_array(model.graph.initializer[0])
+        b = numpy_helper.to_array(model.graph.initializer[1])
+        np.testing.assert_allclose(np.load(self.path("out/y.npy")),
+                                   np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-6)
+
     def test_run_matches_numpy(self):
         model, w, b = mlp_model()
         m = save(model, self.path("mlp.onnx"))
