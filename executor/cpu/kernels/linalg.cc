@@ -51,6 +51,13 @@ void openblas_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
   if (fault_injected(KernelPath::kOpenBlasGemm)) inject_error(c, 1);
 }
 
+// OpenBLAS unless the kernel check avoided it, or it fell back to its SSE3
+// kernels here (blas_core.h) and oneDNN's sgemm is there to take over.
+bool on_openblas() {
+  if (path_avoided(KernelPath::kOpenBlasGemm)) return false;
+  return !openblas_fell_back() || path_avoided(KernelPath::kDnnlGemm);
+}
+
 }  // namespace
 
 void sgemm_on(KernelPath library, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -73,17 +80,6 @@ void reference_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
       y = static_cast<float>(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * y));
     }
 }
-
-namespace {
-
-// OpenBLAS unless the kernel check avoided it, or it fell back to its SSE3
-// kernels here (blas_core.h) and oneDNN's sgemm is there to take over.
-bool on_openblas() {
-  if (path_avoided(KernelPath::kOpenBlasGemm)) return false;
-  return !openblas_fell_back() || path_avoided(KernelPath::kDnnlGemm);
-}
-
-}  // namespace
 
 void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
