@@ -26,6 +26,12 @@ from blas_core import blas_of_torch, cpu_line, same_blas_as_pipetrain, torch_ope
 
 BLAS_CORE = same_blas_as_pipetrain()  # before torch loads OpenBLAS
 import numpy as np  # noqa: E402
+
+# onnxruntime lives in its own folder (scripts/setup.sh), appended so that
+# Debian's numpy and protobuf stay the ones imported.
+ORT_DIR = os.environ.get("PIPETRAIN_ORT", "/opt/pipetrain/onnxruntime")
+if os.path.isdir(ORT_DIR):
+    sys.path.append(ORT_DIR)
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 

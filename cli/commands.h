@@ -31,6 +31,8 @@ void add_partition_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_launch_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
+/// `pipetrain --version`: version, commit, backends, the CPU kernels chosen.
+std::string version_text();
 /// `zoo compare`, added to the group add_zoo_command returns.
 void add_zoo_compare_command(CLI::App& zoo);
 

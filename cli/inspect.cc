@@ -6,6 +6,7 @@
 #include "cli/model_options.h"
 #include "cli/op_coverage.h"
 #include "ir/cost.h"
+#include "ir/error.h"
 #include "ir/graph.h"
 
 namespace pipetrain::cli {
@@ -27,8 +28,29 @@ std::string tensor_line(const ir::Graph& g, const std::string& name) {
   return fmt::format("  {:<24} {:<5} {}", name, ir::dtype_name(d.dtype), ir::shape_str(d.shape));
 }
 
+// The model at --batch, or at batch 1 when --batch is not given and the
+// model leaves its leading dimension dynamic (said on a line of its own).
+ir::Graph import_for_inspect(const ModelOptions& mo) {
+  try {
+    return importer::import_model(mo.path, mo.import_options());
+  } catch (const ModelError& e) {
+    if (mo.batch > 0) throw;
+    ModelOptions one = mo;
+    one.batch = 1;
+    ir::Graph g;
+    try {
+      g = importer::import_model(one.path, one.import_options());
+    } catch (const ModelError&) {
+      throw e;  // not (only) the batch: the first reason stands
+    }
+    fmt::print("batch: the model leaves its leading dimension dynamic; shown at batch 1 (pass "
+               "--batch N for another)\n");
+    return g;
+  }
+}
+
 void inspect(const ModelOptions& mo) {
-  ir::Graph g = importer::import_model(mo.path, mo.import_options());
+  ir::Graph g = import_for_inspect(mo);
   auto stats = ir::layer_stats(g);
   fmt::print("model {} (graph '{}', opset {}): {} nodes, {} layers, {} parameters\n", mo.path,
              g.name, g.opset, g.nodes.size(), g.layers.size(), human(double(g.param_count()), ""));

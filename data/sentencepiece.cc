@@ -29,18 +29,25 @@ struct SpmApi {
   void (*release)(void*);
 };
 
-// Where the module may be: beside the running binary (an installed or copied
-// pipetrain), then where this build put it.
+// Where the module may be: beside the running binary (a copied pipetrain),
+// in the install tree's lib/pipetrain (cmake --install, the .deb), then where
+// this build put it.
 std::vector<std::string> module_candidates() {
   std::vector<std::string> paths;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths.push_back((exe.parent_path() / "libpipetrain_sentencepiece.so").string());
+  if (!ec) {
+    paths.push_back((exe.parent_path() / "libpipetrain_sentencepiece.so").string());
+    paths.push_back(
+        (exe.parent_path().parent_path() / "lib/pipetrain/libpipetrain_sentencepiece.so").string());
+  }
 #ifdef PIPETRAIN_SPM_MODULE
   paths.push_back(PIPETRAIN_SPM_MODULE);
 #endif
   return paths;
 }
+
+std::string loaded_module;  // the path spm_api() loaded
 
 const SpmApi& spm_api() {
   static SpmApi api{};
@@ -57,7 +64,10 @@ const SpmApi& spm_api() {
       if (!fs::exists(path)) continue;
       // DEEPBIND: the library's protobuf symbols must bind to its own copy.
       h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-      if (h) break;
+      if (h) {
+        loaded_module = path;
+        break;
+      }
       tried += std::string(tried.empty() ? "" : "; ") + dlerror();
     }
     if (!h) {
@@ -157,6 +167,15 @@ class SentencePieceTokenizer final : public Tokenizer {
 };
 
 }  // namespace
+
+std::string sentencepiece_module() {
+  try {
+    spm_api();
+  } catch (const ModelError& e) {
+    return std::string("unavailable: ") + e.what();
+  }
+  return loaded_module;
+}
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {
   if (!fs::is_regular_file(model_path))

@@ -19,6 +19,10 @@ namespace pipetrain::data {
 /// read, or when pipetrain was built without SentencePiece.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path);
 
+/// The path of the SentencePiece module this process loads, or
+/// "unavailable: " and why (pipetrain --version).
+std::string sentencepiece_module();
+
 struct SentencePieceOptions {
   int64_t vocab_size = 4000;
   std::string model_type = "unigram";  // unigram, bpe, char or word

@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs what is missing and builds pipetrain (Release) into build/.
+# Installs what is missing and builds pipetrain (Release) into build/: one
+# configuration for the demo, the tests and an install, so that running one
+# after another rebuilds nothing.
 # Usage: scripts/build.sh [extra cmake args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# The CUDA backend is compiled here only where a GPU can run it. Without one the
+# GPU bundle (scripts/gpu_bundle.sh) compiles it, for the GPU machine's sm_90: here
+# it would only be compiled a second time (187 CPU-seconds for two architectures).
+cuda=AUTO
+nvidia-smi -L >/dev/null 2>&1 || cuda=OFF
+cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPETRAIN_CUDA=$cuda "$@" >/dev/null
 ninja -C "$root/build" -j "$(nproc)"

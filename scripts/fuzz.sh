@@ -1,21 +1,16 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/: one per parser) with clang, ASan and
-# UBSan, and runs each for SECONDS on its seed corpus (fuzz/make_seeds.py).
-# The corpora grow in build-fuzz/corpus between runs; a crash leaves its input
-# in build-fuzz/crashes/ and fails the script.
+# Runs the libFuzzer targets (fuzz/: one per parser), built with clang, ASan
+# and UBSan in the AddressSanitizer tree (scripts/sanitize.sh address builds
+# them beside the sanitized tests), each for SECONDS on its seed corpus
+# (fuzz/make_seeds.py). The corpora grow in build-address/corpus between runs;
+# a crash leaves its input in build-address/crashes/ and fails the script.
 # Usage: scripts/fuzz.sh [SECONDS per fuzzer, default 60] [FUZZER...]
 set -euo pipefail
 seconds=${1:-60}
 shift || true
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$root/build-fuzz
-# -O1 with line tables (libFuzzer's advice): 15% less compile time than -O2 -g, and
-# reports still name the line.
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DPIPETRAIN_FUZZ=ON \
-  -DPIPETRAIN_WERROR=OFF -DPIPETRAIN_CUDA=OFF -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" \
-  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" >/dev/null
-ninja -C "$build" fuzzers
+build=$root/build-address
+"$root/scripts/sanitize.sh" address --build-only fuzzers
 fuzzers=("$@")
 if [[ ${#fuzzers[@]} -eq 0 ]]; then
   fuzzers=(importer checkpoint npy npz csv idx text json graph_txt)

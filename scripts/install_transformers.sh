@@ -5,8 +5,11 @@
 # sys.path. The numpy that pip pulls in is deleted so Debian's numpy, which
 # Debian's torch was built against, stays the one imported.
 # Idempotent: does nothing when DIR already provides transformers 4.30.2.
-# Usage: scripts/install_transformers.sh [DIR]   (default /opt/pipetrain/pydeps)
+# Usage: scripts/install_transformers.sh [--check] [DIR]   (default /opt/pipetrain/pydeps;
+#        --check: exit 1 when it is not there, install nothing)
 set -euo pipefail
+check=0
+[[ ${1:-} == --check ]] && { check=1; shift; }
 dir=${1:-${PIPETRAIN_PYDEPS:-/opt/pipetrain/pydeps}}
 version=4.30.2
 py=/usr/bin/python3
@@ -17,9 +20,10 @@ installed() {
 }
 
 if installed; then
-  echo "transformers $version already in $dir"
+  echo "transformers $version in $dir: present"
   exit 0
 fi
+((check == 0)) || exit 1
 mkdir -p "$dir"
 pip_args=(-m pip install --quiet --disable-pip-version-check --no-warn-script-location --root-user-action=ignore
           --target "$dir" --upgrade "transformers==$version")
@@ -30,4 +34,4 @@ fi
 "$py" "${pip_args[@]}"
 rm -rf "$dir"/numpy "$dir"/numpy.libs "$dir"/numpy-*.dist-info "$dir"/bin/f2py*
 installed || { echo "transformers $version did not import from $dir" >&2; exit 1; }
-echo "installed transformers $version into $dir"
+echo "transformers $version in $dir: installed"

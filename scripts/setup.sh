@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Installs what pipetrain needs to build, test and run its demo.
-# Idempotent: when every package is already present it only checks and exits.
+# Installs what pipetrain needs to build, test and run its demo, one line per step.
+# Debian's packages come from apt. The few PyPI tools (onnxruntime, the
+# reference for forward passes; onnxruntime-training, the peer trainer the
+# benchmark measures; transformers 4.30.2, the Hugging Face reference models)
+# each go into a folder of their own under /opt/pipetrain, without the
+# dependencies Debian already provides: nothing lands in the system
+# interpreter's site-packages and nothing shadows a Debian package (numpy,
+# protobuf), so pip has nothing to resolve against them.
+# Idempotent: when everything is present it only checks.
+# Usage: scripts/setup.sh [--check]   (--check: report what is missing, install
+#        nothing, exit 1 if anything is)
 set -euo pipefail
+check=0
+[[ ${1:-} == --check ]] && check=1
+here=$(cd "$(dirname "$0")" && pwd)
 
 DEB_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git dpkg-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin
@@ -12,16 +24,24 @@ DEB_PACKAGES=(
   libonnx-testdata clang libclang-rt-14-dev
   python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
   dataset-fashion-mnist python3-sklearn zlib1g-dev
-  fortunes libsentencepiece-dev
+  fortunes libsentencepiece-dev xz-utils python3-flatbuffers python3-packaging
 )
-PIP_PACKAGES=(onnxruntime)
+PY=/usr/bin/python3
+ORT_DIR=${PIPETRAIN_ORT:-/opt/pipetrain/onnxruntime}
+ORT_TRAINING_DIR=/opt/pipetrain/ort-training
+missing_any=0
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
+if ((${#missing[@]} == 0)); then
+  echo "setup: Debian packages: all ${#DEB_PACKAGES[@]} present"
+elif ((check)); then
+  echo "setup: Debian packages: missing ${missing[*]}"
+  missing_any=1
+else
+  echo "setup: Debian packages: installing ${missing[*]}"
   SUDO=""
   [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
@@ -29,23 +49,52 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python reference tools run under Debian's interpreter (it has Debian's torch).
-PY=/usr/bin/python3
-for p in "${PIP_PACKAGES[@]}"; do
-  if ! "$PY" -c "import ${p}" 2>/dev/null; then
-    echo "setup: pip installing $p"
-    "$PY" -m pip install -q --break-system-packages "$p"
+# pip into DIR: the package alone (--no-deps: Debian's numpy and protobuf serve it).
+pip_target() {  # DIR PACKAGE
+  local args=(-m pip install --quiet --disable-pip-version-check --no-warn-script-location
+              --root-user-action=ignore --no-deps --upgrade --target "$1" "$2")
+  # Debian's pip refuses to install outside apt (PEP 668) unless told to.
+  "$PY" -m pip install --help 2>/dev/null | grep -q -- --break-system-packages &&
+    args+=(--break-system-packages)
+  mkdir -p "$1"
+  "$PY" "${args[@]}"
+}
+# One PyPI tool: present, missing (--check), or installed now.
+pypi_step() {  # LABEL DIR PACKAGE IMPORT-CHECK [optional]
+  local label=$1 dir=$2 package=$3 probe=$4 optional=${5:-}
+  if PYTHONPATH=$dir "$PY" -c "$probe" 2>/dev/null; then
+    echo "setup: $label in $dir: present"
+  elif ((check)); then
+    echo "setup: $label in $dir: missing"
+    [[ -n $optional ]] || missing_any=1
+  elif pip_target "$dir" "$package" >/dev/null 2>&1 && PYTHONPATH=$dir "$PY" -c "$probe" 2>/dev/null; then
+    echo "setup: $label in $dir: installed"
+  elif [[ -n $optional ]]; then
+    echo "setup: $label: unavailable from PyPI here; $optional"
+  else
+    echo "setup: $label: pip could not install it into $dir" >&2
+    exit 1
   fi
-done
-# onnxruntime-training (the peer trainer benchmarks/compare_training.py measures) ships its own
-# `onnxruntime` module: kept in its own directory so it never shadows the inference package.
-ORT_TRAINING=/opt/pipetrain/ort-training
-if [[ ! -d $ORT_TRAINING/onnxruntime/training ]]; then
-  echo "setup: pip installing onnxruntime-training-cpu into $ORT_TRAINING"
-  "$PY" -m pip install -q --no-deps --target "$ORT_TRAINING" onnxruntime-training-cpu 2>/dev/null ||
-    echo "setup: onnxruntime-training-cpu unavailable; the training benchmark will skip it"
+}
+# The probes import from DIR itself (PYTHONPATH comes first), not a copy elsewhere.
+pypi_step onnxruntime "$ORT_DIR" onnxruntime \
+  "import onnxruntime as m, sys; sys.exit(not m.__file__.startswith('$ORT_DIR/'))"
+pypi_step onnxruntime-training "$ORT_TRAINING_DIR" onnxruntime-training-cpu \
+  "import onnxruntime.training as m, sys; sys.exit(not m.__file__.startswith('$ORT_TRAINING_DIR/'))" \
+  "the training benchmark will leave it out"
+# transformers 4.30.2 and its pure-Python dependencies (its own script: it needs them).
+if ((check)); then
+  if "$here/install_transformers.sh" --check >/dev/null 2>&1; then
+    echo "setup: transformers 4.30.2 in ${PIPETRAIN_PYDEPS:-/opt/pipetrain/pydeps}: present"
+  else
+    echo "setup: transformers 4.30.2 in ${PIPETRAIN_PYDEPS:-/opt/pipetrain/pydeps}: missing"
+    missing_any=1
+  fi
+else
+  echo "setup: $("$here/install_transformers.sh" | tail -1)"
 fi
-# Hugging Face transformers 4.30.2 (the PyTorch reference suite's GPT-2, BERT, Llama, T5 and
-# DistilBERT), beside Debian's torch, in its own directory.
-"$(dirname "$0")/install_transformers.sh" >/dev/null
+if ((check)); then
+  ((missing_any == 0)) && echo "setup: nothing missing" || echo "setup: run scripts/setup.sh to install what is missing"
+  exit "$missing_any"
+fi
 echo "setup: all dependencies present"

@@ -13,6 +13,12 @@ import sys
 import tempfile
 import unittest
 
+# onnxruntime lives in its own folder (scripts/setup.sh), appended so that
+# Debian's numpy and protobuf stay the ones imported.
+ORT_DIR = os.environ.get("PIPETRAIN_ORT", "/opt/pipetrain/onnxruntime")
+if os.path.isdir(ORT_DIR):
+    sys.path.append(ORT_DIR)
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -357,7 +363,59 @@ class CliTest(unittest.TestCase):
 
     def test_dynamic_dim_without_batch(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
-        self.assert_bad_input(run("inspect", m), "'x'", "--batch")
+        # inspect shows a dynamic batch at 1 and says so; profiling needs the real one.
+        r = run("inspect", m)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("leading dimension dynamic; shown at batch 1 (pass --batch N", r.stdout)
+        self.assertIn("(1, 4)", r.stdout)
+        self.assert_bad_input(run("profile", m), "'x'", "--batch")
+
+    def test_first_contact_with_the_zoo_lenet(self):
+        lenet = self.path("lenet.onnx")
+        self.assertEqual(run("zoo", "export", "lenet", "-o", lenet).returncode, 0)
+        r = run("inspect", lenet)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("shown at batch 1", r.stdout)
+        self.assertIn("layers", r.stdout)
+
+    def test_unknown_command_exits_2_and_names_the_commands(self):
+        for args in (["evaluate", "--help"], ["evaluate"], ["trian", "m.onnx"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertEqual(r.stdout, "")
+            self.assertIn(f"error: unknown command '{args[0]}'; the commands are inspect, run, "
+                          "train", r.stderr)
+        self.assertEqual(run("train", "--help").returncode, 0)
+        self.assertEqual(run("zoo", "list").returncode, 0)
+
+    def test_version(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^pipetrain \d+\.\d+\.\d+$")
+        fields = {l.split()[0]: l.split(None, 1)[1] for l in lines[1:] if l.strip()}
+        self.assertRegex(fields["commit"], r"^[0-9a-f]{12}(-dirty)?$|^unknown")
+        self.assertIn("cpu, portable", fields["backends"])
+        for key in ("sentencepiece", "OpenBLAS", "oneDNN", "layout"):
+            self.assertIn(key, fields)
+
+    def test_error_messages_are_valid_utf8(self):
+        """A corrupted file's names reach stderr escaped, never as raw invalid bytes."""
+        nodes = [helper.make_node("Frobnicate", ["x"], ["y"], name="node_QQ")]
+        graph = helper.make_graph(nodes, "g",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+        data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        data = data.SerializeToString().replace(b"node_QQ", b"node_\xff\xc3")
+        m = self.path("bad-utf8.onnx")
+        with open(m, "wb") as f:
+            f.write(data)
+        r = subprocess.run([PIPETRAIN, "inspect", m, "--batch", "2"], capture_output=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        err = r.stderr.decode("utf-8")  # raises on invalid UTF-8
+        self.assertIn("Frobnicate", err)
+        self.assertIn("node_\\xFF\\xC3", err)
 
     def test_wrong_input_shape_and_dtype(self):
         m = save(mlp_model()[0], self.path("mlp.onnx"))
@@ -493,4 +551,6 @@ class CliTest(unittest.TestCase):
 
 if __name__ == "__main__":
     PIPETRAIN = sys.argv.pop(1)
-    unittest.main(verbosity=1)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sharding
+    sharding.main()

@@ -681,4 +681,6 @@ class PipelineTrainTest(unittest.TestCase):
 
 if __name__ == "__main__":
     PIPETRAIN = sys.argv.pop(1)
-    unittest.main()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sharding
+    sharding.main()

@@ -12,6 +12,12 @@ import sys
 import tempfile
 import unittest
 
+# onnxruntime lives in its own folder (scripts/setup.sh), appended so that
+# Debian's numpy and protobuf stay the ones imported.
+ORT_DIR = os.environ.get("PIPETRAIN_ORT", "/opt/pipetrain/onnxruntime")
+if os.path.isdir(ORT_DIR):
+    sys.path.append(ORT_DIR)
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -260,4 +266,6 @@ class TrainTest(unittest.TestCase):
 
 if __name__ == "__main__":
     PIPETRAIN = sys.argv.pop(1)
-    unittest.main()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import sharding
+    sharding.main()
