@@ -23,6 +23,9 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# The OpenMP build of OpenBLAS, which the RUNPATH picks (CMakeLists.txt says why):
+# shlibdeps names only the soname's generic package.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0-openmp")
 # The data the demo and --data names read, from Debian, suggested not required.
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "dataset-fashion-mnist, python3-sklearn, fortunes, openmpi-bin")
 if(PIPETRAIN_NATIVE)

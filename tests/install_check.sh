@@ -18,7 +18,7 @@ restore() {
 trap restore EXIT
 
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-(cd "$build" && cpack -G DEB -B "$work/package" >/dev/null)
+(cd "$build" && cpack -G DEB -B "$work/package" >/dev/null 2>&1) || { echo "install check: cpack failed" >&2; exit 1; }
 deb=$(ls "$work"/package/pipetrain_*_amd64.deb)
 dpkg-deb -x "$deb" "$work/root"
 depends=$(dpkg-deb -f "$deb" Depends)
@@ -44,8 +44,8 @@ for bin in "$work/prefix/bin/pipetrain" "$work/root/usr/bin/pipetrain"; do
       --loss cross-entropy --stages 2 --schedule 1f1b --quiet --run-dir run -o trained.onnx >/dev/null
     [[ -s trained.onnx && -s run/metrics.jsonl ]] ||
       { echo "install check: $bin trained nothing" >&2; exit 1; }
-    printf 'the quick brown fox\njumps over the lazy dog\n%.0s' {1..200} >text.txt
-    "$bin" tokenize text.txt --vocab 40 -o spm.model >/dev/null
+    seq 1 3000 | awk '{ print "line " $1 " of the quick brown fox that jumps over " $1 % 7 " lazy dogs" }' >text.txt
+    "$bin" tokenize text.txt --vocab 64 -o spm.model >/dev/null
     [[ -s spm.model ]] || { echo "install check: $bin trained no tokenizer" >&2; exit 1; }
     echo "install check: $bin: $(head -1 <<<"$version"), trained 5 LeNet steps pipelined, SentencePiece loaded from $tree/lib/pipetrain"
   )

@@ -32,6 +32,21 @@ paths=(
   "layout-nhwc|PIPETRAIN_BLOCKED_LAYOUT=nhwc|"
 )
 passed=0 failed=0 skipped=0
+# One path's suites, its log in $build/kernel_paths_NAME.log, its verdict in NAME.rc.
+run_path() {  # name env
+  local name=$1 env=$2 log=$build/kernel_paths_$1.log start=$SECONDS ok=1
+  {
+    env "$env" "$build/cli/pipetrain" doctor | grep -E '^(OpenBLAS|oneDNN|layout) |^kernel check' &&
+      env "$env" "$build/tests/executor_kernel_check_test" &&
+      env "$env" "$build/tests/ir_conv_fusion_test" &&
+      env "$env" "$build/tests/ir_batchnorm_fusion_test" &&
+      if [[ -d $models ]]; then env "$env" "$build/tests/reference_check" "$models"; fi
+  } >"$log" 2>&1 || ok=0
+  echo "$ok $((SECONDS - start))" >"$log.rc"
+}
+# The paths run side by side, one per core (each is a chain of single processes),
+# and report in the table's order.
+runnable=()
 for p in "${paths[@]}"; do
   IFS='|' read -r name env needs <<<"$p"
   # shellcheck disable=SC2086
@@ -40,19 +55,19 @@ for p in "${paths[@]}"; do
     skipped=$((skipped + 1))
     continue
   fi
+  runnable+=("$p")
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+  rm -f "$build/kernel_paths_$name.log.rc"
+  run_path "$name" "$env" &
+done
+wait
+for p in "${runnable[@]}"; do
+  IFS='|' read -r name env needs <<<"$p"
   log=$build/kernel_paths_$name.log
-  start=$SECONDS
-  ok=1
-  {
-    env "$env" "$build/cli/pipetrain" doctor | grep -E '^(OpenBLAS|oneDNN|layout) |^kernel check' &&
-      env "$env" "$build/tests/executor_kernel_check_test" &&
-      env "$env" "$build/tests/ir_conv_fusion_test" &&
-      env "$env" "$build/tests/ir_batchnorm_fusion_test" &&
-      if [[ -d $models ]]; then env "$env" "$build/tests/reference_check" "$models"; fi
-  } >"$log" 2>&1 || ok=0
+  read -r ok secs <"$log.rc" || { ok=0; secs=?; }
   summary=$(grep -E '^PyTorch reference:' "$log" | tail -1)
   if ((ok)); then
-    echo "kernel paths: $name ($env) passed in $((SECONDS - start)) s${summary:+; $summary}"
+    echo "kernel paths: $name ($env) passed in $secs s${summary:+; $summary}"
     passed=$((passed + 1))
   else
     echo "kernel paths: $name ($env) FAILED; the end of $log:"
