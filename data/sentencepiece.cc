@@ -47,8 +47,6 @@ std::vector<std::string> module_candidates() {
   return paths;
 }
 
-std::string loaded_module;  // the path spm_api() loaded
-
 const SpmApi& spm_api() {
   static SpmApi api{};
   static std::string error;
@@ -64,10 +62,7 @@ const SpmApi& spm_api() {
       if (!fs::exists(path)) continue;
       // DEEPBIND: the library's protobuf symbols must bind to its own copy.
       h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
-      if (h) {
-        loaded_module = path;
-        break;
-      }
+      if (h) break;
       tried += std::string(tried.empty() ? "" : "; ") + dlerror();
     }
     if (!h) {
@@ -169,12 +164,14 @@ class SentencePieceTokenizer final : public Tokenizer {
 }  // namespace
 
 std::string sentencepiece_module() {
-  try {
-    spm_api();
-  } catch (const ModelError& e) {
-    return std::string("unavailable: ") + e.what();
-  }
-  return loaded_module;
+#ifndef PIPETRAIN_SPM_MODULE
+  return "unavailable: built without SentencePiece";
+#endif
+  // The candidate spm_api() would load, found without loading it (a dlopen with
+  // RTLD_DEEPBIND would abort a sanitized build's pipetrain --version).
+  for (const auto& path : module_candidates())
+    if (fs::exists(path)) return path;
+  return "unavailable: libpipetrain_sentencepiece.so not found beside pipetrain";
 }
 
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path) {

@@ -19,8 +19,8 @@ namespace pipetrain::data {
 /// read, or when pipetrain was built without SentencePiece.
 std::unique_ptr<Tokenizer> load_sentencepiece(const std::string& model_path);
 
-/// The path of the SentencePiece module this process loads, or
-/// "unavailable: " and why (pipetrain --version).
+/// The path of the SentencePiece module this process would load (the first
+/// candidate that exists), or "unavailable: " and why (pipetrain --version).
 std::string sentencepiece_module();
 
 struct SentencePieceOptions {

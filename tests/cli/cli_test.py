@@ -368,7 +368,7 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("leading dimension dynamic; shown at batch 1 (pass --batch N", r.stdout)
         self.assertIn("(1, 4)", r.stdout)
-        self.assert_bad_input(run("profile", m), "'x'", "--batch")
+        self.assert_bad_input(run("profile", m, "-o", self.path("p.json")), "'x'", "--batch")
 
     def test_first_contact_with_the_zoo_lenet(self):
         lenet = self.path("lenet.onnx")

@@ -522,7 +522,8 @@ TEST(Pipeline, MinibatchBatchNormStatisticsOnResNet50AndVgg16Bn) {
   vgg.batch_norm = true;  // at 224: vgg16's pool needs a 7x7 map
   constexpr int64_t kBatch = 8;
   constexpr int kM = 4;
-  for (const auto& [name, opts] : {std::pair{"resnet50", resnet}, std::pair{"vgg16", vgg}}) {
+  for (const auto& model : {std::pair{"resnet50", resnet}, std::pair{"vgg16", vgg}}) {
+    const auto& [name, opts] = model;  // named copies below: lambdas capture no bindings in clang 14
     auto one = small_zoo_graph(name, opts, kBatch);
     const std::vector<TensorMap> minis = {lenet_minibatch(one, 0), lenet_minibatch(one, 1)};
     {
@@ -532,7 +533,7 @@ TEST(Pipeline, MinibatchBatchNormStatisticsOnResNet50AndVgg16Bn) {
       exec::Trainer trainer(one, *backend, to);
       for (const auto& b : minis) trainer.step(b);
     }
-    auto run = [&](int m) {
+    auto run = [&, name = name, opts = opts](int m) {
       const auto minibatch_graph = small_zoo_graph(name, opts, kBatch);
       auto tg = small_zoo_graph(name, opts, kBatch / m);
       exec::PipelineOptions po;

@@ -315,7 +315,7 @@ TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
   for (auto& l : prof.layers) l.accumulate_s = 0.5;
   SimOptions o;
   o.microbatches = 2;
-  auto durations = [&](const Profile& pr) {
+  auto durations = [&, plan = plan](const Profile& pr) {  // clang 14 captures no bindings
     std::map<std::pair<int, OpKind>, double> d;  // (stage, kind) -> one op's time
     for (const auto& t : simulate(plan, pr, ScheduleKind::kZeroBubbleH1, o).run.ops)
       d[{t.op.stage, t.op.kind}] = t.end - t.start;
