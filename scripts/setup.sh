@@ -21,7 +21,7 @@ DEB_PACKAGES=(
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
-  libonnx-testdata clang libclang-rt-14-dev
+  libonnx-testdata clang libclang-rt-14-dev lld
   python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
   dataset-fashion-mnist python3-sklearn zlib1g-dev
   fortunes libsentencepiece-dev xz-utils python3-flatbuffers python3-packaging

@@ -16,7 +16,8 @@
 #            `reference`, `conformance` or `mpi` labels, no kernel paths, install,
 #            sanitizers, fuzzers or GPU bundle)
 # ASAN=0 or TSAN=0 skips that sanitizer build; FUZZ_SECONDS=N runs each fuzzer N seconds
-# (20 by default, 0 skips them); GPU_BUNDLE=0 skips the bundle.
+# (10 by default: seeds and a short search; `scripts/fuzz.sh 600` is the long run, 0 skips
+# them); GPU_BUNDLE=0 skips the bundle.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 quick=0
@@ -41,8 +42,8 @@ phase install
 if [[ ${ASAN:-1} != 0 ]]; then
   "$root/scripts/sanitize.sh" address
   phase "AddressSanitizer"
-  if [[ ${FUZZ_SECONDS:-20} != 0 ]]; then
-    "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-20}"
+  if [[ ${FUZZ_SECONDS:-10} != 0 ]]; then
+    "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-10}"
     phase fuzz
   fi
 fi
