@@ -60,7 +60,7 @@ PIPETRAIN_HD inline float max_row_f32(const float* x, int64_t n) {
   return max_row(x, n);
 #else
   typedef float v8f __attribute__((vector_size(32)));
-  auto vmax = [](v8f a, v8f b) -> v8f { return (a > b) | (a != a) ? a : b; };
+  auto vmax = [](v8f a, v8f b) -> v8f { return ((a > b) | (a != a)) ? a : b; };
   v8f lo, hi;  // lanes 0..7 and 8..15
   for (int l = 0; l < 8; ++l) lo[l] = hi[l] = x[0];
   int64_t i = 0;

@@ -72,7 +72,7 @@ void max_pool_grad_blocked(const Window3& p, const ir::Shape& xs, const float* d
             const int64_t pos = row + st[2] + c * p.d[2];
             const float* v = xn + pos * b;
             for (int64_t l = 0; l < b; ++l) {
-              const bool take = (v[l] > best[l]) | (where[l] < 0);
+              const bool take = (int{v[l] > best[l]} | int{where[l] < 0}) != 0;  // branch-free
               best[l] = take ? v[l] : best[l];
               where[l] = take ? pos : where[l];
             }
