@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "executor/kernel_check.h"
+#include "executor/kernel_check_cache.h"
 
 namespace pipetrain::cli {
 
@@ -24,6 +25,10 @@ void doctor() {
   // The check ran when the first CPU backend was made; run it again here so
   // that its report covers this process's environment as it is now.
   const exec::KernelCheckReport report = exec::run_kernel_check();
+  // The verdict later processes restore instead of checking again (kernel_check_cache.h).
+  const std::string key = exec::kernel_check_key();
+  const std::string file = exec::kernel_check_cache_file(key);
+  const bool kept = exec::store_kernel_check(file, key, report);
   fmt::print("\n{:<44} {:<30} {:>5} {:>9} {:>6}  {}\n", "kernel family", "path", "cases",
              "worst/tol", "ms", "result");
   int avoided = 0, skipped = 0;
@@ -37,6 +42,9 @@ void doctor() {
       "\nkernel check: {} families in {:.0f} ms, {} avoided, {} skipped (worst/tol: the worst "
       "case's error over its tolerance; above 1 is wrong)\n",
       report.families.size(), report.seconds * 1e3, avoided, skipped);
+  fmt::print("verdict {} (PIPETRAIN_KERNEL_CHECK_CACHE=off checks in every process)\n",
+             kept ? "kept for later processes in " + file
+                  : file.empty() ? std::string("not kept") : "not kept: cannot write " + file);
   for (const auto& f : report.families)
     if (f.avoided) fmt::print("{}\n", exec::avoided_notice(f));
   if (!report.trustworthy()) {

@@ -18,6 +18,7 @@
 #include "executor/cpu/kernels/blocked_layout.h"
 #include "executor/cpu/kernels/kernel_paths.h"
 #include "executor/cpu/kernels/sgemm.h"
+#include "executor/kernel_check_cache.h"
 #include "ir/graph.h"
 
 namespace pipetrain::exec {
@@ -523,7 +524,16 @@ const KernelCheckReport& ensure_kernel_check() {
   if (t_checking) return report;  // a backend the check itself makes
   static std::once_flag once;
   std::call_once(once, [] {
-    report = run_kernel_check();
+    // The verdict an earlier process reached with the same CPU, binaries and variables
+    // (kernel_check_cache.h), else the check itself, kept for the processes after this one.
+    const std::string key = kernel_check_key();
+    const std::string file = kernel_check_cache_file(key);
+    if (auto cached = restore_kernel_check(file, key)) {
+      report = std::move(*cached);
+    } else {
+      report = run_kernel_check();
+      store_kernel_check(file, key, report);
+    }
     for (const auto& f : report.families)
       if (f.avoided) std::fputs((avoided_notice(f) + "\n").c_str(), stderr);
   });

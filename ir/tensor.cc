@@ -18,13 +18,15 @@ std::shared_ptr<std::byte[]> alloc_aligned(size_t bytes, bool zero = true) {
 }  // namespace
 
 Tensor::Tensor(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), data_(alloc_aligned(nbytes())) {}
+    : dtype_(dtype), shape_(std::move(shape)), numel_(ir::numel(shape_)),
+      data_(alloc_aligned(nbytes())) {}
 
 Tensor Tensor::view(const std::shared_ptr<std::byte[]>& base, size_t offset, DType dtype,
                     Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.numel_ = ir::numel(t.shape_);
   t.data_ = std::shared_ptr<std::byte[]>(base, base.get() + offset);
   return t;
 }
@@ -37,6 +39,7 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  t.numel_ = ir::numel(t.shape_);
   t.data_ = alloc_aligned(t.nbytes(), /*zero=*/false);
   return t;
 }
@@ -45,6 +48,7 @@ Tensor Tensor::clone() const {
   Tensor t;
   t.dtype_ = dtype_;
   t.shape_ = shape_;
+  t.numel_ = numel_;
   t.data_ = alloc_aligned(nbytes(), /*zero=*/false);  // every byte is copied next
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
@@ -53,6 +57,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.numel_ = ir::numel(t.shape_);
   return t;
 }
 

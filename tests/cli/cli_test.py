@@ -106,6 +106,48 @@ class CliTest(unittest.TestCase):
         np.testing.assert_allclose(np.load(self.path("out/y.npy")),
                                    np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-6)
 
+    def test_kernel_check_verdict_is_kept_for_later_processes(self):
+        cache = self.path("kernel-cache")
+        env = {**os.environ, "PIPETRAIN_CACHE_DIR": cache}
+        env.pop("PIPETRAIN_KERNEL_CHECK_CACHE", None)
+        r = subprocess.run([PIPETRAIN, "doctor"], capture_output=True, text=True, env=env,
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"verdict kept for later processes in (\S+)", r.stdout)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertEqual(os.listdir(cache), [os.path.basename(m.group(1))])
+        # A later process with the same binary, CPU and variables restores the verdict
+        # instead of checking: an avoidance planted in the file takes effect there.
+        with open(m.group(1)) as f:
+            verdict = json.load(f)
+        family = next(f for f in verdict["families"] if f["path"] == "MaxPoolGrad")
+        family.update(avoided=True, worst=1e4, worst_case="planted",
+                      fallback="the portable backend's kernel")
+        verdict["avoided_ops"] = ["MaxPoolGrad"]
+        with open(m.group(1), "w") as f:
+            json.dump(verdict, f)
+        model, _, _ = mlp_model(batch=2)
+        path = save(model, self.path("m.onnx"))
+        np.save(self.path("x.npy"), np.ones((2, 4), np.float32))
+        cmd = [PIPETRAIN, "run", path, "--input", f"x={self.path('x.npy')}",
+               "--output-dir", self.path("out")]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("kernel check: max-pool gradient, row-major disagrees with the reference "
+                      "on this CPU (planted", r.stderr)
+        # Another setup (a variable that steers the kernels) checks afresh, in a file of its own.
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**env, "OPENBLAS_CORETYPE": "Haswell"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("kernel check:", r.stderr)
+        self.assertEqual(len(os.listdir(cache)), 2)
+        # And off: every process checks, nothing is read or written.
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                           env={**env, "PIPETRAIN_KERNEL_CHECK_CACHE": "off"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("kernel check:", r.stderr)
+        self.assertEqual(len(os.listdir(cache)), 2)
+
     def test_run_matches_numpy(self):
         model, w, b = mlp_model()
         m = save(model, self.path("mlp.onnx"))
