@@ -28,6 +28,9 @@ phase() { echo "== test.sh: $1 done, $((SECONDS / 60)) min $((SECONDS % 60)) s i
 phase build
 cd "$root/build"
 export OMP_WAIT_POLICY=passive  # 2 shared cores: spinning OpenMP barriers cost milliseconds per oneDNN call
+# The kernel check's verdicts (executor/kernel_check_cache.h) in the build tree, not in ~/.cache:
+# each binary and variable set checks once, its later processes restore the verdict.
+export PIPETRAIN_CACHE_DIR=${PIPETRAIN_CACHE_DIR:-$root/build/kernel-check-cache}
 if ((quick)); then
   ctest --output-on-failure -j "$(nproc)" --timeout 1200 -LE "slow|reference|conformance|mpi"
   phase "ctest (quick)"
