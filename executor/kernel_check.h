@@ -43,7 +43,8 @@ struct KernelCheckReport {
 KernelCheckReport run_kernel_check();
 
 /// run_kernel_check once per process, before the first CPU backend runs
-/// (make_cpu_backend calls it); says on stderr, one line each, what it avoided.
+/// (make_cpu_backend calls it), or the verdict an earlier process kept for this
+/// same setup (kernel_check_cache.h); says on stderr, one line each, what it avoided.
 const KernelCheckReport& ensure_kernel_check();
 
 /// What chooses the kernels here, as (what, description) lines: the CPU and
