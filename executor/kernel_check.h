@@ -9,6 +9,7 @@
 // gradient. `pipetrain doctor` prints the whole report.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,9 @@ KernelCheckReport run_kernel_check();
 /// (make_cpu_backend calls it), or the verdict an earlier process kept for this
 /// same setup (kernel_check_cache.h); says on stderr, one line each, what it avoided.
 const KernelCheckReport& ensure_kernel_check();
+
+/// /proc/cpuinfo's first processor: field -> value (empty where unreadable).
+std::map<std::string, std::string> cpuinfo();
 
 /// What chooses the kernels here, as (what, description) lines: the CPU and
 /// its vector extensions, OpenBLAS's kernel set, oneDNN's ISA, the blocked

@@ -33,13 +33,12 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
   return h;
 }
 
-// The first processor's block of /proc/cpuinfo, less the fields that move
-// while the machine runs (its clock and the BogoMIPS measured from it).
+// The first processor's /proc/cpuinfo fields, less those that move while the machine
+// runs (its clock and the BogoMIPS measured from it).
 std::string cpu_identity() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, out;
-  while (std::getline(in, line) && !line.empty())
-    if (line.rfind("cpu MHz", 0) != 0 && line.rfind("bogomips", 0) != 0) out += line + "\n";
+  std::string out;
+  for (const auto& [field, value] : cpuinfo())
+    if (field != "cpu MHz" && field != "bogomips") out += field + ": " + value + "\n";
   return out;
 }
 

@@ -23,6 +23,13 @@ namespace pipetrain::exec {
 
 namespace {
 
+std::string env_or(const char* name, const char* unset) {
+  const char* v = std::getenv(name);
+  return v ? fmt::format("{}={}", name, v) : unset;
+}
+
+}  // namespace
+
 // /proc/cpuinfo's first processor: field -> value.
 std::map<std::string, std::string> cpuinfo() {
   std::map<std::string, std::string> fields;
@@ -39,13 +46,6 @@ std::map<std::string, std::string> cpuinfo() {
   }
   return fields;
 }
-
-std::string env_or(const char* name, const char* unset) {
-  const char* v = std::getenv(name);
-  return v ? fmt::format("{}={}", name, v) : unset;
-}
-
-}  // namespace
 
 std::vector<std::pair<std::string, std::string>> kernel_environment() {
   std::vector<std::pair<std::string, std::string>> lines;
