@@ -4,7 +4,8 @@
 # bundle, which is built for x86-64-v3 (scripts/gpu_bundle.sh), links these objects instead
 # of compiling the libraries a second time.
 #
-#   pipetrain_library(NAME SOURCES...)   add_library(NAME STATIC ...) for every library:
+#   pipetrain_library(NAME SOURCES...)   add_library(NAME STATIC ...) for every library
+#       (SHARED with PIPETRAIN_SHARED_LIBS, as the sanitizer trees build them):
 #       a cold library gets the portable -march; with -DPIPETRAIN_REUSE_OBJECTS=DIR (a
 #       native build tree whose cold objects are portable and made by the same compiler),
 #       it is the archive of DIR's objects of it instead.
@@ -63,9 +64,14 @@ if(PIPETRAIN_REUSE_OBJECTS)
   endif()
 endif()
 
+set(pipetrain_library_type STATIC)
+if(PIPETRAIN_SHARED_LIBS)
+  set(pipetrain_library_type SHARED)
+endif()
+
 function(pipetrain_library name)
   if(NOT name IN_LIST PIPETRAIN_COLD_LIBS)
-    add_library(${name} STATIC ${ARGN})
+    add_library(${name} ${pipetrain_library_type} ${ARGN})
   elseif(pipetrain_reuse_from)
     file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
     file(GLOB_RECURSE objects ${pipetrain_reuse_from}/${rel}/CMakeFiles/${name}.dir/*.o)
@@ -75,7 +81,7 @@ function(pipetrain_library name)
     add_library(${name} STATIC ${objects})
     set_target_properties(${name} PROPERTIES LINKER_LANGUAGE CXX)
   else()
-    add_library(${name} STATIC ${ARGN})
+    add_library(${name} ${pipetrain_library_type} ${ARGN})
     if(pipetrain_cold_march)
       get_target_property(options ${name} COMPILE_OPTIONS)
       list(REMOVE_ITEM options "${pipetrain_native_option}")

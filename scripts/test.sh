@@ -24,6 +24,18 @@ quick=0
 [[ ${1:-} == --quick ]] && quick=1
 # Each phase's end on the clock, so that a slow CI run shows where its time went.
 phase() { echo "== test.sh: $1 done, $((SECONDS / 60)) min $((SECONDS % 60)) s in =="; }
+# Disk first: a full disk surfaced as a linker's "Bus error" 13 minutes in. The trees at
+# their largest (docs/testing.md): build 4 GB (3.4 of it PyTorch's reference exports),
+# ASan 0.6, TSan 0.4, GPU bundle 0.3; --quick builds only the first, less the exports.
+need_gb=$((quick ? 1 : 6))
+free_kb=$(df -Pk "$root" | awk 'NR == 2 { print $4 }')
+kept_kb=$(cd "$root" && { du -sk build build-address build-thread build-gpu-bundle 2>/dev/null || true; } |
+  awk '{ s += $1 } END { print s + 0 }')
+if ((free_kb + kept_kb < need_gb * 1024 * 1024)); then
+  echo "test.sh: the build trees need about $need_gb GB beside $root, and its disk has" \
+    "$((free_kb / 1024 / 1024)) GB free (df -h $root)" >&2
+  exit 1
+fi
 "$root/scripts/build.sh"
 phase build
 cd "$root/build"
