@@ -115,7 +115,11 @@ struct SingleWorker {
 };
 
 using OpKindInt = int;      // partitioner::OpKind as an int: F 0, B 1, Recv 5, Step 7
-constexpr int kChunks = 2;  // interleaved: virtual stages per worker
+constexpr int kChunks = 2;  // interleaved (and zb-v): virtual stages per worker
+
+bool chunked(ScheduleKind k) {
+  return k == ScheduleKind::kInterleaved || pt::partitioner::v_shaped(k);
+}
 
 // One schedule's pipeline, its prediction and what its timed rounds measured.
 struct Pipelined {
@@ -214,8 +218,7 @@ struct Pipelined {
 
   double simulate(const Args& a) const {
     auto [sim_plan, sim_profile] =
-        kind == ScheduleKind::kInterleaved
-            ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages)
+        chunked(kind) ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages, kind)
             : std::make_pair(plan, profile);
     return pt::partitioner::simulate(sim_plan, sim_profile, kind, so).samples_per_s;
   }
@@ -313,7 +316,7 @@ int main(int argc, char** argv) {
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
       ->capture_default_str();
   app.add_option("--schedules", a.schedules,
-                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, interleaved, "
+                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, zb-v, interleaved, "
                  "1f1b, 2bw (gpipe and 1f1b-flush bring their +bw rows)")
       ->capture_default_str();
   app.add_option("--pin", a.pin,
@@ -343,14 +346,16 @@ int main(int argc, char** argv) {
     std::vector<ScheduleKind> kinds;
     for (ScheduleKind k :
          {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW})
+          ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleaved, ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW})
       if (a.schedules == "all" ||
           ("," + a.schedules + ",").find("," + row_name(k) + ",") != std::string::npos)
         kinds.push_back(k);
     if (kinds.empty())
       throw std::runtime_error("--schedules '" + a.schedules +
-                               "' names none of gpipe, 1f1b-flush, zb-h1, interleaved, 1f1b, 2bw");
-    // Interleaved: stages x kChunks virtual stages, balanced the same way.
+                               "' names none of gpipe, 1f1b-flush, zb-h1, zb-v, interleaved, 1f1b, "
+                               "2bw");
+    // Interleaved and zb-v: stages x kChunks virtual stages, balanced the same way.
     auto virtual_topo =
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
@@ -363,7 +368,7 @@ int main(int argc, char** argv) {
     for (ScheduleKind k : kinds)
       for (pt::exec::PinWorkers pin : pins) {
         runs.push_back(std::make_unique<Pipelined>(
-            a, k, k == ScheduleKind::kInterleaved ? virtual_plan : plan, false, pin));
+            a, k, chunked(k) ? virtual_plan : plan, false, pin));
         if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
           runs.push_back(std::make_unique<Pipelined>(a, k, plan, /*batched_weights=*/true, pin));
       }
@@ -401,11 +406,15 @@ int main(int argc, char** argv) {
         per += fmt::format("  s{}: {}, {}, {:.1f}", st.stage, st.peak_in_flight,
                            st.peak_weight_versions, st.peak_stash_bytes / 1048576.0);
         double params = 0;  // over the worker's stages (its chunks when interleaved)
-        const size_t stride = r.kind == ScheduleKind::kInterleaved ? static_cast<size_t>(a.stages)
-                                                                   : r.plan.stages.size();
-        for (size_t vs = static_cast<size_t>(st.stage); vs < r.plan.stages.size(); vs += stride)
+        const int chunks = chunked(r.kind) ? kChunks : 1;
+        for (int c = 0; c < chunks; ++c) {
+          const size_t vs =
+              chunks > 1 ? static_cast<size_t>(pt::partitioner::chunk_stage(r.kind, st.stage, c,
+                                                                            a.stages))
+                         : static_cast<size_t>(st.stage);
           for (int l = r.plan.stages[vs].first_layer; l <= r.plan.stages[vs].last_layer; ++l)
             params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
+        }
         peak = std::max(
             peak, (static_cast<double>(st.peak_stash_bytes) + st.peak_weight_versions * params) /
                       1048576.0);
@@ -420,7 +429,7 @@ int main(int argc, char** argv) {
     }
     fmt::print(
         "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
-        "2bw cut the minibatch into {} microbatches; interleaved runs {} chunks per worker; "
+        "2bw cut the minibatch into {} microbatches; interleaved and zb-v run {} chunks per worker; "
         "+bw: batched weight gradients (per microbatch only the input gradients, then each "
         "stage's weight gradients once per step at the minibatch size){}\n",
         a.microbatches, kChunks,

@@ -59,7 +59,8 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
   auto add_one = [&](ScheduleKind kind, int m, int chunks, bool recompute) {
     Candidate c;
     c.choice = {kind, m, chunks, train_schedule_name(kind), recompute};
-    c.runnable = kind != ScheduleKind::kInterleaved || static_cast<bool>(o.virtual_plan);
+    const bool chunked = kind == ScheduleKind::kInterleaved || partitioner::v_shaped(kind);
+    c.runnable = !chunked || static_cast<bool>(o.virtual_plan);
     partitioner::SimOptions so;
     so.microbatches = kind == ScheduleKind::kPipeDream ? 0 : m;
     so.overlap_allreduce = kind != ScheduleKind::kTwoBW;  // as the executor runs it
@@ -69,10 +70,10 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     so.chunks = chunks;
     const partitioner::Profile& profile = profile_for(kind == ScheduleKind::kPipeDream ? 1 : m);
     try {
-      if (kind == ScheduleKind::kInterleaved && o.virtual_plan) {
+      if (chunked && o.virtual_plan) {
         // Its own cut into p x chunks virtual stages, seen as p workers (as train predicts it).
         const auto [view, view_profile] =
-            partitioner::interleaved_worker_view(o.virtual_plan(p * chunks), profile, p);
+            partitioner::interleaved_worker_view(o.virtual_plan(p * chunks), profile, p, kind);
         c.sim = partitioner::simulate(view, view_profile, kind, so);
       } else {
         c.sim = partitioner::simulate(plan, profile, kind, so);
@@ -112,6 +113,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     if (m >= p) add(ScheduleKind::kZeroBubbleH1, mi);
     if (m % p == 0 && p > 1)
       for (int v : {2, 3}) add(ScheduleKind::kInterleaved, mi, v);
+    if (p > 1) add(ScheduleKind::kZeroBubbleV, mi, 2);
   }
   std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     return a.sim.samples_per_s > b.sim.samples_per_s;

@@ -76,7 +76,7 @@ void add_simulate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--schedule", a->schedule,
-                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved or zb-h1")
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1 or zb-v")
       ->capture_default_str();
   cmd->add_option("--microbatches", a->microbatches,
                   "Microbatches per minibatch (pipedream: minibatches run); default 4 x stages")

@@ -57,8 +57,9 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "2bw") return ScheduleKind::kTwoBW;
   if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
   if (s == "interleaved") return ScheduleKind::kInterleaved;
+  if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
   throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, interleaved, or auto)");
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, or auto)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -67,7 +68,7 @@ partitioner::Topology local_topology(int workers) {
   return partitioner::parse_topology(std::to_string(workers), "10e9", "");
 }
 
-// Interleaved 1F1B's plan: `stages` workers x `chunks` virtual stages,
+// Interleaved 1F1B's and ZB-V's plan: `stages` workers x `chunks` virtual stages,
 // straight and balanced by measured time.
 partitioner::Plan virtual_stage_plan(const partitioner::Profile& profile, int stages, int chunks) {
   partitioner::Plan plan =
@@ -267,9 +268,10 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
   cmd.add_option("--schedule", a.schedule,
                  "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
-                 "(1F1B-flush with weight gradients deferred into the bubbles), interleaved "
-                 "(--chunks model chunks per worker, with --stages), or auto (simulate them all "
-                 "at every microbatch count, run the fastest)")
+                 "(1F1B-flush with weight gradients deferred into the bubbles), zb-v (two model "
+                 "chunks per worker in a V, weight gradients filling the bubbles, with --stages), "
+                 "interleaved (--chunks model chunks per worker, with --stages), or auto "
+                 "(simulate them all at every microbatch count, run the fastest)")
       ->capture_default_str();
   cmd.add_option("--semantics", a.semantics,
                  "--schedule auto: any, or exact (flush schedules only: the same updates as one "
@@ -388,12 +390,16 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int planned_workers = a.workers > 0  ? a.workers
                               : a.stages > 0 ? a.stages
                                              : partitioner::load_plan(a.plan_path).workers_used();
-  bool interleaved = kind == ScheduleKind::kInterleaved;
-  if (interleaved && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
-    throw PlanError(
-        "--schedule interleaved runs on --stages P workers (P x --chunks virtual "
-        "stages, balanced by measured time)");
-  if (interleaved && a.chunks < 1) throw PlanError("--chunks must be at least 1");
+  // Several model chunks per worker: a plan of virtual stages (place_chunk).
+  bool chunked = kind == ScheduleKind::kInterleaved || partitioner::v_shaped(kind);
+  if (partitioner::v_shaped(kind) && a.chunks != 2)
+    throw PlanError("--schedule " + a.schedule + " holds 2 model chunks per worker in a V; " +
+                    "--chunks " + std::to_string(a.chunks) + " is for interleaved");
+  if (chunked && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
+    throw PlanError("--schedule " + a.schedule + " runs on --stages P workers (P x " +
+                    (kind == ScheduleKind::kInterleaved ? "--chunks" : "2") +
+                    " virtual stages, balanced by measured time)");
+  if (chunked && a.chunks < 1) throw PlanError("--chunks must be at least 1");
   const int sharing = comm ? exec::mpi_local_size() : planned_workers;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = a.threads > 0 ? a.threads : std::max(1, cores / sharing);
@@ -438,7 +444,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3,
                                              nullptr, 0, plan_backend);
     profile.model = a.model.path;
-    if (interleaved) {
+    if (chunked) {
       plan = virtual_stage_plan(profile, a.stages, a.chunks);
     } else if (auto kept = plan_to_keep(a, resumed, profile)) {
       plan = *kept;
@@ -497,19 +503,19 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     }
     kind = train_schedule(a.schedule);
     if (kind == ScheduleKind::kPipeDream) a.microbatches = 0;
-    interleaved = kind == ScheduleKind::kInterleaved;
-    if (interleaved) {
+    chunked = kind == ScheduleKind::kInterleaved || partitioner::v_shaped(kind);
+    if (chunked) {
       if (root) plan = virtual_stage_plan(profile, a.stages, a.chunks);
       if (comm)
         plan = partitioner::plan_from_json(nlohmann::json::parse(exec::share_text(
-            *comm, "interleaved plan", root ? partitioner::to_json(plan).dump() : "")));
+            *comm, "virtual stage plan", root ? partitioner::to_json(plan).dump() : "")));
     }
   }
-  const int workers = interleaved ? a.stages : plan.workers_used();
-  // Pipeline positions the schedule cuts microbatches for: workers when interleaved.
-  const int p = interleaved ? a.stages : static_cast<int>(plan.stages.size());
+  const int workers = chunked ? a.stages : plan.workers_used();
+  // Pipeline positions the schedule cuts microbatches for: workers when chunked.
+  const int p = chunked ? a.stages : static_cast<int>(plan.stages.size());
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
-                     kind == ScheduleKind::kZeroBubbleH1 || interleaved;
+                     kind == ScheduleKind::kZeroBubbleH1 || chunked;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "
@@ -659,7 +665,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "{} thread{} per worker{}, backend {}{}\n",
         a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(),
         plan.stages.size(), plan.stages.size() > 1 ? "s" : "", workers,
-        interleaved ? fmt::format("interleaved, {} chunks per worker", a.chunks) : plan.config(),
+        chunked ? fmt::format("{}, {} chunks per worker", a.schedule, a.chunks) : plan.config(),
         comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", pinned_cores(pipe.worker_cores()),
@@ -791,7 +797,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
   so.batched_weights = pipe.batched_stages();
   auto [sim_plan, sim_profile] =
-      interleaved ? partitioner::interleaved_worker_view(plan, run_profile, workers)
+      chunked ? partitioner::interleaved_worker_view(plan, run_profile, workers, kind)
                   : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   fmt::print(
@@ -800,7 +806,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const auto stats = pipe.stats();
   for (size_t w = 0; w < stats.size(); ++w) {
     // The simulator's stage: the plan's, or with interleaving the worker's chunks.
-    const size_t st = interleaved ? w : static_cast<size_t>(stats[w].stage);
+    const size_t st = chunked ? w : static_cast<size_t>(stats[w].stage);
     const double simulated = st < sim.stages.size() ? sim.stages[st].peak_memory_bytes : 0;
     fmt::print(
         "  worker {} (stage {}{}): {:5.1f}% busy, {} microbatches in flight at most, {} "

@@ -212,6 +212,11 @@ ScheduleRun execute(const Schedule& s, const ScheduleCosts& costs) {
         ++pc[w], --remaining;
         break;
       case OpKind::kSend: {
+        if (op.peer == w) {  // to a chunk of its own (a V's bend): handed over in memory
+          arrivals[key_of(op, w, w)] = clock[w];
+          ++pc[w], --remaining;
+          break;
+        }
         double& free = link_free[{w, op.peer}];
         double start = std::max(clock[w], free);
         double dur = costs.transfer ? costs.transfer(w, op.peer, op) : 0.0;
@@ -302,8 +307,8 @@ void validate(const Schedule& s) {
       std::string where = fmt::format("schedule '{}' worker {} op {}", s.name, w, to_string(op));
       if (op.stage < 0 || op.stage >= s.num_stages) throw PlanError(where + ": stage out of range");
       if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
-        if (op.peer < 0 || op.peer >= workers || op.peer == w)
-          throw PlanError(where + ": bad peer");
+        // A worker may send to itself: one chunk to another (a V's bend).
+        if (op.peer < 0 || op.peer >= workers) throw PlanError(where + ": bad peer");
         MessageKey k{static_cast<int>(op.payload), op.stage, op.microbatch,
                      op.kind == OpKind::kSend ? w : op.peer,
                      op.kind == OpKind::kSend ? op.peer : w};

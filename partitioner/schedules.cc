@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <deque>
 
 #include "ir/error.h"
 
@@ -16,6 +17,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::kTwoBW: return "2bw";
     case ScheduleKind::kInterleaved: return "interleaved";
     case ScheduleKind::kZeroBubbleH1: return "zb-h1";
+    case ScheduleKind::kZeroBubbleV: return "zb-v";
   }
   return "?";
 }
@@ -26,7 +28,26 @@ bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
 
 std::vector<ScheduleKind> all_schedule_kinds() {
   return {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
-          ScheduleKind::kTwoBW, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1};
+          ScheduleKind::kTwoBW, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
+          ScheduleKind::kZeroBubbleV};
+}
+
+bool v_shaped(ScheduleKind kind) { return kind == ScheduleKind::kZeroBubbleV; }
+
+int chunks_per_worker(ScheduleKind kind, int chunks) {
+  if (v_shaped(kind)) return 2;
+  return kind == ScheduleKind::kInterleaved ? chunks : 1;
+}
+
+ChunkPlace place_chunk(ScheduleKind kind, int stage, int workers) {
+  if (v_shaped(kind))
+    return stage < workers ? ChunkPlace{stage, 0} : ChunkPlace{2 * workers - 1 - stage, 1};
+  return {stage % workers, stage / workers};
+}
+
+int chunk_stage(ScheduleKind kind, int worker, int chunk, int workers) {
+  if (v_shaped(kind)) return chunk == 0 ? worker : 2 * workers - 1 - worker;
+  return chunk * workers + worker;
 }
 
 ScheduleKind parse_schedule_kind(const std::string& name) {
@@ -55,18 +76,21 @@ struct Builder {
            int peer = -1) {
     s.programs[w].push_back(ScheduleOp{kind, stage, mb, payload, peer});
   }
+  // Consecutive stages exchange through a Send and a Recv even on one worker
+  // (a V's bend): the executor hands such tensors over in memory, and the
+  // transfers of a stage to later ones (skip connections) ride on the same op.
   void forward(int w, int stage, int mb) {
-    if (stage > 0 && worker_of(stage - 1, mb) != w)
+    if (stage > 0)
       add(w, OpKind::kRecv, stage - 1, mb, Payload::kActivation, worker_of(stage - 1, mb));
     add(w, OpKind::kForward, stage, mb);
-    if (stage + 1 < s.num_stages && worker_of(stage + 1, mb) != w)
+    if (stage + 1 < s.num_stages)
       add(w, OpKind::kSend, stage, mb, Payload::kActivation, worker_of(stage + 1, mb));
   }
   void backward(int w, int stage, int mb, OpKind kind = OpKind::kBackward) {
-    if (stage + 1 < s.num_stages && worker_of(stage + 1, mb) != w)
+    if (stage + 1 < s.num_stages)
       add(w, OpKind::kRecv, stage + 1, mb, Payload::kGradient, worker_of(stage + 1, mb));
     add(w, kind, stage, mb);
-    if (stage > 0 && worker_of(stage - 1, mb) != w)
+    if (stage > 0)
       add(w, OpKind::kSend, stage, mb, Payload::kGradient, worker_of(stage - 1, mb));
   }
   void step(int w, int stage, int index) {
@@ -251,6 +275,61 @@ Schedule build_interleaved(const ScheduleShape& shape) {
   return s;
 }
 
+// ZB-V (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 6): worker w
+// holds chunk 0 = stage w and chunk 1 = stage 2P - 1 - w. Warm-up: 2(P - w) - 1 chunk-0
+// forwards, then w pairs of forwards (chunk 1, chunk 0), then P - w chunk-1 triples
+// F B W; steady state F0 B0 W0 F1 B1 W1; cool-down: w pairs of input gradients
+// (B0, B1), P - w pairs B0 W0, then the weight gradients left. Each worker stashes at
+// most 2P chunk activations, one 1F1B stage's worth on worker 0. The pattern needs
+// 2P - 1 microbatches to fill; with fewer, the missing microbatches' ops are left out.
+Schedule build_zero_bubble_v(const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError("zb-v needs unreplicated stages");
+  Schedule s;
+  s.name = schedule_name(ScheduleKind::kZeroBubbleV);
+  s.num_stages = 2 * p;
+  s.num_microbatches = m;
+  s.split_backward = true;
+  for (int vs = 0; vs < 2 * p; ++vs)
+    s.stage_workers.push_back({place_chunk(ScheduleKind::kZeroBubbleV, vs, p).worker});
+  s.programs.resize(static_cast<size_t>(p));
+  Builder b(s, {}, {});
+  const int filled = std::max(m, 2 * p - 1);
+  for (int w = 0; w < p; ++w) {
+    const int down = w, up = 2 * p - 1 - w;
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    std::deque<int> owed0, owed1;  // microbatches whose W is owed, per chunk, oldest first
+    auto f = [&](int stage, int& next) {
+      if (next < m) b.forward(w, stage, next);
+      ++next;
+    };
+    auto bi = [&](int stage, int& next, std::deque<int>& owed) {
+      if (next < m) b.backward(w, stage, next, OpKind::kBackwardInput);
+      owed.push_back(next++);
+    };
+    auto wg = [&](int stage, std::deque<int>& owed) {
+      if (owed.front() < m) b.add(w, OpKind::kBackwardWeight, stage, owed.front());
+      owed.pop_front();
+    };
+    for (int i = 0; i < 2 * (p - w) - 1; ++i) f(down, f0);
+    for (int i = 0; i < w; ++i) f(up, f1), f(down, f0);
+    for (int i = 0; i < p - w; ++i) f(up, f1), bi(up, b1, owed1), wg(up, owed1);
+    while (f1 < f0 || f0 < filled) {
+      if (f0 < filled) f(down, f0);
+      bi(down, b0, owed0), wg(down, owed0);
+      f(up, f1), bi(up, b1, owed1), wg(up, owed1);
+    }
+    for (int i = 0; i < w; ++i) bi(down, b0, owed0), bi(up, b1, owed1);
+    for (int i = 0; i < p - w; ++i) bi(down, b0, owed0), wg(down, owed0);
+    while (!owed1.empty()) wg(up, owed1);
+    while (!owed0.empty()) wg(down, owed0);
+    b.add(w, OpKind::kStep, down, 0);
+    b.add(w, OpKind::kStep, up, 0);
+  }
+  return s;
+}
+
 }  // namespace
 
 Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
@@ -259,6 +338,7 @@ Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
     if (r < 1) throw PlanError("every stage needs at least one replica");
   if (shape.microbatches < 1) throw PlanError("a schedule needs at least one microbatch");
   if (kind == ScheduleKind::kInterleaved) return build_interleaved(shape);
+  if (kind == ScheduleKind::kZeroBubbleV) return build_zero_bubble_v(shape);
   return build_standard(kind, shape);
 }
 

@@ -18,9 +18,10 @@ enum class ScheduleKind {
   kTwoBW,         // PipeDream-2BW: asynchronous 1F1B, a step every `microbatches`
   kInterleaved,   // interleaved 1F1B (Megatron), `chunks` model chunks per worker, flush
   kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
+  kZeroBubbleV,   // ZB-V: two chunks per worker in a V, B/W split, 1F1B's memory, flush
 };
 
-/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1".
+/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v".
 const char* schedule_name(ScheduleKind k);
 /// Throws PlanError listing the names.
 ScheduleKind parse_schedule_kind(const std::string& name);
@@ -31,12 +32,29 @@ ScheduleKind parse_schedule_kind(const std::string& name);
 bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates);
 std::vector<ScheduleKind> all_schedule_kinds();
 
+/// Where the virtual stages of a schedule with several model chunks per worker
+/// live. Interleaved loops: worker w holds w, w + P, w + 2P, ... The V schedules
+/// fold: worker w holds w going down and 2P - 1 - w coming back, so the last
+/// stage (the loss) sits beside the first, and worker P - 1 hands its chunk 0's
+/// output to its own chunk 1.
+bool v_shaped(ScheduleKind kind);
+/// Model chunks per worker: interleaved's `chunks`, 2 for a V, 1 otherwise.
+int chunks_per_worker(ScheduleKind kind, int chunks);
+struct ChunkPlace {
+  int worker = 0;
+  int chunk = 0;
+};
+/// Virtual stage `stage` of `workers` x chunks_per_worker(kind, chunks).
+ChunkPlace place_chunk(ScheduleKind kind, int stage, int workers);
+/// The virtual stage worker `worker`'s chunk `chunk` holds.
+int chunk_stage(ScheduleKind kind, int worker, int chunk, int workers);
+
 struct ScheduleShape {
   std::vector<int> replicas;  // per stage
   /// Flush schedules: microbatches per step. pipedream: minibatches run.
   /// 2bw: microbatches per step (3 steps are run).
   int microbatches = 1;
-  int chunks = 2;  // interleaved only
+  int chunks = 2;  // interleaved only (a V has 2); `replicas` are then the workers
   int steps = 3;   // 2bw only
   /// Asynchronous schedules (pipedream, 2bw) with replicated stages: apply
   /// round k's update after the next round's backward, so its allreduce

@@ -80,19 +80,21 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
 // on any other plan, equal slices of the worker's stage. `per_chunk` says
 // which.
 std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
-                                  const std::vector<StageData>& data, int v, bool recompute,
-                                  bool* per_chunk) {
+                                  const std::vector<StageData>& data, ScheduleKind kind, int v,
+                                  bool recompute, bool* per_chunk) {
   const int p = static_cast<int>(plan.stages.size());
   *per_chunk = v > 1 && std::all_of(plan.stages.begin(), plan.stages.end(), [&](const auto& st) {
                  return st.last_layer - st.first_layer + 1 == v;
                });
   std::vector<StageData> out;
   auto layer_of = [&](int s) -> const LayerProfile& {
-    return profile
-        .layers[static_cast<size_t>(plan.stages[static_cast<size_t>(s % p)].first_layer + s / p)];
+    const ChunkPlace at = place_chunk(kind, s, p);
+    return profile.layers[static_cast<size_t>(
+        plan.stages[static_cast<size_t>(at.worker)].first_layer + at.chunk)];
   };
   for (int s = 0; s < p * v; ++s) {
-    StageData d = data[static_cast<size_t>(s % p)];
+    const int worker = place_chunk(kind, s, p).worker;
+    StageData d = data[static_cast<size_t>(worker)];
     if (!*per_chunk) {
       for (double* f : {&d.forward_s, &d.backward_s, &d.update_s, &d.accumulate_s, &d.param_bytes,
                         &d.stash_bytes, &d.cut_in, &d.inputs, &d.carry})
@@ -103,7 +105,7 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
     }
     const LayerProfile& l = layer_of(s);
     d = StageData();
-    d.recompute = recompute || plan.stages[static_cast<size_t>(s % p)].recompute;
+    d.recompute = recompute || plan.stages[static_cast<size_t>(worker)].recompute;
     d.forward_s = l.forward_s;
     d.backward_s = l.backward_s;
     d.update_s = l.update_s;
@@ -132,21 +134,25 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
 }  // namespace
 
 std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& prof,
-                                                 int workers) {
+                                                 int workers, ScheduleKind kind) {
   const int n = static_cast<int>(plan.stages.size());
   if (workers < 1 || n % workers != 0)
     throw PlanError(std::to_string(n) + " virtual stages do not split over " +
                     std::to_string(workers) + " workers");
   const int v = n / workers;
+  if (v_shaped(kind) && v != 2)
+    throw PlanError(fmt::format("{} holds 2 chunks per worker: {} virtual stages on {} workers",
+                                schedule_name(kind), n, workers));
   Profile out;
   out.model = prof.model;
   out.batch = prof.batch;
   out.stash_at_readers = prof.stash_at_readers;
   for (int w = 0; w < workers; ++w)
     for (int c = 0; c < v; ++c) {
-      const auto& st = plan.stages[static_cast<size_t>(c * workers + w)];
+      const int vs = chunk_stage(kind, w, c, workers);
+      const auto& st = plan.stages[static_cast<size_t>(vs)];
       LayerProfile l;
-      l.name = fmt::format("virtual stage {}", c * workers + w);
+      l.name = fmt::format("virtual stage {}", vs);
       l.backward_input_s = 0;
       for (int k = st.first_layer; k <= st.last_layer; ++k) {
         const auto& src = prof.layers[static_cast<size_t>(k)];
@@ -170,7 +176,7 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
   for (int w = 0; w < workers; ++w) last.push_back((w + 1) * v - 1);
   Topology t = plan.topology;
   if (t.workers() != workers) t = parse_topology(std::to_string(workers), "10e9", "");
-  return {evaluate_plan(out, t, last, reps, "interleaved"), out};
+  return {evaluate_plan(out, t, last, reps, schedule_name(kind)), out};
 }
 
 SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
@@ -204,10 +210,12 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   res.microbatches = shape.microbatches;
   res.schedule_ops = build_schedule(kind, shape);
   const bool interleaved = kind == ScheduleKind::kInterleaved;
+  const int v = chunks_per_worker(kind, options.chunks);
+  const bool chunked = v > 1;
   // Tied params whose readers fall in several stages (not modelled with
-  // interleaving, which the executor does not run).
+  // several chunks per worker).
   std::vector<double> tied_bytes;
-  if (!interleaved) {
+  if (!chunked) {
     std::map<std::vector<int>, double> groups;  // sharing stages -> bytes
     for (const auto& t : profile.tied) {
       std::set<int> stages;
@@ -232,12 +240,11 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     res.schedule_ops.tied_delayed = tied_gradients_delayed(kind, options.synced_updates);
   }
   const Schedule& s = res.schedule_ops;
-  const int v = interleaved ? options.chunks : 1;
   // A microbatch is 1/m of the minibatch except in pipedream.
   const double scale = kind == ScheduleKind::kPipeDream ? 1.0 : 1.0 / m;
 
   // Schedule stage -> plan stage, schedule worker -> plan worker.
-  auto plan_stage = [&](int stage) { return interleaved ? stage % p : stage; };
+  auto plan_stage = [&](int stage) { return chunked ? place_chunk(kind, stage, p).worker : stage; };
   for (int st = 0; st < s.num_stages; ++st)
     for (size_t q = 0; q < s.stage_workers[st].size(); ++q) {
       int w = s.stage_workers[st][q];
@@ -249,7 +256,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   // Per schedule stage (a chunk when interleaved): what its ops run and keep.
   bool per_chunk = false;
   const std::vector<StageData> sched =
-      interleaved ? chunk_data(plan, profile, data, v, options.recompute, &per_chunk) : data;
+      chunked ? chunk_data(plan, profile, data, kind, v, options.recompute, &per_chunk) : data;
 
   auto input_part = [](const StageData& d) {
     return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s)
@@ -292,6 +299,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     else if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
                              (op.payload == Payload::kGradient && ps == 0)))
       bytes = mean_cut;  // the wrap-around between chunks
+    else if (chunked && place_chunk(kind, op.stage, p).chunk == 1)
+      bytes = mean_cut;  // a V's way back up: cuts inside the workers' stages
     else
       bytes = op.payload == Payload::kActivation ? data[ps].cut_out : data[ps - 1].cut_out;
     return bytes * scale / bw +

@@ -8,8 +8,9 @@
 // microbatch costs 1/m of the stage's time and cut bytes; a step carries one
 // minibatch per replica of the most replicated stage. pipedream runs
 // `microbatches` whole minibatches (default 8 x workers). Interleaved splits each stage into
-// `chunks` equal chunks (the wrap-around transfer uses the mean cut); zb-h1
-// splits backward evenly into input and weight gradients.
+// `chunks` equal chunks (the wrap-around transfer uses the mean cut), zb-v into 2 in a V
+// (place_chunk); zb-h1 and zb-v split backward evenly into input and weight gradients
+// where the profile has no measured split.
 #pragma once
 
 #include <string>
@@ -82,12 +83,14 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
 std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile, ScheduleKind kind,
                                        const SimOptions& options, double max_memory_growth = 0.05);
 
-/// Interleaved 1F1B runs a plan of p x v virtual stages on p workers (worker
-/// w holds w, w + p, ...), while simulate() models p workers whose stage it
-/// cuts into v equal chunks. This is that view: one layer per virtual stage
-/// (its totals), worker w's chunks made contiguous, one stage per worker.
+/// Interleaved 1F1B and the V schedules run a plan of p x v virtual stages on
+/// p workers (place_chunk: worker w holds w, w + p, ... or w and 2p - 1 - w),
+/// while simulate() models p workers whose stage it cuts into v chunks. This
+/// is that view: one layer per virtual stage (its totals), worker w's chunks
+/// made contiguous, one stage per worker.
 std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& profile,
-                                                 int workers);
+                                                 int workers,
+                                                 ScheduleKind kind = ScheduleKind::kInterleaved);
 
 /// Chrome trace JSON (chrome://tracing, Perfetto): one process per result,
 /// one thread per worker, plus one track per link for transfers.

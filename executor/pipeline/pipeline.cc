@@ -25,8 +25,8 @@ using Clock = std::chrono::steady_clock;
 struct Pipeline::Worker {
   int index = 0, stage = 0, replica = 0;
   std::unique_ptr<Backend> backend;
-  // The stages this worker holds: one, or with interleaving one per chunk
-  // (virtual stages c p + w).
+  // The stages this worker holds: one, or one per chunk (interleaved: virtual
+  // stages c p + w; a V: w and 2p - 1 - w; partitioner::place_chunk).
   std::map<int, std::unique_ptr<StageWorker>> sws;
   Communicator* comm = nullptr;
   std::thread thread;
@@ -41,15 +41,19 @@ struct Pipeline::Worker {
 
   // This round's messages by (stage, microbatch), and results.
   std::map<std::pair<int, int>, TensorMap> inbox_fwd, inbox_bwd, outbox_fwd, outbox_bwd;
+  // Tensors one of its chunks sent another (a V's bend, skip connections), by
+  // (tensor, microbatch, forward): handed over here, never through the communicator.
+  std::map<std::tuple<std::string, int64_t, bool>, ir::Tensor> to_self;
   std::vector<std::pair<int64_t, double>> losses;  // (microbatch, loss)
   std::vector<GradSquares> grad_sq;                // per update of one of its stages
   std::vector<partitioner::TimedOp> ops;
   double busy_s = 0;
   WorkerStats stats;
-  // --clip-norm: the scale this round's updates take, and the round it was
-  // computed for (interleaved workers compute it at their first update).
+  // --clip-norm: the scale this round's updates take. A worker of several chunks
+  // prepares all of them (and takes the norm) at its round's first update: the
+  // round it last did so.
   double clip_coef = 1.0;
-  int64_t clipped_round = -1;
+  int64_t prepared_round = -1;
   // A stage run on the whole minibatch: the feeds of this step's
   // microbatches so far, and the sends (op indices) waiting for its results.
   std::map<int, TensorMap> gathered_fwd, gathered_bwd;
@@ -67,7 +71,12 @@ VersionRule version_rule(const PipelineOptions& o) {
 
 bool is_flush(ScheduleKind k) {
   return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB ||
-         k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kInterleaved;
+         k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kInterleaved ||
+         k == ScheduleKind::kZeroBubbleV;
+}
+
+bool splits_backward(ScheduleKind k) {
+  return k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kZeroBubbleV;
 }
 
 std::string describe_stages(const std::vector<int>& stages) {
@@ -86,15 +95,16 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                    PipelineOptions options)
     : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
   const ScheduleKind k = options_.schedule;
-  const int chunks = k == ScheduleKind::kInterleaved ? options_.chunks : 1;
-  if (k == ScheduleKind::kInterleaved) {
+  const int chunks = partitioner::chunks_per_worker(k, options_.chunks);
+  const std::string schedule = partitioner::schedule_name(k);
+  if (k == ScheduleKind::kInterleaved || chunks > 1) {
     // `stages` are the virtual stages: p workers x `chunks` each.
-    const int v = options_.chunks, n = static_cast<int>(stages_.size());
-    if (v < 1 || n % v != 0 || n / v < 2)
-      throw PlanError("interleaved 1F1B needs 2 or more workers of --chunks " + std::to_string(v) +
+    const int n = static_cast<int>(stages_.size());
+    if (chunks < 1 || n % chunks != 0 || n / chunks < 2)
+      throw PlanError(schedule + " needs 2 or more workers of " + std::to_string(chunks) +
                       " virtual stages each; " + std::to_string(n) + " stages do not split so");
     for (const auto& st : stages_)
-      if (st.replicas != 1) throw PlanError("interleaved 1F1B needs unreplicated stages");
+      if (st.replicas != 1) throw PlanError(schedule + " needs unreplicated stages");
   }
   if (options_.vertical_sync && k != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to the pipedream schedule only");
@@ -150,8 +160,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     core_groups_ = pinned_core_groups(options_.pin_workers, total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);
-  // Worker w runs stage s's replica q; with interleaving, virtual stages w,
-  // w + p, w + 2p, ...
+  // Worker w runs stage s's replica q; with several chunks, the virtual stages
+  // place_chunk puts there.
   for (int s = 0, w = 0; s < (chunks > 1 ? total : num_stages()); ++s)
     for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
       if (options_.comm && options_.comm->rank() != w) continue;  // another process's
@@ -161,13 +171,14 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
       worker->replica = q;
       worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
       for (int c = 0; c < chunks; ++c) {
-        const size_t vs = static_cast<size_t>(s + c * total);
+        const size_t vs = static_cast<size_t>(partitioner::chunk_stage(k, s, c, total));
         // A whole-minibatch stage's params come from `tg` too (by name: the
         // same model, a checkpoint restored there).
         worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
             whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
             options_.optimizer,
-            /*split_backward=*/options_.schedule == ScheduleKind::kZeroBubbleH1 ||
+            // (options_.schedule: a BatchNorm stage on the whole minibatch runs zb-h1 as gpipe.)
+            /*split_backward=*/splits_backward(options_.schedule) ||
                 (!batched_.empty() && batched_[vs]),
             options_.recompute || stages_[vs].recompute,
             // Only pipedream's replicas update a round after the next one's backward.
@@ -190,7 +201,7 @@ void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>
                    [](const StageProgram& p) { return has_batch_statistics(p.forward); }))
     return;
   const ScheduleKind k = options_.schedule;
-  if (k == ScheduleKind::kTwoBW || k == ScheduleKind::kInterleaved)
+  if (k == ScheduleKind::kTwoBW || partitioner::chunks_per_worker(k, options_.chunks) > 1)
     throw PlanError(std::string("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1 (a "
                                 "BatchNorm stage takes every microbatch of a step at once), not ") +
                     partitioner::schedule_name(k));
@@ -292,7 +303,7 @@ partitioner::Schedule Pipeline::build_round_schedule(int count) const {
   partitioner::ScheduleShape shape;
   const ScheduleKind k = options_.schedule;
   for (const auto& st : stages_) shape.replicas.push_back(st.replicas);
-  if (k == ScheduleKind::kInterleaved) {
+  if (partitioner::chunks_per_worker(k, options_.chunks) > 1) {
     shape.replicas.assign(static_cast<size_t>(total_workers_), 1);  // workers, not chunks
     shape.chunks = options_.chunks;
   }
@@ -482,6 +493,37 @@ double Pipeline::stage_grad_squares(const StageWorker& one, int stage, int64_t r
   return scale * scale * one.sealed_sum_of_squares(round, skip);
 }
 
+// Each tied param once per worker of several chunks, in name order on every worker:
+// the partials of its own copies summed into the first, that sum summed over the
+// other workers holding copies, and the total copied back into its other copies.
+void Pipeline::tie_chunks(Worker& w, int64_t round) {
+  std::map<std::string, std::vector<int>> mine, sharing_of;  // param -> stages
+  for (const auto& [stage, one] : w.sws)
+    for (const auto& [param, sharing] : programs_[static_cast<size_t>(stage)].shared) {
+      mine[param].push_back(stage);
+      sharing_of[param] = sharing;
+    }
+  for (const auto& [param, stages] : mine) {
+    ir::Tensor* sum = w.sws.at(stages.front())->sealed_gradient(round, param);
+    auto values = [&](ir::Tensor* t) {
+      if (t->dtype() != ir::DType::kF32)
+        throw RuntimeFault("the gradient of tied param '" + param + "' is not float32");
+      return t->data<float>();
+    };
+    for (size_t i = 1; i < stages.size(); ++i) {
+      const float* part = values(w.sws.at(stages[i])->sealed_gradient(round, param));
+      float* out = values(sum);
+      for (int64_t k = 0; k < sum->numel(); ++k) out[k] += part[k];
+    }
+    std::set<int> workers;
+    for (int s : sharing_of[param])
+      workers.insert(schedule_.stage_workers[static_cast<size_t>(s)].front());
+    if (workers.size() > 1) w.comm->allreduce_sum({workers.begin(), workers.end()}, {sum});
+    for (size_t i = 1; i < stages.size(); ++i)
+      *w.sws.at(stages[i])->sealed_gradient(round, param) = sum->clone();
+  }
+}
+
 // The global gradient norm of one update: each stage's first replica sums
 // its squares (a tied param only on the lowest stage holding it) and every
 // worker joins one allreduce, so all stages scale by the same factor.
@@ -545,6 +587,7 @@ void Pipeline::run_program(Worker& w) {
                                                           : 1.0 / m;
   w.inbox_fwd.clear();
   w.inbox_bwd.clear();
+  w.to_self.clear();
   w.outbox_fwd.clear();
   w.outbox_bwd.clear();
   w.gathered_fwd.clear();
@@ -555,11 +598,15 @@ void Pipeline::run_program(Worker& w) {
     const std::pair<int, int> key{op.stage, op.microbatch};
     const StageProgram& sp = programs_[static_cast<size_t>(op.stage)];
     auto& box = fwd ? w.outbox_fwd : w.outbox_bwd;
-    for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd)
-      w.comm->send(worker_of(tr.to_stage, op.microbatch),
-                   {tr.tensor, round_base_ + op.microbatch,
-                    fwd ? MessageTag::kForward : MessageTag::kBackward},
-                   box[key].at(tr.tensor));
+    for (const auto& tr : fwd ? sp.send_fwd : sp.send_bwd) {
+      const int to = worker_of(tr.to_stage, op.microbatch);
+      const int64_t id = round_base_ + op.microbatch;
+      if (to == w.index)
+        w.to_self[{tr.tensor, id, fwd}] = box[key].at(tr.tensor);
+      else
+        w.comm->send(to, {tr.tensor, id, fwd ? MessageTag::kForward : MessageTag::kBackward},
+                     box[key].at(tr.tensor));
+    }
     box.erase(key);
   };
   // A whole-minibatch stage's results, cut into its microbatches' outboxes;
@@ -663,10 +710,23 @@ void Pipeline::run_program(Worker& w) {
       case OpKind::kRecv: {
         const bool fwd = op.payload == Payload::kActivation;
         auto& box = fwd ? w.inbox_fwd : w.inbox_bwd;
-        for (const auto& tr : fwd ? sp.recv_fwd : sp.recv_bwd)
-          box[key][tr.tensor] =
-              w.comm->recv(worker_of(tr.from_stage, op.microbatch),
-                           {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward});
+        for (const auto& tr : fwd ? sp.recv_fwd : sp.recv_bwd) {
+          const int from = worker_of(tr.from_stage, op.microbatch);
+          if (from != w.index) {
+            box[key][tr.tensor] =
+                w.comm->recv(from, {tr.tensor, gmb, fwd ? MessageTag::kForward
+                                                        : MessageTag::kBackward});
+            continue;
+          }
+          auto it = w.to_self.find({tr.tensor, gmb, fwd});
+          if (it == w.to_self.end())  // the schedule receives before its own chunk sent
+            throw RuntimeFault("worker " + std::to_string(w.index) + " receives '" + tr.tensor +
+                               "' of microbatch " + std::to_string(gmb) +
+                               " from its own stage " + std::to_string(tr.from_stage) +
+                               " before that stage sent it");
+          box[key][tr.tensor] = std::move(it->second);
+          w.to_self.erase(it);
+        }
         break;
       }
       case OpKind::kAllreduce:
@@ -680,10 +740,14 @@ void Pipeline::run_program(Worker& w) {
         // every worker), so every copy takes the same update: the same
         // minibatch's partials in one allreduce per param, or under
         // asynchronous 1F1B delayed ones that need no wait.
+        // A worker of several chunks seals them all first and sums each tied param
+        // once (tie_chunks), as its copies may sit on two of its own chunks.
+        const bool every_chunk = w.sws.size() > 1;
         auto prepare = [&](int stage, StageWorker& one) {
           const StageProgram& prog_s = programs_[static_cast<size_t>(stage)];
           one.seal_gradients(op.microbatch);
-          for (const auto& [param, sharing] : prog_s.shared) {
+          for (const auto& [param, sharing] : every_chunk ? decltype(prog_s.shared){}
+                                                          : prog_s.shared) {
             if (delayed_ties) {
               w.ties.exchange(
                   *w.comm, [&](int s) { return worker_of(s, 0); }, stage, param, sharing,
@@ -695,23 +759,27 @@ void Pipeline::run_program(Worker& w) {
             for (int s : sharing) group.push_back(worker_of(s, 0));
             w.comm->allreduce_sum(group, {one.sealed_gradient(op.microbatch, param)});
           }
+        };
+        auto check_finite = [&](int stage, StageWorker& one) {
           if (!one.gradients_finite(op.microbatch))
             throw RuntimeFault("step " + std::to_string(one.version()) + ", stage " +
                                std::to_string(stage) + ": a gradient is not finite");
         };
-        // Clipping with several chunks here (interleaved): the global norm
-        // needs all of them, so the round's first update prepares every chunk
-        // and takes the norm once; the later updates reuse it.
-        const bool every_chunk = options_.clip_norm > 0 && w.sws.size() > 1;
-        if (!every_chunk || w.clipped_round != round_base_) {
+        // Several chunks here (interleaved, a V): the round's first update prepares
+        // every chunk, and takes the global norm for clipping once; the later
+        // updates reuse both.
+        if (!every_chunk || w.prepared_round != round_base_) {
           for (auto& [s, one] : w.sws)
             if (every_chunk || s == op.stage) prepare(s, *one);
+          if (every_chunk) tie_chunks(w, op.microbatch);
+          for (auto& [s, one] : w.sws)
+            if (every_chunk || s == op.stage) check_finite(s, *one);
           if (options_.clip_norm > 0) {
             const double norm = global_grad_norm(w, op.microbatch, scale);
             const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
             w.clip_coef = std::min(1.0, coef);
-            w.clipped_round = round_base_;
           }
+          w.prepared_round = round_base_;
         }
         // metrics.jsonl's grad_norm (before clipping): summed over the stages after the round.
         w.grad_sq.push_back({op.stage, w.replica, op.microbatch,

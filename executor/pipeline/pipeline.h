@@ -56,8 +56,9 @@ struct PipelineOptions {
   partitioner::ScheduleKind schedule = partitioner::ScheduleKind::kPipeDream;
   /// Flush schedules and 2bw: microbatches per optimizer step.
   int microbatches = 1;
-  /// Interleaved 1F1B: model chunks per worker. The stages given are then
-  /// the virtual stages, p x chunks of them; worker w holds w, w + p, ...
+  /// Interleaved 1F1B: model chunks per worker (zb-v: always 2). The stages
+  /// given are then the virtual stages, p x chunks of them, placed by
+  /// partitioner::place_chunk (interleaved: w, w + p, ...; a V: w, 2p - 1 - w).
   int chunks = 2;
   bool vertical_sync = false;  // pipedream only
   OptimizerConfig optimizer;
@@ -174,6 +175,7 @@ class Pipeline {
   struct Worker;
   void worker_main(Worker& w);
   void run_program(Worker& w);
+  void tie_chunks(Worker& w, int64_t round);
   double global_grad_norm(Worker& w, int64_t round, double scale);
   double stage_grad_squares(const StageWorker& one, int stage, int64_t round, double scale) const;
   static std::vector<double> global_grad_norms(const std::vector<WorkerReport>& reports);

@@ -307,6 +307,32 @@ TEST(Simulator, InterleavedAndZeroBubbleShrinkTheBubble) {
   for (const auto& s : {inter.schedule_ops, zb.schedule_ops}) validate(s);
 }
 
+// ZB-V on p workers of two chunks each, F = B = W per chunk: the V keeps 1F1B's
+// memory (at most 2p chunk activations, p stages' worth, per worker) and its
+// bubble is far below ZB-H1's, within one chunk forward per worker of warm-up.
+TEST(Simulator, ZeroBubbleVFillsThePipelineWithinOneFOneBMemory) {
+  for (int p : {2, 4})
+    for (int m : {2 * p, 4 * p}) {
+      const std::string what = "p = " + std::to_string(p) + ", m = " + std::to_string(m);
+      // Per microbatch and stage: F 1, B 1, W 1 (backward 2, split evenly); per chunk half.
+      Uniform u(p, double(m));
+      SimOptions o;
+      o.microbatches = m;
+      const SimResult v = simulate(u.plan, u.profile, ScheduleKind::kZeroBubbleV, o);
+      validate(v.schedule_ops);
+      const SimResult h1 = simulate(u.plan, u.profile, ScheduleKind::kZeroBubbleH1, o);
+      // Every worker computes 3m; ZB-H1 idles (p - 1)(F + B - W) = p - 1 besides.
+      EXPECT_DOUBLE_EQ(h1.makespan_s, 3.0 * m + (p - 1)) << what;
+      EXPECT_LT(v.makespan_s, h1.makespan_s) << what;
+      // The paper's ZB-V bubble with F = B = W is (p - 1)(F + B - 2W) = 0 past the
+      // warm-up, in which the last worker waits for the first microbatch to cross
+      // p - 1 chunk forwards (0.5 each): that wait is all the idle time left.
+      EXPECT_DOUBLE_EQ(v.makespan_s, 3.0 * m + 0.5 * (p - 1)) << what;
+      for (int w = 0; w < p; ++w) EXPECT_LE(v.stages[w].peak_in_flight, 2 * p) << what;
+      EXPECT_EQ(v.stages[0].peak_in_flight, 2 * p) << what;
+    }
+}
+
 // ZB-H1 charges B the measured input-gradient part of the backward and W
 // the rest with the gradient accumulation; the first stage, which sends no
 // gradient upstream, has no B work at all. Unmeasured: half and half.
