@@ -138,6 +138,7 @@ class PipelineTrainTest(unittest.TestCase):
                       ["--stages", 3, "--schedule", "zb-h1", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "interleaved", "--chunks", 2,
                        "--microbatches", 4],
+                      ["--stages", 2, "--schedule", "zb-v", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
                       ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
                        "--weight-grads", "batched"],
@@ -187,7 +188,7 @@ class PipelineTrainTest(unittest.TestCase):
 
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
-                 ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]),
+                 ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]), ("zb-v", [2], [2]),
                  ("gpipe", [2], [2], "batched")]
         for schedule, first, second, *weight_grads in cases:
             with self.subTest(schedule=schedule, stages=(first, second), weights=weight_grads):
@@ -196,7 +197,7 @@ class PipelineTrainTest(unittest.TestCase):
                 common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
                 if weight_grads:
                     common += ["--weight-grads", weight_grads[0]]
-                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1"):
+                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-v"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
                                    "-o", full, *common))
@@ -213,7 +214,9 @@ class PipelineTrainTest(unittest.TestCase):
                                        "--resume", ck, "-o", self.path(f"{tag}-resumed.onnx"),
                                        *common))
                 self.assertIn("resuming from", r.stdout)
-                self.assertEqual("the plan of " + ck in r.stdout, first == second, r.stdout)
+                # A V cuts its own virtual stages every run, by measured time.
+                self.assertEqual("the plan of " + ck in r.stdout,
+                                 first == second and schedule != "zb-v", r.stdout)
                 self.assert_same_weights(full, self.path(f"{tag}-resumed.onnx"))
 
     def test_ctrl_c_writes_a_checkpoint_that_resumes_bitwise(self):
@@ -443,17 +446,17 @@ class PipelineTrainTest(unittest.TestCase):
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
     def test_schedule_auto_simulates_the_candidates_and_runs_the_fastest_allowed(self):
-        exact = {"1f1b-flush", "gpipe", "zb-h1", "interleaved"}
+        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "interleaved"}
         for semantics, allowed in (("any", exact | {"1f1b", "2bw"}), ("exact", exact)):
             with self.subTest(semantics):
                 r = self.ok(self.train("auto-" + semantics, "--max-steps", 4, "--stages", 2,
                                        "--schedule", "auto", "--semantics", semantics))
                 rows = [l.split() for l in r.stdout.splitlines()
                         if l.startswith("  ") and l.split()[0] in
-                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1")]
+                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-v")]
                 # "interleaved x2": the chunk count, a column of its own here.
                 rows = [row[:1] + row[2:] if row[1].startswith("x") else row for row in rows]
-                self.assertIn("interleaved", {row[0] for row in rows})
+                self.assertLessEqual({"interleaved", "zb-v"}, {row[0] for row in rows})
                 chosen = [row for row in rows if row[-2:] == ["<-", "runs"]]
                 self.assertEqual(len(chosen), 1, r.stdout)
                 name, micro = chosen[0][0], int(chosen[0][1])
@@ -518,6 +521,11 @@ class PipelineTrainTest(unittest.TestCase):
                                self.path("il.onnx")))
         self.assertIn("4 stages on 2 workers (interleaved, 2 chunks per worker)", r.stdout)
         self.assert_same_weights(self.path("flush.onnx"), self.path("il.onnx"))
+        # ZB-V (2 workers, a V of 4 chunks, weight gradients split off) too.
+        r = self.ok(self.train("zbv", "--max-steps", 6, "--stages", 2, "--microbatches", 4,
+                               "--schedule", "zb-v", "-o", self.path("zbv.onnx")))
+        self.assertIn("4 stages on 2 workers (zb-v, 2 chunks per worker)", r.stdout)
+        self.assert_same_weights(self.path("flush.onnx"), self.path("zbv.onnx"))
         # Recomputing the activations changes nothing either, split backward or not.
         for schedule in ("zb-h1", "1f1b-flush"):
             out = self.path(f"{schedule}-rc.onnx")
@@ -576,6 +584,7 @@ class PipelineTrainTest(unittest.TestCase):
         for name, extra in [("stages", ["--stages", 2, "--schedule", "1f1b-flush"]),
                             ("replicas", ["--workers", 3, "--schedule", "1f1b-flush"]),
                             ("interleaved", ["--stages", 2, "--schedule", "interleaved"]),
+                            ("zb-v", ["--stages", 2, "--schedule", "zb-v"]),
                             ("gpipe", ["--stages", 3, "--schedule", "gpipe"])]:
             self.ok(self.train(name, *common, *extra))
             np.testing.assert_allclose(norms(name), want, rtol=1e-5, err_msg=name)
@@ -664,6 +673,10 @@ class PipelineTrainTest(unittest.TestCase):
             (["--stages", 2, "--schedule", "interleaved", "--microbatches", 1],
              "interleaved 1F1B runs groups of one microbatch per worker"),
             (["--workers", 2, "--schedule", "interleaved"], "runs on --stages P workers"),
+            (["--workers", 2, "--schedule", "zb-v"], "runs on --stages P workers (P x 2 virtual"),
+            (["--stages", 2, "--schedule", "zb-v", "--chunks", 3],
+             "--schedule zb-v holds 2 model chunks per worker in a V; --chunks 3 is for "
+             "interleaved"),
             (["--stages", 2, "--schedule", "1f1b", "--weight-grads", "batched"],
              "--weight-grads batched runs with gpipe and 1f1b-flush over 2 or more microbatches"),
             (["--stages", 4, "--schedule", "2bw", "--microbatches", 2],
