@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "ir/error.h"
+#include "partitioner/schedule_file.h"
 #include "partitioner/simulator.h"
 
 namespace pipetrain::cli {
@@ -16,7 +17,7 @@ namespace {
 namespace pt = partitioner;
 
 struct SimulateArgs {
-  std::string plan, profile, schedule = "all", trace, svg;
+  std::string plan, profile, schedule = "all", trace, svg, save_schedule;
   int microbatches = 0, chunks = 2;
 };
 
@@ -31,11 +32,19 @@ void run_simulate(const SimulateArgs& a) {
   pt::Profile profile = pt::load_profile(a.profile);
   pt::check_against_profile(plan, profile);
   std::vector<pt::ScheduleKind> kinds;
-  if (a.schedule == "all")
+  pt::Schedule from_file;
+  if (a.schedule == "all") {
     kinds = pt::all_schedule_kinds();
-  else
+  } else if (pt::is_schedule_file(a.schedule)) {
+    from_file = pt::load_schedule_file(a.schedule);  // validated: one message, nothing run
+    kinds = {pt::ScheduleKind::kFromFile};
+  } else {
     kinds = {pt::parse_schedule_kind(a.schedule)};
+  }
+  if (!a.save_schedule.empty() && kinds.size() != 1)
+    throw PlanError("--save-schedule writes one schedule: give --schedule NAME");
   pt::SimOptions o;
+  o.schedule = &from_file;
   o.microbatches = a.microbatches;
   o.chunks = a.chunks;
   fmt::print("plan {} on {}; cost model predicts {:.3f} ms per minibatch\n", plan.config(),
@@ -60,6 +69,8 @@ void run_simulate(const SimulateArgs& a) {
                per_stage(r.stages, &pt::StageSimStats::weight_versions), peak / 1e9);
     results.push_back(std::move(r));
   }
+  if (!a.save_schedule.empty())
+    pt::write_file_atomically(a.save_schedule, pt::schedule_to_json(results[0].schedule_ops));
   if (!a.trace.empty()) pt::write_file_atomically(a.trace, pt::chrome_trace(results));
   if (!a.svg.empty()) pt::write_file_atomically(a.svg, pt::svg_timeline(results));
 }
@@ -76,7 +87,9 @@ void add_simulate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--schedule", a->schedule,
-                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1 or zb-v")
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, or a schedule file "
+                  "(.json: each worker's actions; .csv: torch.distributed.pipelining's), "
+                  "validated first")
       ->capture_default_str();
   cmd->add_option("--microbatches", a->microbatches,
                   "Microbatches per minibatch (pipedream: minibatches run); default 4 x stages")
@@ -86,6 +99,9 @@ void add_simulate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--trace", a->trace, "Chrome trace JSON to write (Perfetto)");
   cmd->add_option("--svg", a->svg, "SVG timeline to write");
+  cmd->add_option("--save-schedule", a->save_schedule,
+                  "Write the schedule's actions per worker as a JSON schedule file, to edit and "
+                  "give back as --schedule FILE (flush schedules)");
   cmd->callback([a] { run_simulate(*a); });
 }
 

@@ -18,6 +18,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::kInterleaved: return "interleaved";
     case ScheduleKind::kZeroBubbleH1: return "zb-h1";
     case ScheduleKind::kZeroBubbleV: return "zb-v";
+    case ScheduleKind::kFromFile: return "file";
   }
   return "?";
 }
@@ -59,6 +60,27 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   throw PlanError("unknown schedule '" + name + "' (known: " + known + ", all)");
 }
 
+void append_with_transfers(Schedule& s, int worker, const ScheduleOp& compute) {
+  auto& prog = s.programs.at(static_cast<size_t>(worker));
+  const int stage = compute.stage, mb = compute.microbatch;
+  auto worker_of = [&](int st) {
+    const auto& ws = s.stage_workers.at(static_cast<size_t>(st));
+    return ws[static_cast<size_t>(mb) % ws.size()];
+  };
+  const bool fwd = compute.kind == OpKind::kForward;
+  const bool takes_gradient = compute.kind == OpKind::kBackward ||
+                              compute.kind == OpKind::kBackwardInput;
+  if (fwd && stage > 0)
+    prog.push_back({OpKind::kRecv, stage - 1, mb, Payload::kActivation, worker_of(stage - 1)});
+  if (takes_gradient && stage + 1 < s.num_stages)
+    prog.push_back({OpKind::kRecv, stage + 1, mb, Payload::kGradient, worker_of(stage + 1)});
+  prog.push_back(compute);
+  if (fwd && stage + 1 < s.num_stages)
+    prog.push_back({OpKind::kSend, stage, mb, Payload::kActivation, worker_of(stage + 1)});
+  if (takes_gradient && stage > 0)
+    prog.push_back({OpKind::kSend, stage, mb, Payload::kGradient, worker_of(stage - 1)});
+}
+
 namespace {
 
 // Appends ops with their sends and receives; microbatch b of stage s lives
@@ -76,22 +98,11 @@ struct Builder {
            int peer = -1) {
     s.programs[w].push_back(ScheduleOp{kind, stage, mb, payload, peer});
   }
-  // Consecutive stages exchange through a Send and a Recv even on one worker
-  // (a V's bend): the executor hands such tensors over in memory, and the
-  // transfers of a stage to later ones (skip connections) ride on the same op.
   void forward(int w, int stage, int mb) {
-    if (stage > 0)
-      add(w, OpKind::kRecv, stage - 1, mb, Payload::kActivation, worker_of(stage - 1, mb));
-    add(w, OpKind::kForward, stage, mb);
-    if (stage + 1 < s.num_stages)
-      add(w, OpKind::kSend, stage, mb, Payload::kActivation, worker_of(stage + 1, mb));
+    append_with_transfers(s, w, {OpKind::kForward, stage, mb});
   }
   void backward(int w, int stage, int mb, OpKind kind = OpKind::kBackward) {
-    if (stage + 1 < s.num_stages)
-      add(w, OpKind::kRecv, stage + 1, mb, Payload::kGradient, worker_of(stage + 1, mb));
-    add(w, kind, stage, mb);
-    if (stage > 0)
-      add(w, OpKind::kSend, stage, mb, Payload::kGradient, worker_of(stage - 1, mb));
+    append_with_transfers(s, w, {kind, stage, mb});
   }
   void step(int w, int stage, int index) {
     if (s.stage_workers[stage].size() > 1) add(w, OpKind::kAllreduce, stage, index);
@@ -339,6 +350,8 @@ Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
   if (shape.microbatches < 1) throw PlanError("a schedule needs at least one microbatch");
   if (kind == ScheduleKind::kInterleaved) return build_interleaved(shape);
   if (kind == ScheduleKind::kZeroBubbleV) return build_zero_bubble_v(shape);
+  if (kind == ScheduleKind::kFromFile)
+    throw PlanError("a schedule from a file is loaded (load_schedule_file), not built");
   return build_standard(kind, shape);
 }
 

@@ -19,6 +19,7 @@ enum class ScheduleKind {
   kInterleaved,   // interleaved 1F1B (Megatron), `chunks` model chunks per worker, flush
   kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
   kZeroBubbleV,   // ZB-V: two chunks per worker in a V, B/W split, 1F1B's memory, flush
+  kFromFile,      // a user's action lists (schedule_file.h), flush; not in all_schedule_kinds()
 };
 
 /// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v".
@@ -66,6 +67,13 @@ struct ScheduleShape {
   /// over the whole step after its last B (Schedule::batched_weights).
   std::vector<bool> batched_weights;
 };
+
+/// Appends `compute` (F, B, Bi or W) to `worker`'s program with the transfers it
+/// needs: the Recv of its input before an F or B, the Send of its output after.
+/// Consecutive stages exchange through a Send and a Recv even on one worker (a V's
+/// bend): the executor hands such tensors over in memory, and the transfers of a
+/// stage to later ones (skip connections) ride on the same op.
+void append_with_transfers(Schedule& s, int worker, const ScheduleOp& compute);
 
 /// Throws PlanError when the shape does not suit the schedule (interleaved
 /// needs unreplicated stages and microbatches divisible by the stages;

@@ -80,20 +80,21 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
 // on any other plan, equal slices of the worker's stage. `per_chunk` says
 // which.
 std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
-                                  const std::vector<StageData>& data, ScheduleKind kind, int v,
-                                  bool recompute, bool* per_chunk) {
+                                  const std::vector<StageData>& data,
+                                  const std::vector<ChunkPlace>& places, int v, bool recompute,
+                                  bool* per_chunk) {
   const int p = static_cast<int>(plan.stages.size());
   *per_chunk = v > 1 && std::all_of(plan.stages.begin(), plan.stages.end(), [&](const auto& st) {
                  return st.last_layer - st.first_layer + 1 == v;
                });
   std::vector<StageData> out;
   auto layer_of = [&](int s) -> const LayerProfile& {
-    const ChunkPlace at = place_chunk(kind, s, p);
+    const ChunkPlace at = places[static_cast<size_t>(s)];
     return profile.layers[static_cast<size_t>(
         plan.stages[static_cast<size_t>(at.worker)].first_layer + at.chunk)];
   };
   for (int s = 0; s < p * v; ++s) {
-    const int worker = place_chunk(kind, s, p).worker;
+    const int worker = places[static_cast<size_t>(s)].worker;
     StageData d = data[static_cast<size_t>(worker)];
     if (!*per_chunk) {
       for (double* f : {&d.forward_s, &d.backward_s, &d.update_s, &d.accumulate_s, &d.param_bytes,
@@ -192,7 +193,12 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   int lanes = 1, workers = 0;
   for (const auto& st : plan.stages)
     lanes = std::max(lanes, st.replication), workers += st.replication;
-  const int m = options.microbatches > 0 ? options.microbatches : 4 * p;
+  const bool from_file = kind == ScheduleKind::kFromFile;
+  if (from_file && !options.schedule)
+    throw PlanError("simulate: a schedule from a file needs SimOptions::schedule");
+  const int m = from_file                  ? options.schedule->num_microbatches
+                : options.microbatches > 0 ? options.microbatches
+                                           : 4 * p;
   if (kind == ScheduleKind::kPipeDream)
     shape.microbatches = options.microbatches > 0 ? options.microbatches : 8 * std::max(p, workers);
   else
@@ -206,12 +212,43 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                     std::to_string(p) + ")");
 
   SimResult res;
-  res.schedule = schedule_name(kind);
+  res.schedule = from_file ? options.schedule->name : schedule_name(kind);
   res.microbatches = shape.microbatches;
-  res.schedule_ops = build_schedule(kind, shape);
+  res.schedule_ops = from_file ? *options.schedule : build_schedule(kind, shape);
   const bool interleaved = kind == ScheduleKind::kInterleaved;
-  const int v = chunks_per_worker(kind, options.chunks);
-  const bool chunked = v > 1;
+  int v = chunks_per_worker(kind, options.chunks);
+  // Where each schedule stage of several chunks per worker lives: the worker (its
+  // plan stage) and which of its chunks, in stage order (place_chunk's, for ours).
+  std::vector<ChunkPlace> places;
+  bool chunked = v > 1;
+  if (from_file) {
+    const Schedule& f = res.schedule_ops;
+    const int held = f.num_stages / std::max<size_t>(1, f.programs.size());
+    bool identity = f.num_stages == p && static_cast<int>(f.programs.size()) == p;
+    for (int st = 0; st < f.num_stages; ++st)
+      identity = identity && f.stage_workers[static_cast<size_t>(st)] == std::vector<int>{st};
+    if (lanes > 1) throw PlanError("a schedule from a file runs unreplicated stages");
+    if (!identity && (static_cast<int>(f.programs.size()) != p || held * p != f.num_stages))
+      throw PlanError(fmt::format(
+          "the schedule runs {} stages on {} workers, and this plan has {} stages: it needs "
+          "stage s on worker s, or {} workers holding the same number of stages each",
+          f.num_stages, f.programs.size(), p, p));
+    v = identity ? 1 : held;
+    chunked = !identity;
+  }
+  if (chunked) {
+    std::vector<int> count(static_cast<size_t>(p), 0);
+    for (int st = 0; st < res.schedule_ops.num_stages; ++st) {
+      const int w = res.schedule_ops.stage_workers[static_cast<size_t>(st)].front();
+      places.push_back({w, count[static_cast<size_t>(w)]++});
+    }
+    for (int c : count)
+      if (c != v)
+        throw PlanError(fmt::format("the schedule's workers hold {} and {} stages: simulate() "
+                                    "cuts each plan stage into as many equal chunks",
+                                    *std::min_element(count.begin(), count.end()),
+                                    *std::max_element(count.begin(), count.end())));
+  }
   // Tied params whose readers fall in several stages (not modelled with
   // several chunks per worker).
   std::vector<double> tied_bytes;
@@ -244,7 +281,9 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   const double scale = kind == ScheduleKind::kPipeDream ? 1.0 : 1.0 / m;
 
   // Schedule stage -> plan stage, schedule worker -> plan worker.
-  auto plan_stage = [&](int stage) { return chunked ? place_chunk(kind, stage, p).worker : stage; };
+  auto plan_stage = [&](int stage) {
+    return chunked ? places[static_cast<size_t>(stage)].worker : stage;
+  };
   for (int st = 0; st < s.num_stages; ++st)
     for (size_t q = 0; q < s.stage_workers[st].size(); ++q) {
       int w = s.stage_workers[st][q];
@@ -256,7 +295,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   // Per schedule stage (a chunk when interleaved): what its ops run and keep.
   bool per_chunk = false;
   const std::vector<StageData> sched =
-      chunked ? chunk_data(plan, profile, data, kind, v, options.recompute, &per_chunk) : data;
+      chunked ? chunk_data(plan, profile, data, places, v, options.recompute, &per_chunk) : data;
 
   auto input_part = [](const StageData& d) {
     return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s)
@@ -299,8 +338,8 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     else if (interleaved && ((op.payload == Payload::kActivation && ps == p - 1) ||
                              (op.payload == Payload::kGradient && ps == 0)))
       bytes = mean_cut;  // the wrap-around between chunks
-    else if (chunked && place_chunk(kind, op.stage, p).chunk == 1)
-      bytes = mean_cut;  // a V's way back up: cuts inside the workers' stages
+    else if (chunked && (from_file || places[static_cast<size_t>(op.stage)].chunk == 1))
+      bytes = mean_cut;  // a V's way back up, or anywhere: cuts inside the workers' stages
     else
       bytes = op.payload == Payload::kActivation ? data[ps].cut_out : data[ps - 1].cut_out;
     return bytes * scale / bw +

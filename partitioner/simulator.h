@@ -42,6 +42,10 @@ struct SimOptions {
   /// batched_weights), timed from its layers' backward_weight_step_s where
   /// measured.
   std::vector<bool> batched_weights;
+  /// ScheduleKind::kFromFile: the schedule to time (schedule_file.h), whose
+  /// microbatch count is used; its stages are the plan's, or P x V of them on the
+  /// plan's P workers (each cut into V chunks).
+  const Schedule* schedule = nullptr;
 };
 
 struct StageSimStats {
