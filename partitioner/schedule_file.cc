@@ -73,9 +73,10 @@ std::vector<std::vector<Action>> read_csv(const std::string& text, const std::st
       bool known = false;
       if (auto op = parse_torch(cell, &known)) row.push_back({*op, cell});
       if (!known)
-        throw PlanError(fmt::format("{}: line {}, cell {}: '{}' is not an action (stage, then F, "
-                                    "I, B or W, then the microbatch: '0F1')",
-                                    what, n, c, cell));
+        throw PlanError(
+            fmt::format("{}: line {}, cell {}: '{}' is not an action (stage, then F, "
+                        "I, B or W, then the microbatch: '0F1')",
+                        what, n, c, cell));
     }
     rows.push_back(std::move(row));
   }
@@ -116,9 +117,10 @@ std::vector<std::vector<Action>> read_json(const std::string& text, const std::s
       const std::string token = list[k].is_string() ? list[k].get<std::string>() : list[k].dump();
       auto op = parse_ours(token);
       if (!op)
-        throw PlanError(fmt::format("{}: worker {}, action {}: '{}' is not an action (F, B, Bi "
-                                    "or W, then stage.microbatch: 'F0.1')",
-                                    what, w, k, token));
+        throw PlanError(
+            fmt::format("{}: worker {}, action {}: '{}' is not an action (F, B, Bi "
+                        "or W, then stage.microbatch: 'F0.1')",
+                        what, w, k, token));
       row.push_back({*op, token});
     }
     rows.push_back(std::move(row));
@@ -140,8 +142,8 @@ Schedule parse_schedule(const std::string& text, bool csv, const std::string& wh
   std::string name = what;
   int microbatches = 0;
   std::vector<int> placement;
-  const auto rows = csv ? read_csv(text, what)
-                        : read_json(text, what, &name, &microbatches, &placement);
+  const auto rows =
+      csv ? read_csv(text, what) : read_json(text, what, &name, &microbatches, &placement);
   const int workers = static_cast<int>(rows.size());
   if (workers < 1) throw PlanError(what + ": no workers");
   // Stages and microbatches from the actions; each stage on the worker of its forwards.
@@ -154,13 +156,15 @@ Schedule parse_schedule(const std::string& text, bool csv, const std::string& wh
       stages = std::max(stages, a.op.stage + 1);
       seen_mb = std::max(seen_mb, a.op.microbatch + 1);
       if (a.op.kind == OpKind::kForward) forwards_on[a.op.stage].insert(w);
-      if (a.op.kind == OpKind::kBackward) whole = true, first_whole = first_whole ? first_whole : &a;
+      if (a.op.kind == OpKind::kBackward)
+        whole = true, first_whole = first_whole ? first_whole : &a;
       if (a.op.kind == OpKind::kBackwardInput || a.op.kind == OpKind::kBackwardWeight) split = true;
     }
   if (split && whole)
-    throw PlanError(fmt::format("{}: '{}' is a whole backward, but other backwards are split into "
-                                "input and weight halves: use one kind throughout",
-                                what, first_whole->token));
+    throw PlanError(
+        fmt::format("{}: '{}' is a whole backward, but other backwards are split into "
+                    "input and weight halves: use one kind throughout",
+                    what, first_whole->token));
   if (microbatches == 0) microbatches = seen_mb;
   if (seen_mb > microbatches)
     throw PlanError(fmt::format("{}: an action names microbatch {}, but the schedule has {}", what,
@@ -171,9 +175,10 @@ Schedule parse_schedule(const std::string& text, bool csv, const std::string& wh
       if (it == forwards_on.end())
         throw PlanError(fmt::format("{}: stage {} has no forward on any worker", what, st));
       if (it->second.size() > 1)
-        throw PlanError(fmt::format("{}: stage {} runs forwards on workers {} and {}: a stage "
-                                    "lives on one worker",
-                                    what, st, *it->second.begin(), *it->second.rbegin()));
+        throw PlanError(
+            fmt::format("{}: stage {} runs forwards on workers {} and {}: a stage "
+                        "lives on one worker",
+                        what, st, *it->second.begin(), *it->second.rbegin()));
       placement.push_back(*it->second.begin());
     }
   } else if (static_cast<int>(placement.size()) != stages) {
@@ -196,8 +201,8 @@ Schedule parse_schedule(const std::string& text, bool csv, const std::string& wh
   for (int w = 0; w < workers; ++w) {
     for (const Action& a : rows[static_cast<size_t>(w)]) {
       if (s.stage_workers[static_cast<size_t>(a.op.stage)].front() != w)
-        throw PlanError(fmt::format("{}: worker {} runs '{}', but stage {} lives on worker {}", what,
-                                    w, a.token, a.op.stage,
+        throw PlanError(fmt::format("{}: worker {} runs '{}', but stage {} lives on worker {}",
+                                    what, w, a.token, a.op.stage,
                                     s.stage_workers[static_cast<size_t>(a.op.stage)].front()));
       append_with_transfers(s, w, a.op);
     }
@@ -220,7 +225,8 @@ std::string schedule_to_json(const Schedule& s) {
   std::vector<int> placement;
   for (const auto& ws : s.stage_workers) {
     if (ws.size() != 1)
-      throw PlanError("schedule '" + s.name + "' replicates a stage: a schedule file places each "
+      throw PlanError("schedule '" + s.name +
+                      "' replicates a stage: a schedule file places each "
                       "stage on one worker");
     placement.push_back(ws.front());
   }

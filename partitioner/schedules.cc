@@ -28,12 +28,14 @@ bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
 }
 
 std::vector<ScheduleKind> all_schedule_kinds() {
-  return {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
-          ScheduleKind::kTwoBW, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
+  return {ScheduleKind::kGPipe,      ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW,      ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
           ScheduleKind::kZeroBubbleV};
 }
 
-bool v_shaped(ScheduleKind kind) { return kind == ScheduleKind::kZeroBubbleV; }
+bool v_shaped(ScheduleKind kind) {
+  return kind == ScheduleKind::kZeroBubbleV;
+}
 
 int chunks_per_worker(ScheduleKind kind, int chunks) {
   if (v_shaped(kind)) return 2;
@@ -68,8 +70,8 @@ void append_with_transfers(Schedule& s, int worker, const ScheduleOp& compute) {
     return ws[static_cast<size_t>(mb) % ws.size()];
   };
   const bool fwd = compute.kind == OpKind::kForward;
-  const bool takes_gradient = compute.kind == OpKind::kBackward ||
-                              compute.kind == OpKind::kBackwardInput;
+  const bool takes_gradient =
+      compute.kind == OpKind::kBackward || compute.kind == OpKind::kBackwardInput;
   if (fwd && stage > 0)
     prog.push_back({OpKind::kRecv, stage - 1, mb, Payload::kActivation, worker_of(stage - 1)});
   if (takes_gradient && stage + 1 < s.num_stages)

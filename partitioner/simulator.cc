@@ -134,8 +134,8 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
 
 }  // namespace
 
-std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& prof,
-                                                 int workers, ScheduleKind kind) {
+std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& prof, int workers,
+                                                 ScheduleKind kind) {
   const int n = static_cast<int>(plan.stages.size());
   if (workers < 1 || n % workers != 0)
     throw PlanError(std::to_string(n) + " virtual stages do not split over " +
@@ -244,10 +244,11 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
     }
     for (int c : count)
       if (c != v)
-        throw PlanError(fmt::format("the schedule's workers hold {} and {} stages: simulate() "
-                                    "cuts each plan stage into as many equal chunks",
-                                    *std::min_element(count.begin(), count.end()),
-                                    *std::max_element(count.begin(), count.end())));
+        throw PlanError(
+            fmt::format("the schedule's workers hold {} and {} stages: simulate() "
+                        "cuts each plan stage into as many equal chunks",
+                        *std::min_element(count.begin(), count.end()),
+                        *std::max_element(count.begin(), count.end())));
   }
   // Tied params whose readers fall in several stages (not modelled with
   // several chunks per worker).

@@ -1,5 +1,7 @@
 #include "executor/pipeline/pipeline.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -72,7 +74,7 @@ VersionRule version_rule(const PipelineOptions& o) {
 bool is_flush(ScheduleKind k) {
   return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB ||
          k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kInterleaved ||
-         k == ScheduleKind::kZeroBubbleV;
+         k == ScheduleKind::kZeroBubbleV || k == ScheduleKind::kFromFile;
 }
 
 bool splits_backward(ScheduleKind k) {
@@ -95,9 +97,23 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                    PipelineOptions options)
     : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
   const ScheduleKind k = options_.schedule;
+  const bool from_file = k == ScheduleKind::kFromFile;
+  if (from_file && !options_.schedule_file)
+    throw PlanError("a schedule from a file needs PipelineOptions::schedule_file");
   const int chunks = partitioner::chunks_per_worker(k, options_.chunks);
-  const std::string schedule = partitioner::schedule_name(k);
-  if (k == ScheduleKind::kInterleaved || chunks > 1) {
+  const std::string schedule =
+      from_file ? "schedule '" + options_.schedule_file->name + "'" : partitioner::schedule_name(k);
+  if (from_file) {
+    const partitioner::Schedule& f = *options_.schedule_file;
+    if (f.num_stages != num_stages())
+      throw PlanError(
+          fmt::format("{} runs {} stages; the plan has {}", schedule, f.num_stages, num_stages()));
+    if (f.num_microbatches != options_.microbatches)
+      throw PlanError(fmt::format("{} runs {} microbatches per step, not {}", schedule,
+                                  f.num_microbatches, options_.microbatches));
+    for (const auto& st : stages_)
+      if (st.replicas != 1) throw PlanError(schedule + " needs unreplicated stages");
+  } else if (k == ScheduleKind::kInterleaved || chunks > 1) {
     // `stages` are the virtual stages: p workers x `chunks` each.
     const int n = static_cast<int>(stages_.size());
     if (chunks < 1 || n % chunks != 0 || n / chunks < 2)
@@ -141,9 +157,32 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
                           " is replicated: tied weights need unreplicated stages (use --stages, "
                           "or a plan without replication)");
 
-  int total = 0;
-  for (const auto& st : stages_) total += st.replicas;
-  if (chunks > 1) total = num_stages() / chunks;
+  // Worker -> the stages it holds, and the replica it runs: stage s's replicas one
+  // after another; with several chunks, place_chunk's; a schedule file's placement.
+  std::vector<std::vector<int>> held;
+  std::vector<int> replica_of;
+  if (from_file) {
+    held.resize(options_.schedule_file->programs.size());
+    for (int s = 0; s < num_stages(); ++s)
+      held.at(static_cast<size_t>(options_.schedule_file->stage_workers[s].front())).push_back(s);
+    for (size_t w = 0; w < held.size(); ++w)
+      if (held[w].empty())
+        throw PlanError(fmt::format("{}: worker {} holds no stage", schedule, w));
+  } else if (chunks > 1) {
+    held.resize(static_cast<size_t>(num_stages() / chunks));
+    for (int w = 0; w < static_cast<int>(held.size()); ++w)
+      for (int c = 0; c < chunks; ++c)
+        held[static_cast<size_t>(w)].push_back(
+            partitioner::chunk_stage(k, w, c, static_cast<int>(held.size())));
+  } else {
+    for (int s = 0; s < num_stages(); ++s)
+      for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q) {
+        held.push_back({s});
+        replica_of.push_back(q);
+      }
+  }
+  replica_of.resize(held.size(), 0);
+  const int total = static_cast<int>(held.size());
   total_workers_ = total;
   if (options_.comm) {
     if (options_.comm->size() != total)
@@ -160,38 +199,37 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     core_groups_ = pinned_core_groups(options_.pin_workers, total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);
-  // Worker w runs stage s's replica q; with several chunks, the virtual stages
-  // place_chunk puts there.
-  for (int s = 0, w = 0; s < (chunks > 1 ? total : num_stages()); ++s)
-    for (int q = 0; q < stages_[static_cast<size_t>(s)].replicas; ++q, ++w) {
-      if (options_.comm && options_.comm->rank() != w) continue;  // another process's
-      auto worker = std::make_unique<Worker>();
-      worker->index = w;
-      worker->stage = s;
-      worker->replica = q;
-      worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
-      for (int c = 0; c < chunks; ++c) {
-        const size_t vs = static_cast<size_t>(partitioner::chunk_stage(k, s, c, total));
-        // A whole-minibatch stage's params come from `tg` too (by name: the
-        // same model, a checkpoint restored there).
-        worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
-            whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
-            options_.optimizer,
-            // (options_.schedule: a BatchNorm stage on the whole minibatch runs zb-h1 as gpipe.)
-            /*split_backward=*/splits_backward(options_.schedule) ||
-                (!batched_.empty() && batched_[vs]),
-            options_.recompute || stages_[vs].recompute,
-            // Only pipedream's replicas update a round after the next one's backward.
-            /*overlapping_rounds=*/options_.schedule == ScheduleKind::kPipeDream &&
-                stages_[vs].replicas > 1,
-            !batched_.empty() && batched_[vs] ? &step_programs_[vs] : nullptr);
-      }
-      worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
-      if (!core_groups_.empty()) worker->cores = core_groups_[static_cast<size_t>(w)];
-      worker->stats.stage = s;
-      worker->stats.replica = q;
-      workers_.push_back(std::move(worker));
+  const bool split =
+      from_file ? options_.schedule_file->split_backward : splits_backward(options_.schedule);
+  for (int w = 0; w < total; ++w) {
+    if (options_.comm && options_.comm->rank() != w) continue;  // another process's
+    const int s = held[static_cast<size_t>(w)].front(), q = replica_of[static_cast<size_t>(w)];
+    auto worker = std::make_unique<Worker>();
+    worker->index = w;
+    worker->stage = s;
+    worker->replica = q;
+    worker->backend = options_.make_backend ? options_.make_backend(w) : make_cpu_backend();
+    for (const int stage : held[static_cast<size_t>(w)]) {
+      const size_t vs = static_cast<size_t>(stage);
+      // A whole-minibatch stage's params come from `tg` too (by name: the
+      // same model, a checkpoint restored there).
+      worker->sws[static_cast<int>(vs)] = std::make_unique<StageWorker>(
+          whole_[vs] ? whole_programs_[vs] : programs_[vs], tg, *worker->backend,
+          options_.optimizer,
+          // (options_.schedule: a BatchNorm stage on the whole minibatch runs zb-h1 as gpipe.)
+          /*split_backward=*/split || (!batched_.empty() && batched_[vs]),
+          options_.recompute || stages_[vs].recompute,
+          // Only pipedream's replicas update a round after the next one's backward.
+          /*overlapping_rounds=*/options_.schedule == ScheduleKind::kPipeDream &&
+              stages_[vs].replicas > 1,
+          !batched_.empty() && batched_[vs] ? &step_programs_[vs] : nullptr);
     }
+    worker->comm = options_.comm ? options_.comm : comms_[static_cast<size_t>(w)].get();
+    if (!core_groups_.empty()) worker->cores = core_groups_[static_cast<size_t>(w)];
+    worker->stats.stage = s;
+    worker->stats.replica = q;
+    workers_.push_back(std::move(worker));
+  }
   for (auto& w : workers_) w->thread = std::thread([this, p = w.get()] { worker_main(*p); });
 }
 
@@ -201,7 +239,8 @@ void Pipeline::plan_whole_minibatch_stages(const std::vector<std::pair<int, int>
                    [](const StageProgram& p) { return has_batch_statistics(p.forward); }))
     return;
   const ScheduleKind k = options_.schedule;
-  if (k == ScheduleKind::kTwoBW || partitioner::chunks_per_worker(k, options_.chunks) > 1)
+  if (k == ScheduleKind::kTwoBW || k == ScheduleKind::kFromFile ||
+      partitioner::chunks_per_worker(k, options_.chunks) > 1)
     throw PlanError(std::string("--bn-stats minibatch runs with gpipe, 1f1b-flush and zb-h1 (a "
                                 "BatchNorm stage takes every microbatch of a step at once), not ") +
                     partitioner::schedule_name(k));
@@ -302,6 +341,7 @@ Pipeline::~Pipeline() {
 partitioner::Schedule Pipeline::build_round_schedule(int count) const {
   partitioner::ScheduleShape shape;
   const ScheduleKind k = options_.schedule;
+  if (k == ScheduleKind::kFromFile) return *options_.schedule_file;  // validated when loaded
   for (const auto& st : stages_) shape.replicas.push_back(st.replicas);
   if (partitioner::chunks_per_worker(k, options_.chunks) > 1) {
     shape.replicas.assign(static_cast<size_t>(total_workers_), 1);  // workers, not chunks
@@ -713,17 +753,15 @@ void Pipeline::run_program(Worker& w) {
         for (const auto& tr : fwd ? sp.recv_fwd : sp.recv_bwd) {
           const int from = worker_of(tr.from_stage, op.microbatch);
           if (from != w.index) {
-            box[key][tr.tensor] =
-                w.comm->recv(from, {tr.tensor, gmb, fwd ? MessageTag::kForward
-                                                        : MessageTag::kBackward});
+            box[key][tr.tensor] = w.comm->recv(
+                from, {tr.tensor, gmb, fwd ? MessageTag::kForward : MessageTag::kBackward});
             continue;
           }
           auto it = w.to_self.find({tr.tensor, gmb, fwd});
           if (it == w.to_self.end())  // the schedule receives before its own chunk sent
             throw RuntimeFault("worker " + std::to_string(w.index) + " receives '" + tr.tensor +
-                               "' of microbatch " + std::to_string(gmb) +
-                               " from its own stage " + std::to_string(tr.from_stage) +
-                               " before that stage sent it");
+                               "' of microbatch " + std::to_string(gmb) + " from its own stage " +
+                               std::to_string(tr.from_stage) + " before that stage sent it");
           box[key][tr.tensor] = std::move(it->second);
           w.to_self.erase(it);
         }
@@ -746,8 +784,8 @@ void Pipeline::run_program(Worker& w) {
         auto prepare = [&](int stage, StageWorker& one) {
           const StageProgram& prog_s = programs_[static_cast<size_t>(stage)];
           one.seal_gradients(op.microbatch);
-          for (const auto& [param, sharing] : every_chunk ? decltype(prog_s.shared){}
-                                                          : prog_s.shared) {
+          for (const auto& [param, sharing] :
+               every_chunk ? decltype(prog_s.shared){} : prog_s.shared) {
             if (delayed_ties) {
               w.ties.exchange(
                   *w.comm, [&](int s) { return worker_of(s, 0); }, stage, param, sharing,

@@ -60,6 +60,9 @@ struct PipelineOptions {
   /// given are then the virtual stages, p x chunks of them, placed by
   /// partitioner::place_chunk (interleaved: w, w + p, ...; a V: w, 2p - 1 - w).
   int chunks = 2;
+  /// ScheduleKind::kFromFile: the schedule to run (partitioner/schedule_file.h),
+  /// whose stages are `stages`, placed as it says; kept alive by the caller.
+  const partitioner::Schedule* schedule_file = nullptr;
   bool vertical_sync = false;  // pipedream only
   OptimizerConfig optimizer;
   LrSchedule lr_schedule;

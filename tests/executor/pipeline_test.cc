@@ -24,6 +24,7 @@
 #include "importer/importer.h"
 #include "ir/error.h"
 #include "models/zoo.h"
+#include "partitioner/schedule_file.h"
 #include "tests/executor/test_models.h"
 
 namespace pipetrain {
@@ -1007,6 +1008,58 @@ TEST(Pipeline, ZeroBubbleVMatchesSingleWorkerOnTheWholeMinibatch) {
         // 1F1B's memory: at most 2p chunk activations (p stages' worth) per worker.
         for (const auto& st : pipe.stats()) EXPECT_LE(st.peak_in_flight, 2 * p) << what;
       }
+}
+
+TEST(Pipeline, ScheduleFilesMatchSingleWorker) {
+  // A user's action lists: 3 stages on 2 workers (stage 2 back on worker 0, the
+  // loss beside the input), whole backwards; then torch's CSV with split ones.
+  constexpr int64_t kBatch = 12;
+  constexpr int m = 2;
+  auto full = mlp_training_graph(kBatch);
+  std::vector<TensorMap> steps;
+  for (int k = 0; k < 2; ++k) steps.push_back(minibatch(full, k, kBatch));
+  const auto want = single_worker_params(full, steps);
+  const std::vector<std::pair<std::string, partitioner::Schedule>> files = {
+      {"json", partitioner::parse_schedule(
+                   R"({"name": "fold", "workers": [
+                         ["F0.0", "F0.1", "F2.0", "B2.0", "F2.1", "B2.1", "B0.0", "B0.1"],
+                         ["F1.0", "F1.1", "B1.0", "B1.1"]]})",
+                   false, "fold.json")},
+      {"csv", partitioner::parse_schedule("0F0,0SEND_F0,0F1,0I0,0W0,0I1,0W1\n"
+                                          "1F0,1F1,1I0,1SEND_B0,1I1,1W1,1W0\n",
+                                          true, "torch.csv")}};
+  for (const auto& [what, schedule] : files) {
+    auto micro = mlp_training_graph(kBatch / m);
+    const int n = static_cast<int>(micro.graph.layers.size());
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kFromFile;
+    po.schedule_file = &schedule;
+    po.microbatches = m;
+    po.optimizer = sgd_momentum();
+    exec::Pipeline pipe(
+        micro, split(n, std::vector<int>(static_cast<size_t>(schedule.num_stages), 1)), po);
+    for (const auto& b : steps) {
+      auto r = pipe.run(microbatches_of(b, m, kBatch));
+      ASSERT_EQ(r.losses.size(), 1u) << what;
+      ASSERT_EQ(r.busy_s.size(), 2u) << what;
+    }
+    pipe.write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, what);
+  }
+  // A file for another plan or microbatch count is refused by name.
+  auto micro = mlp_training_graph(kBatch / m);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kFromFile;
+  po.schedule_file = &files[0].second;
+  po.microbatches = 4;
+  try {
+    exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), {1, 1, 1}), po);
+    ADD_FAILURE() << "ran 2 microbatches' schedule with 4";
+  } catch (const PlanError& e) {
+    EXPECT_NE(std::string(e.what()).find("schedule 'fold' runs 2 microbatches per step, not 4"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // LeNet's convolutions (their weight halves) and the tied LM's shared

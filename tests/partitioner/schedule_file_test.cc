@@ -63,9 +63,9 @@ std::string as_torch_csv(const Schedule& s) {
 
 TEST(ScheduleFile, OurFlushSchedulesRoundTripThroughJsonAndTorchCsv) {
   int checked = 0;
-  for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB,
-                            ScheduleKind::kZeroBubbleH1, ScheduleKind::kInterleaved,
-                            ScheduleKind::kZeroBubbleV})
+  for (ScheduleKind kind :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV})
     for (int p : {1, 2, 3, 4})
       for (int m : {1, 4, 8}) {
         ScheduleShape shape;
@@ -128,8 +128,9 @@ TEST(ScheduleFile, BadFilesNameTheirFirstBadAction) {
   expect_error(R"({"workers": [["B0.0", "F0.0"]]})", false, "backward before its forward");
   expect_error(R"({"workers": [["F0.0", "F0.1", "B0.0"]]})", false, "B0.1");
   // Worker 1 waits for microbatch 1's activation, worker 0 for microbatch 0's gradient.
-  expect_error(R"({"workers": [["F0.0", "B0.0", "F0.1", "B0.1"], ["F1.1", "B1.1", "F1.0", "B1.0"]]})",
-               false, "deadlocks");
+  expect_error(
+      R"({"workers": [["F0.0", "B0.0", "F0.1", "B0.1"], ["F1.1", "B1.1", "F1.0", "B1.0"]]})", false,
+      "deadlocks");
   expect_error("0F0,0Q0\n", true, "line 1, cell 2: '0Q0' is not an action");
 }
 
