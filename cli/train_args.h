@@ -10,6 +10,7 @@
 #include "cli/model_options.h"
 #include "executor/backend.h"
 #include "executor/trainer.h"
+#include "partitioner/schedule_file.h"
 
 namespace pipetrain::cli {
 
@@ -73,7 +74,11 @@ struct TrainArgs {
   std::string comm = "local";  // local: worker threads here; mpi: one worker per MPI rank
   double peer_timeout = 5.0;   // seconds a silent rank is waited for (mpi, nccl); 0: forever
 
-  bool pipelined() const { return stages > 0 || workers > 0 || !plan_path.empty(); }
+  /// A schedule file places its own stages on its own workers (--stages optional).
+  bool pipelined() const {
+    return stages > 0 || workers > 0 || !plan_path.empty() ||
+           partitioner::is_schedule_file(schedule);
+  }
 };
 
 /// Registers --stages, --workers, --plan, --schedule, ... on `cmd`.

@@ -40,6 +40,7 @@
 #include "partitioner/baselines.h"
 #include "partitioner/dp.h"
 #include "partitioner/plan.h"
+#include "partitioner/schedule_file.h"
 #include "partitioner/simulator.h"
 
 namespace pipetrain::cli {
@@ -58,8 +59,10 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
   if (s == "interleaved") return ScheduleKind::kInterleaved;
   if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
+  if (partitioner::is_schedule_file(s)) return ScheduleKind::kFromFile;
   throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, or auto)");
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, auto, or "
+                  "a schedule file: .json or .csv)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -68,16 +71,34 @@ partitioner::Topology local_topology(int workers) {
   return partitioner::parse_topology(std::to_string(workers), "10e9", "");
 }
 
-// Interleaved 1F1B's and ZB-V's plan: `stages` workers x `chunks` virtual stages,
-// straight and balanced by measured time.
-partitioner::Plan virtual_stage_plan(const partitioner::Profile& profile, int stages, int chunks) {
-  partitioner::Plan plan =
-      partitioner::time_balanced_plan(profile, local_topology(stages * chunks));
-  if (static_cast<int>(plan.stages.size()) != stages * chunks)
-    throw PlanError("--stages " + std::to_string(stages) + " x --chunks " + std::to_string(chunks) +
-                    " virtual stages but the model has only " +
+// The plan of `n` virtual stages (`what` says whose), straight and balanced by
+// measured time.
+partitioner::Plan virtual_plan(const partitioner::Profile& profile, int n,
+                               const std::string& what) {
+  partitioner::Plan plan = partitioner::time_balanced_plan(profile, local_topology(n));
+  if (static_cast<int>(plan.stages.size()) != n)
+    throw PlanError(what + " virtual stages but the model has only " +
                     std::to_string(profile.layers.size()) + " layers");
   return plan;
+}
+
+// Interleaved 1F1B's and ZB-V's plan: `stages` workers x `chunks` virtual stages.
+partitioner::Plan virtual_stage_plan(const partitioner::Profile& profile, int stages, int chunks) {
+  return virtual_plan(
+      profile, stages * chunks,
+      "--stages " + std::to_string(stages) + " x --chunks " + std::to_string(chunks));
+}
+
+// A schedule file's placement when it is not stage s on worker s: worker -> its stages.
+std::vector<std::vector<int>> file_placement(const partitioner::Schedule& s) {
+  std::vector<std::vector<int>> held(s.programs.size());
+  bool identity = s.num_stages == static_cast<int>(s.programs.size());
+  for (int st = 0; st < s.num_stages; ++st) {
+    const int w = s.stage_workers[static_cast<size_t>(st)].front();
+    held[static_cast<size_t>(w)].push_back(st);
+    identity = identity && w == st;
+  }
+  return identity ? std::vector<std::vector<int>>{} : held;
 }
 
 // `links`: the workers' topology for --stages/--workers (threads: local_topology).
@@ -363,7 +384,6 @@ namespace {
 // The run on this process: all of it (comm null), or rank comm->rank()'s worker.
 void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const bool root = !comm || comm->rank() == 0;
-  if (root) check_train_outputs(a);  // rank 0 writes them
   const bool auto_schedule = a.schedule == "auto";
   ScheduleKind kind = auto_schedule ? ScheduleKind::kPipeDream : train_schedule(a.schedule);
   if (auto_schedule && a.microbatches > 0)
@@ -375,6 +395,31 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   if (a.vertical_sync && kind != ScheduleKind::kPipeDream)
     throw PlanError("--vertical-sync applies to --schedule 1f1b only");
   if (a.profile) throw PlanError("--profile times one worker; use `pipetrain profile` instead");
+  // A schedule file: rank 0 reads and validates it (one message, nothing run), and
+  // every rank runs the same action lists on as many workers as it names.
+  std::optional<partitioner::Schedule> file_schedule;
+  std::vector<std::vector<int>> file_held;  // its placement, unless stage s on worker s
+  if (kind == ScheduleKind::kFromFile) {
+    std::string text;
+    if (root) text = partitioner::schedule_to_json(partitioner::load_schedule_file(a.schedule));
+    if (comm) text = exec::share_text(*comm, "schedule file", text);
+    file_schedule = partitioner::parse_schedule(text, false, a.schedule);
+    const int fw = static_cast<int>(file_schedule->programs.size());
+    if (a.workers > 0 || !a.plan_path.empty())
+      throw PlanError("--schedule " + a.schedule + " places its own stages: give --stages " +
+                      std::to_string(fw) + " (or nothing), not --workers or --plan");
+    if (a.stages > 0 && a.stages != fw)
+      throw PlanError(fmt::format("--schedule {} runs on {} workers, not --stages {}", a.schedule,
+                                  fw, a.stages));
+    if (a.microbatches > 0 && a.microbatches != file_schedule->num_microbatches)
+      throw PlanError(
+          fmt::format("--schedule {} runs {} microbatches per step, not "
+                      "--microbatches {}",
+                      a.schedule, file_schedule->num_microbatches, a.microbatches));
+    a.stages = fw;
+    a.microbatches = file_schedule->num_microbatches;
+    file_held = file_placement(*file_schedule);
+  }
 
   // The plan: from the file, or measured here on the whole minibatch.
   ModelOptions full_opts = a.model;
@@ -390,8 +435,10 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int planned_workers = a.workers > 0  ? a.workers
                               : a.stages > 0 ? a.stages
                                              : partitioner::load_plan(a.plan_path).workers_used();
-  // Several model chunks per worker: a plan of virtual stages (place_chunk).
-  bool chunked = kind == ScheduleKind::kInterleaved || partitioner::v_shaped(kind);
+  if (root) check_train_outputs(a);  // rank 0 writes them (a bad schedule file: no run dir)
+  // Several model chunks per worker: a plan of virtual stages (place_chunk, or the file's).
+  bool chunked =
+      kind == ScheduleKind::kInterleaved || partitioner::v_shaped(kind) || !file_held.empty();
   if (partitioner::v_shaped(kind) && a.chunks != 2)
     throw PlanError("--schedule " + a.schedule + " holds 2 model chunks per worker in a V; " +
                     "--chunks " + std::to_string(a.chunks) + " is for interleaved");
@@ -444,7 +491,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     profile = exec::measure_training_profile(full_tg, random_feeds(full_tg.graph, "train"), 1, 3,
                                              nullptr, 0, plan_backend);
     profile.model = a.model.path;
-    if (chunked) {
+    if (!file_held.empty()) {
+      plan = virtual_plan(
+          profile, file_schedule->num_stages,
+          fmt::format("--schedule {} places {}", a.schedule, file_schedule->num_stages));
+    } else if (chunked) {
       plan = virtual_stage_plan(profile, a.stages, a.chunks);
     } else if (auto kept = plan_to_keep(a, resumed, profile)) {
       plan = *kept;
@@ -515,7 +566,8 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // Pipeline positions the schedule cuts microbatches for: workers when chunked.
   const int p = chunked ? a.stages : static_cast<int>(plan.stages.size());
   const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
-                     kind == ScheduleKind::kZeroBubbleH1 || chunked;
+                     kind == ScheduleKind::kZeroBubbleH1 || kind == ScheduleKind::kFromFile ||
+                     chunked;
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "
@@ -640,6 +692,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     po.step_graph = &full_tg;
   }
   po.chunks = a.chunks;
+  po.schedule_file = file_schedule ? &*file_schedule : nullptr;
   po.seed = a.seed;
   po.threads_per_worker = threads;
   po.pin_workers = exec::parse_pin_workers(a.pin);
@@ -665,7 +718,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         "{} thread{} per worker{}, backend {}{}\n",
         a.model.path, model.param_count() / 1e6, a.data, split.train.size(), split.test.size(),
         plan.stages.size(), plan.stages.size() > 1 ? "s" : "", workers,
-        chunked ? fmt::format("{}, {} chunks per worker", a.schedule, a.chunks) : plan.config(),
+        !file_held.empty() ? fmt::format("placed by {}", a.schedule)
+        : chunked          ? fmt::format("{}, {} chunks per worker", a.schedule, a.chunks)
+                           : plan.config(),
         comm ? fmt::format(", one per MPI rank, {} transfers", a.comm) : "", a.schedule,
         a.vertical_sync ? " with vertical sync" : "", a.model.batch, m, a.model.batch / m, threads,
         threads > 1 ? "s" : "", pinned_cores(pipe.worker_cores()),
@@ -796,9 +851,11 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
                         ? m
                         : std::max<int>(1, static_cast<int>(shown.losses.size()));
   so.batched_weights = pipe.batched_stages();
+  so.schedule = file_schedule ? &*file_schedule : nullptr;
   auto [sim_plan, sim_profile] =
-      chunked ? partitioner::interleaved_worker_view(plan, run_profile, workers, kind)
-                  : std::make_pair(plan, run_profile);
+      !file_held.empty() ? partitioner::worker_view(plan, run_profile, file_held, a.schedule)
+      : chunked          ? partitioner::interleaved_worker_view(plan, run_profile, workers, kind)
+                         : std::make_pair(plan, run_profile);
   partitioner::SimResult sim = partitioner::simulate(sim_plan, sim_profile, kind, so);
   fmt::print(
       "utilisation (compute / training time), stashes and memory per worker (activations "

@@ -139,7 +139,7 @@ bool is_schedule_file(const std::string& name) {
 }
 
 Schedule parse_schedule(const std::string& text, bool csv, const std::string& what) {
-  std::string name = what;
+  std::string name = what.substr(what.find_last_of('/') + 1);  // unnamed: the file's
   int microbatches = 0;
   std::vector<int> placement;
   const auto rows =
@@ -257,9 +257,7 @@ Schedule load_schedule_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   const bool csv = path.size() > 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
-  Schedule s = parse_schedule(text.str(), csv, path);
-  if (s.name == path) s.name = path.substr(path.find_last_of('/') + 1);  // unnamed: the file's
-  return s;
+  return parse_schedule(text.str(), csv, path);
 }
 
 }  // namespace pipetrain::partitioner

@@ -81,22 +81,28 @@ std::vector<StageData> stage_data(const Plan& plan, const Profile& profile, bool
 // which.
 std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
                                   const std::vector<StageData>& data,
-                                  const std::vector<ChunkPlace>& places, int v, bool recompute,
+                                  const std::vector<ChunkPlace>& places, bool recompute,
                                   bool* per_chunk) {
   const int p = static_cast<int>(plan.stages.size());
-  *per_chunk = v > 1 && std::all_of(plan.stages.begin(), plan.stages.end(), [&](const auto& st) {
-                 return st.last_layer - st.first_layer + 1 == v;
-               });
+  const int n = static_cast<int>(places.size());
+  std::vector<int> held(static_cast<size_t>(p), 0);  // chunks per worker
+  for (const ChunkPlace& at : places) ++held[static_cast<size_t>(at.worker)];
+  *per_chunk = n > p;
+  for (int w = 0; w < p; ++w) {
+    const auto& st = plan.stages[static_cast<size_t>(w)];
+    *per_chunk = *per_chunk && st.last_layer - st.first_layer + 1 == held[static_cast<size_t>(w)];
+  }
   std::vector<StageData> out;
   auto layer_of = [&](int s) -> const LayerProfile& {
     const ChunkPlace at = places[static_cast<size_t>(s)];
     return profile.layers[static_cast<size_t>(
         plan.stages[static_cast<size_t>(at.worker)].first_layer + at.chunk)];
   };
-  for (int s = 0; s < p * v; ++s) {
+  for (int s = 0; s < n; ++s) {
     const int worker = places[static_cast<size_t>(s)].worker;
     StageData d = data[static_cast<size_t>(worker)];
     if (!*per_chunk) {
+      const double v = held[static_cast<size_t>(worker)];
       for (double* f : {&d.forward_s, &d.backward_s, &d.update_s, &d.accumulate_s, &d.param_bytes,
                         &d.stash_bytes, &d.cut_in, &d.inputs, &d.carry})
         *f /= v;
@@ -122,7 +128,7 @@ std::vector<StageData> chunk_data(const Plan& plan, const Profile& profile,
       d.stash_bytes +=
           profile.stash_at_readers ? static_cast<double>(before.cut_stash_bytes) : d.cut_in;
     }
-    d.cut_out = s + 1 < p * v ? static_cast<double>(l.cut_bytes) : 0.0;
+    d.cut_out = s + 1 < n ? static_cast<double>(l.cut_bytes) : 0.0;
     if (s == 0) {  // as stage_data's first stage
       if (d.backward_input_s >= 0) d.backward_input_s = 0;
       d.carry = d.cut_out;
@@ -144,14 +150,25 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
   if (v_shaped(kind) && v != 2)
     throw PlanError(fmt::format("{} holds 2 chunks per worker: {} virtual stages on {} workers",
                                 schedule_name(kind), n, workers));
+  std::vector<std::vector<int>> held(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w)
+    for (int c = 0; c < v; ++c)
+      held[static_cast<size_t>(w)].push_back(chunk_stage(kind, w, c, workers));
+  return worker_view(plan, prof, held, schedule_name(kind));
+}
+
+std::pair<Plan, Profile> worker_view(const Plan& plan, const Profile& prof,
+                                     const std::vector<std::vector<int>>& held,
+                                     const std::string& config) {
+  const int workers = static_cast<int>(held.size());
   Profile out;
   out.model = prof.model;
   out.batch = prof.batch;
   out.stash_at_readers = prof.stash_at_readers;
-  for (int w = 0; w < workers; ++w)
-    for (int c = 0; c < v; ++c) {
-      const int vs = chunk_stage(kind, w, c, workers);
-      const auto& st = plan.stages[static_cast<size_t>(vs)];
+  std::vector<int> last, reps(static_cast<size_t>(workers), 1);
+  for (const auto& stages : held) {
+    for (const int vs : stages) {
+      const auto& st = plan.stages.at(static_cast<size_t>(vs));
       LayerProfile l;
       l.name = fmt::format("virtual stage {}", vs);
       l.backward_input_s = 0;
@@ -173,11 +190,11 @@ std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile
       l.cut_stash_bytes = prof.layers[static_cast<size_t>(st.last_layer)].cut_stash_bytes;
       out.layers.push_back(std::move(l));
     }
-  std::vector<int> last, reps(static_cast<size_t>(workers), 1);
-  for (int w = 0; w < workers; ++w) last.push_back((w + 1) * v - 1);
+    last.push_back(static_cast<int>(out.layers.size()) - 1);
+  }
   Topology t = plan.topology;
   if (t.workers() != workers) t = parse_topology(std::to_string(workers), "10e9", "");
-  return {evaluate_plan(out, t, last, reps, schedule_name(kind)), out};
+  return {evaluate_plan(out, t, last, reps, config), out};
 }
 
 SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
@@ -216,39 +233,31 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   res.microbatches = shape.microbatches;
   res.schedule_ops = from_file ? *options.schedule : build_schedule(kind, shape);
   const bool interleaved = kind == ScheduleKind::kInterleaved;
-  int v = chunks_per_worker(kind, options.chunks);
   // Where each schedule stage of several chunks per worker lives: the worker (its
   // plan stage) and which of its chunks, in stage order (place_chunk's, for ours).
   std::vector<ChunkPlace> places;
-  bool chunked = v > 1;
+  bool chunked = chunks_per_worker(kind, options.chunks) > 1;
   if (from_file) {
     const Schedule& f = res.schedule_ops;
-    const int held = f.num_stages / std::max<size_t>(1, f.programs.size());
     bool identity = f.num_stages == p && static_cast<int>(f.programs.size()) == p;
     for (int st = 0; st < f.num_stages; ++st)
       identity = identity && f.stage_workers[static_cast<size_t>(st)] == std::vector<int>{st};
     if (lanes > 1) throw PlanError("a schedule from a file runs unreplicated stages");
-    if (!identity && (static_cast<int>(f.programs.size()) != p || held * p != f.num_stages))
+    if (!identity && static_cast<int>(f.programs.size()) != p)
       throw PlanError(fmt::format(
           "the schedule runs {} stages on {} workers, and this plan has {} stages: it needs "
-          "stage s on worker s, or {} workers holding the same number of stages each",
+          "stage s on worker s, or {} workers (each plan stage cut into the chunks its worker "
+          "holds)",
           f.num_stages, f.programs.size(), p, p));
-    v = identity ? 1 : held;
     chunked = !identity;
   }
+  std::vector<int> chunks_on(static_cast<size_t>(p), 1);  // per plan stage (worker)
   if (chunked) {
-    std::vector<int> count(static_cast<size_t>(p), 0);
+    std::fill(chunks_on.begin(), chunks_on.end(), 0);
     for (int st = 0; st < res.schedule_ops.num_stages; ++st) {
       const int w = res.schedule_ops.stage_workers[static_cast<size_t>(st)].front();
-      places.push_back({w, count[static_cast<size_t>(w)]++});
+      places.push_back({w, chunks_on[static_cast<size_t>(w)]++});
     }
-    for (int c : count)
-      if (c != v)
-        throw PlanError(
-            fmt::format("the schedule's workers hold {} and {} stages: simulate() "
-                        "cuts each plan stage into as many equal chunks",
-                        *std::min_element(count.begin(), count.end()),
-                        *std::max_element(count.begin(), count.end())));
   }
   // Tied params whose readers fall in several stages (not modelled with
   // several chunks per worker).
@@ -296,7 +305,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   // Per schedule stage (a chunk when interleaved): what its ops run and keep.
   bool per_chunk = false;
   const std::vector<StageData> sched =
-      chunked ? chunk_data(plan, profile, data, places, v, options.recompute, &per_chunk) : data;
+      chunked ? chunk_data(plan, profile, data, places, options.recompute, &per_chunk) : data;
 
   auto input_part = [](const StageData& d) {
     return d.backward_input_s >= 0 ? std::min(d.backward_input_s, d.backward_s)
@@ -422,8 +431,10 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
       double params = data[plan_stage(st)].param_bytes;
       // Recomputation: one microbatch's activations exist again during its backward.
       const StageData& d = data[plan_stage(st)];
-      const double refilled =
-          d.recompute ? std::max(0.0, d.stash_bytes - d.cut_in - d.inputs) * scale / v : 0.0;
+      const double refilled = d.recompute
+                                  ? std::max(0.0, d.stash_bytes - d.cut_in - d.inputs) * scale /
+                                        chunks_on[static_cast<size_t>(plan_stage(st))]
+                                  : 0.0;
       out.peak_activation_bytes =
           std::max(out.peak_activation_bytes, run.peak_activation_bytes[w] + refilled);
       // Gradients: one set, or two where a round's allreduce overlaps the

@@ -95,6 +95,11 @@ std::vector<bool> best_batched_weights(const Plan& plan, const Profile& profile,
 std::pair<Plan, Profile> interleaved_worker_view(const Plan& plan, const Profile& profile,
                                                  int workers,
                                                  ScheduleKind kind = ScheduleKind::kInterleaved);
+/// The same for any placement: `held[w]` lists worker w's virtual stages in the
+/// order simulate() numbers its chunks (ascending, as a schedule file's).
+std::pair<Plan, Profile> worker_view(const Plan& plan, const Profile& profile,
+                                     const std::vector<std::vector<int>>& held,
+                                     const std::string& config);
 
 /// Chrome trace JSON (chrome://tracing, Perfetto): one process per result,
 /// one thread per worker, plus one track per link for transfers.

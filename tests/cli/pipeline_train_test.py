@@ -533,6 +533,58 @@ class PipelineTrainTest(unittest.TestCase):
                                "-o", out))
             self.assert_same_weights(self.path("flush.onnx"), out)
 
+    def test_schedule_files_run_as_written(self):
+        # simulate --save-schedule writes zb-v's action lists; trained from that file
+        # they give zb-v's weights bitwise. A hand-written CSV in torch's format (3
+        # stages on 2 workers, the last beside the first) gives 1f1b-flush's.
+        prof, plan, saved = self.path("prof.json"), self.path("plan.json"), self.path("zbv.json")
+        self.ok(run("profile", self.mlp, "--batch", 32, "-o", prof))
+        self.ok(run("partition", prof, "--topology", 2, "--bandwidth", 10e9, "--straight", "-o",
+                    plan))
+        self.ok(run("simulate", plan, "--profile", prof, "--schedule", "zb-v", "--microbatches", 4,
+                    "--save-schedule", saved))
+        with open(saved) as f:
+            self.assertEqual(json.load(f)["placement"], [0, 1, 1, 0])
+        r = self.ok(run("simulate", plan, "--profile", prof, "--schedule", saved))
+        self.assertIn("\nzb-v ", r.stdout)
+        common = ["--max-steps", 6, "--microbatches", 4]
+        self.ok(self.train("zbv", *common, "--stages", 2, "--schedule", "zb-v", "-o",
+                           self.path("zbv.onnx")))
+        r = self.ok(self.train("file", *common, "--schedule", saved, "-o", self.path("file.onnx")))
+        self.assertIn(f"4 stages on 2 workers (placed by {saved})", r.stdout)
+        self.assert_same_weights(self.path("zbv.onnx"), self.path("file.onnx"))
+        fold = self.path("fold.csv")
+        with open(fold, "w") as f:
+            f.write("0F0,0SEND_F0,0F1,0SEND_F1,2F0,2B0,2F1,2B1,0B0,0B1\n"
+                    "1RECV_F0,1F0,1F1,1B0,1B1\n")
+        self.ok(self.train("flush", "--max-steps", 6, "--microbatches", 2, "--stages", 3,
+                           "--schedule", "1f1b-flush", "-o", self.path("flush.onnx")))
+        r = self.ok(self.train("fold", "--max-steps", 6, "--schedule", fold,
+                               "-o", self.path("fold.onnx")))
+        self.assertIn(f"3 stages on 2 workers (placed by {fold}), schedule {fold}, "
+                      "minibatch 32 = 2 x 16", r.stdout)
+        folded = weights(self.path("fold.onnx"))
+        for k, v in weights(self.path("flush.onnx")).items():
+            np.testing.assert_allclose(folded[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+        # Bad input: one line naming the file and the action, and no run directory.
+        bad = self.path("bad.json")
+        with open(bad, "w") as f:
+            json.dump({"workers": [["F0.0", "B0.1"], ["F1.0", "B1.0"]]}, f)
+        for extra, message in (
+                ([bad], "bad.json: schedule 'bad.json' worker 0 op B0.1: backward before its "
+                        "forward"),
+                ([self.path("none.json")], "none.json: cannot read the schedule file"),
+                ([saved, "--stages", 3], "runs on 2 workers, not --stages 3"),
+                ([saved, "--microbatches", 2],
+                 "runs 4 microbatches per step, not --microbatches 2")):
+            with self.subTest(extra=extra):
+                r = self.train("bad", "--max-steps", 2, "--schedule", *extra)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                lines = [l for l in r.stderr.splitlines() if l.startswith("error:")]
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertIn(message, lines[0])
+                self.assertFalse(os.path.exists(self.path("bad")))
+
     def test_batched_weight_gradients_train_the_weights_of_1f1b_flush(self):
         # One weight-gradient op per stage and step, at the minibatch size:
         # the same sums in another order (float reassociation), so within

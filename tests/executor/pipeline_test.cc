@@ -524,7 +524,8 @@ TEST(Pipeline, MinibatchBatchNormStatisticsOnResNet50AndVgg16Bn) {
   constexpr int64_t kBatch = 8;
   constexpr int kM = 4;
   for (const auto& model : {std::pair{"resnet50", resnet}, std::pair{"vgg16", vgg}}) {
-    const auto& [name, opts] = model;  // named copies below: lambdas capture no bindings in clang 14
+    const auto& [name, opts] =
+        model;  // named copies below: lambdas capture no bindings in clang 14
     auto one = small_zoo_graph(name, opts, kBatch);
     const std::vector<TensorMap> minis = {lenet_minibatch(one, 0), lenet_minibatch(one, 1)};
     {
@@ -968,9 +969,11 @@ TEST(Pipeline, ZeroBubbleVMatchesSingleWorkerOnTheWholeMinibatch) {
   const auto tied_lm = [](int64_t b) { return testing_models::tied_lm(b); };
   const std::vector<Model> models = {
       {"mlp", mlp_training_graph, minibatch, {2, 3}, even},
-      {"lenet", lenet_training_graph,
+      {"lenet",
+       lenet_training_graph,
        [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); },
-       {2, 3}, even},
+       {2, 3},
+       even},
       {"tied lm", tied_lm, token_minibatch, {2}, even},
       {"tied lm, both copies on worker 0", tied_lm, token_minibatch, {2}, head_last}};
   for (const auto& model : models)
