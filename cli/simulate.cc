@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "ir/error.h"
 #include "partitioner/schedule_file.h"
+#include "partitioner/schedule_search.h"
 #include "partitioner/simulator.h"
 
 namespace pipetrain::cli {
@@ -35,6 +36,8 @@ void run_simulate(const SimulateArgs& a) {
   pt::Schedule from_file;
   if (a.schedule == "all") {
     kinds = pt::all_schedule_kinds();
+  } else if (a.schedule == "search") {
+    kinds = {pt::ScheduleKind::kFromFile};
   } else if (pt::is_schedule_file(a.schedule)) {
     from_file = pt::load_schedule_file(a.schedule);  // validated: one message, nothing run
     kinds = {pt::ScheduleKind::kFromFile};
@@ -55,7 +58,20 @@ void run_simulate(const SimulateArgs& a) {
   for (auto k : kinds) {
     pt::SimResult r;
     try {
-      r = pt::simulate(plan, profile, k, o);
+      if (a.schedule == "search") {
+        const pt::SearchResult found = pt::search_schedule(plan, profile, o);
+        r = found.sim;
+        r.schedule = "search";
+        fmt::print(
+            "search: {:.3f} ms per step, {:.1f}% below the best hand-made flush schedule within "
+            "{:.1f} MiB per worker ({}, {:.3f} ms); lower bound (the busiest worker's compute) "
+            "{:.3f} ms; {} simulations\n",
+            r.makespan_s * 1e3, 100 * (1 - r.makespan_s / found.best_hand_made_s),
+            found.memory_limit_bytes / 1048576.0, found.best_hand_made,
+            found.best_hand_made_s * 1e3, found.lower_bound_s * 1e3, found.simulations);
+      } else {
+        r = pt::simulate(plan, profile, k, o);
+      }
     } catch (const PlanError& e) {
       if (kinds.size() == 1) throw;
       fmt::print("{:<12} n/a: {}\n", pt::schedule_name(k), e.what());
@@ -87,9 +103,10 @@ void add_simulate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--schedule", a->schedule,
-                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, or a schedule file "
-                  "(.json: each worker's actions; .csv: torch.distributed.pipelining's), "
-                  "validated first")
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, search (list "
+                  "scheduling and local improvement on this profile, against the hand-made flush "
+                  "schedules within their memory), or a schedule file (.json: each worker's "
+                  "actions; .csv: torch.distributed.pipelining's), validated first")
       ->capture_default_str();
   cmd->add_option("--microbatches", a->microbatches,
                   "Microbatches per minibatch (pipedream: minibatches run); default 4 x stages")

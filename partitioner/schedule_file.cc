@@ -185,30 +185,42 @@ Schedule parse_schedule(const std::string& text, bool csv, const std::string& wh
     throw PlanError(fmt::format("{}: \"placement\" places {} stages, the actions name {}", what,
                                 placement.size(), stages));
   }
-  Schedule s;
-  s.name = name;
-  s.num_stages = stages;
-  s.num_microbatches = microbatches;
-  s.split_backward = split;
-  s.programs.resize(static_cast<size_t>(workers));
   for (int st = 0; st < stages; ++st) {
     const int w = placement[static_cast<size_t>(st)];
     if (w >= workers)
       throw PlanError(fmt::format("{}: stage {} is placed on worker {}, but there are {} workers",
                                   what, st, w, workers));
-    s.stage_workers.push_back({w});
   }
-  for (int w = 0; w < workers; ++w) {
+  std::vector<std::vector<ScheduleOp>> actions(static_cast<size_t>(workers));
+  for (int w = 0; w < workers; ++w)
     for (const Action& a : rows[static_cast<size_t>(w)]) {
-      if (s.stage_workers[static_cast<size_t>(a.op.stage)].front() != w)
-        throw PlanError(fmt::format("{}: worker {} runs '{}', but stage {} lives on worker {}",
-                                    what, w, a.token, a.op.stage,
-                                    s.stage_workers[static_cast<size_t>(a.op.stage)].front()));
-      append_with_transfers(s, w, a.op);
+      if (placement[static_cast<size_t>(a.op.stage)] != w)
+        throw PlanError(fmt::format("{}: worker {} runs '{}', but stage {} lives on worker {}", what,
+                                    w, a.token, a.op.stage,
+                                    placement[static_cast<size_t>(a.op.stage)]));
+      actions[static_cast<size_t>(w)].push_back(a.op);
     }
-    for (int st = 0; st < stages; ++st)  // the flush: each of its stages' update, last
-      if (s.stage_workers[static_cast<size_t>(st)].front() == w)
-        s.programs[static_cast<size_t>(w)].push_back({OpKind::kStep, st, 0});
+  return complete_schedule(name, placement, microbatches, actions, what);
+}
+
+Schedule complete_schedule(const std::string& name, const std::vector<int>& placement,
+                           int microbatches, const std::vector<std::vector<ScheduleOp>>& actions,
+                           const std::string& what) {
+  Schedule s;
+  s.name = name;
+  s.num_stages = static_cast<int>(placement.size());
+  s.num_microbatches = microbatches;
+  s.programs.resize(actions.size());
+  for (const int w : placement) s.stage_workers.push_back({w});
+  for (size_t w = 0; w < actions.size(); ++w) {
+    for (const ScheduleOp& op : actions[w]) {
+      s.split_backward = s.split_backward || op.kind == OpKind::kBackwardInput ||
+                         op.kind == OpKind::kBackwardWeight;
+      append_with_transfers(s, static_cast<int>(w), op);
+    }
+    for (int st = 0; st < s.num_stages; ++st)  // the flush: each of its stages' update, last
+      if (placement[static_cast<size_t>(st)] == static_cast<int>(w))
+        s.programs[w].push_back({OpKind::kStep, st, 0});
   }
   try {
     validate(s);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "partitioner/schedule.h"
 
@@ -33,6 +34,13 @@ Schedule load_schedule_file(const std::string& path);
 
 /// The same from text (`what` names it in errors); `csv` picks the format.
 Schedule parse_schedule(const std::string& text, bool csv, const std::string& what);
+
+/// A schedule from each worker's compute actions (kind, stage, microbatch):
+/// transfers around them, each stage's update last on its worker, validated.
+/// `placement[s]` is stage s's worker. Throws PlanError prefixed with `what`.
+Schedule complete_schedule(const std::string& name, const std::vector<int>& placement,
+                           int microbatches, const std::vector<std::vector<ScheduleOp>>& actions,
+                           const std::string& what);
 
 /// A flush schedule's compute actions as the JSON load_schedule_file reads (a
 /// start for a schedule of one's own: `pipetrain simulate --schedule zb-v
