@@ -547,6 +547,16 @@ class PipelineTrainTest(unittest.TestCase):
             self.assertEqual(json.load(f)["placement"], [0, 1, 1, 0])
         r = self.ok(run("simulate", plan, "--profile", prof, "--schedule", saved))
         self.assertIn("\nzb-v ", r.stdout)
+        # The search: its gain against the best hand-made schedule, never negative, and
+        # a file that trains.
+        found = self.path("found.json")
+        r = self.ok(run("simulate", plan, "--profile", prof, "--schedule", "search",
+                        "--microbatches", 4, "--save-schedule", found))
+        gain = re.search(r"^search: [0-9.]+ ms per step, (-?[0-9.]+)% below the best hand-made",
+                         r.stdout, re.M)
+        self.assertTrue(gain, r.stdout)
+        self.assertGreaterEqual(float(gain.group(1)), 0.0)
+        self.ok(self.train("found", "--max-steps", 2, "--schedule", found))
         common = ["--max-steps", 6, "--microbatches", 4]
         self.ok(self.train("zbv", *common, "--stages", 2, "--schedule", "zb-v", "-o",
                            self.path("zbv.onnx")))
