@@ -41,6 +41,7 @@
 #include "partitioner/dp.h"
 #include "partitioner/plan.h"
 #include "partitioner/schedule_file.h"
+#include "partitioner/schedule_search.h"
 #include "partitioner/simulator.h"
 
 namespace pipetrain::cli {
@@ -61,8 +62,8 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
   if (partitioner::is_schedule_file(s)) return ScheduleKind::kFromFile;
   throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, auto, or "
-                  "a schedule file: .json or .csv)");
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, auto, "
+                  "search, or a schedule file: .json or .csv)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -291,8 +292,10 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
                  "(1F1B-flush with weight gradients deferred into the bubbles), zb-v (two model "
                  "chunks per worker in a V, weight gradients filling the bubbles, with --stages), "
-                 "interleaved (--chunks model chunks per worker, with --stages), or auto "
-                 "(simulate them all at every microbatch count, run the fastest)")
+                 "interleaved (--chunks model chunks per worker, with --stages), auto "
+                 "(simulate them all at every microbatch count, run the fastest), search "
+                 "(a flush schedule searched for on the measured profile, with --stages), or a "
+                 "schedule file (.json or .csv: each worker's actions, docs/pipelining.md)")
       ->capture_default_str();
   cmd.add_option("--semantics", a.semantics,
                  "--schedule auto: any, or exact (flush schedules only: the same updates as one "
@@ -385,7 +388,14 @@ namespace {
 void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const bool root = !comm || comm->rank() == 0;
   const bool auto_schedule = a.schedule == "auto";
-  ScheduleKind kind = auto_schedule ? ScheduleKind::kPipeDream : train_schedule(a.schedule);
+  // search: rank 0 searches on the run's plan and profile, and every rank runs the
+  // schedule found as a schedule file of stage s on worker s.
+  const bool search_schedule = a.schedule == "search";
+  ScheduleKind kind = auto_schedule     ? ScheduleKind::kPipeDream
+                      : search_schedule ? ScheduleKind::kFromFile
+                                        : train_schedule(a.schedule);
+  if (search_schedule && (a.stages == 0 || a.workers > 0 || !a.plan_path.empty()))
+    throw PlanError("--schedule search runs on --stages P workers (a straight plan)");
   if (auto_schedule && a.microbatches > 0)
     throw PlanError("--schedule auto chooses the microbatch count; drop --microbatches");
   if (auto_schedule && a.vertical_sync)
@@ -399,7 +409,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   // every rank runs the same action lists on as many workers as it names.
   std::optional<partitioner::Schedule> file_schedule;
   std::vector<std::vector<int>> file_held;  // its placement, unless stage s on worker s
-  if (kind == ScheduleKind::kFromFile) {
+  if (kind == ScheduleKind::kFromFile && !search_schedule) {
     std::string text;
     if (root) text = partitioner::schedule_to_json(partitioner::load_schedule_file(a.schedule));
     if (comm) text = exec::share_text(*comm, "schedule file", text);
@@ -561,6 +571,33 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         plan = partitioner::plan_from_json(nlohmann::json::parse(exec::share_text(
             *comm, "virtual stage plan", root ? partitioner::to_json(plan).dump() : "")));
     }
+  }
+  if (search_schedule) {
+    const int count =
+        microbatch_count(a, ScheduleKind::kOneFOneB, static_cast<int>(plan.stages.size()));
+    std::string text;
+    if (root) {
+      partitioner::SimOptions so;
+      so.microbatches = count;
+      so.synced_updates = a.trainer.clip_norm > 0;
+      so.recompute = a.recompute;
+      so.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
+      partitioner::SearchOptions search;
+      search.straight_only = true;
+      const partitioner::SearchResult found =
+          partitioner::search_schedule(plan, profile, so, search);
+      fmt::print(
+          "schedule search: {:.3f} ms per step simulated, {:.1f}% below the best hand-made flush "
+          "schedule within {:.1f} MiB per worker ({}, {:.3f} ms); lower bound (the busiest "
+          "worker's compute) {:.3f} ms; {} simulations\n",
+          found.sim.makespan_s * 1e3, 100 * (1 - found.sim.makespan_s / found.best_hand_made_s),
+          found.memory_limit_bytes / 1048576.0, found.best_hand_made, found.best_hand_made_s * 1e3,
+          found.lower_bound_s * 1e3, found.simulations);
+      text = partitioner::schedule_to_json(found.schedule);
+    }
+    if (comm) text = exec::share_text(*comm, "searched schedule", text);
+    file_schedule = partitioner::parse_schedule(text, false, "search");
+    a.microbatches = count;
   }
   const int workers = chunked ? a.stages : plan.workers_used();
   // Pipeline positions the schedule cuts microbatches for: workers when chunked.

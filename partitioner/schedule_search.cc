@@ -116,6 +116,9 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
   std::map<ScheduleKind, SimResult> reference;
   for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
                          ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV}) {
+    if (search.straight_only && k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB &&
+        k != ScheduleKind::kZeroBubbleH1)
+      continue;  // not runnable on the plan's stages as they are
     try {
       SimResult r = simulate(plan, profile, k, o);
       hand[schedule_name(k)] = {r.makespan_s, peak_bytes(r)};
@@ -147,7 +150,8 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
     straight.time = durations_of(straight_run);
     placements.push_back(std::move(straight));
   }
-  if (auto it = reference.find(ScheduleKind::kZeroBubbleV); it != reference.end() && p > 1) {
+  if (auto it = reference.find(ScheduleKind::kZeroBubbleV);
+      it != reference.end() && p > 1 && !search.straight_only) {
     Placement v;
     for (int s = 0; s < 2 * p; ++s)
       v.stage_worker.push_back(place_chunk(ScheduleKind::kZeroBubbleV, s, p).worker);
@@ -167,6 +171,7 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
   // ends slower than the best of them.
   for (const auto& [kind, r] : reference) {
     if (peak_bytes(r) > limit * (1 + 1e-9) || r.makespan_s >= best_s) continue;
+    if (search.straight_only && r.schedule_ops.num_stages != p) continue;
     best_s = r.makespan_s;
     best_placement.clear();
     for (const auto& ws : r.schedule_ops.stage_workers) best_placement.push_back(ws.front());

@@ -26,6 +26,10 @@ struct SearchOptions {
   /// Per worker; 0: the largest peak of the hand-made flush schedules compared.
   double memory_limit_bytes = 0;
   int max_simulations = 3000;  // for the local improvement
+  /// Stage s on worker s only (the plan as it is): no V, no interleaving among
+  /// the candidates or the schedules compared, so that the result runs on the
+  /// plan's own stages.
+  bool straight_only = false;
 };
 
 struct SearchResult {

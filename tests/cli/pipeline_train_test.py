@@ -557,6 +557,16 @@ class PipelineTrainTest(unittest.TestCase):
         self.assertTrue(gain, r.stdout)
         self.assertGreaterEqual(float(gain.group(1)), 0.0)
         self.ok(self.train("found", "--max-steps", 2, "--schedule", found))
+        # train --schedule search: on the run's own straight plan, the weights of 1f1b-flush.
+        r = self.ok(self.train("searched", *common, "--stages", 2, "--schedule", "search",
+                               "-o", self.path("searched.onnx")))
+        self.assertRegex(r.stdout, r"schedule search: [0-9.]+ ms per step simulated, [0-9.]+% "
+                                   r"below the best hand-made flush schedule")
+        self.ok(self.train("flush4", *common, "--stages", 2, "--schedule", "1f1b-flush",
+                           "-o", self.path("flush4.onnx")))
+        searched = weights(self.path("searched.onnx"))
+        for k, v in weights(self.path("flush4.onnx")).items():
+            np.testing.assert_allclose(searched[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
         common = ["--max-steps", 6, "--microbatches", 4]
         self.ok(self.train("zbv", *common, "--stages", 2, "--schedule", "zb-v", "-o",
                            self.path("zbv.onnx")))
