@@ -558,6 +558,7 @@ class PipelineTrainTest(unittest.TestCase):
         self.assertGreaterEqual(float(gain.group(1)), 0.0)
         self.ok(self.train("found", "--max-steps", 2, "--schedule", found))
         # train --schedule search: on the run's own straight plan, the weights of 1f1b-flush.
+        common = ["--max-steps", 6, "--microbatches", 4]
         r = self.ok(self.train("searched", *common, "--stages", 2, "--schedule", "search",
                                "-o", self.path("searched.onnx")))
         self.assertRegex(r.stdout, r"schedule search: [0-9.]+ ms per step simulated, [0-9.]+% "
@@ -567,7 +568,6 @@ class PipelineTrainTest(unittest.TestCase):
         searched = weights(self.path("searched.onnx"))
         for k, v in weights(self.path("flush4.onnx")).items():
             np.testing.assert_allclose(searched[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
-        common = ["--max-steps", 6, "--microbatches", 4]
         self.ok(self.train("zbv", *common, "--stages", 2, "--schedule", "zb-v", "-o",
                            self.path("zbv.onnx")))
         r = self.ok(self.train("file", *common, "--schedule", saved, "-o", self.path("file.onnx")))
