@@ -49,6 +49,10 @@ void train(TrainArgs& a) {
     fmt::print("checkpoints asked for: one worker runs as a one-stage pipeline\n");
   }
   if (a.pipelined()) return train_pipelined(a);
+  // One worker has no pipeline to order: a schedule named here would be ignored.
+  if (a.schedule != TrainArgs().schedule)
+    throw PlanError("--schedule " + a.schedule +
+                    " orders a pipeline's work: give --stages P (or --workers N, --plan FILE)");
   check_train_outputs(a);
   if (a.comm != "local" || exec::mpi_launched_size() > 1)
     throw PlanError(

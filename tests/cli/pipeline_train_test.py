@@ -746,6 +746,9 @@ class PipelineTrainTest(unittest.TestCase):
              "interleaved 1F1B runs groups of one microbatch per worker"),
             (["--workers", 2, "--schedule", "interleaved"], "runs on --stages P workers"),
             (["--workers", 2, "--schedule", "zb-v"], "runs on --stages P workers (P x 2 virtual"),
+            (["--schedule", "zb-v"], "--schedule zb-v orders a pipeline's work: give --stages P"),
+            (["--stages", 2, "--schedule", "search", "--workers", 2],
+             "--schedule search runs on --stages P workers"),
             (["--stages", 2, "--schedule", "zb-v", "--chunks", 3],
              "--schedule zb-v holds 2 model chunks per worker in a V; --chunks 3 is for "
              "interleaved"),
