@@ -545,9 +545,9 @@ void Pipeline::tie_chunks(Worker& w, int64_t round) {
     }
   for (const auto& [param, stages] : mine) {
     ir::Tensor* sum = w.sws.at(stages.front())->sealed_gradient(round, param);
-    auto values = [&](ir::Tensor* t) {
+    auto values = [&, name = param](ir::Tensor* t) {  // (clang 14 captures no bindings)
       if (t->dtype() != ir::DType::kF32)
-        throw RuntimeFault("the gradient of tied param '" + param + "' is not float32");
+        throw RuntimeFault("the gradient of tied param '" + name + "' is not float32");
       return t->data<float>();
     };
     for (size_t i = 1; i < stages.size(); ++i) {
