@@ -85,17 +85,12 @@ void append_with_transfers(Schedule& s, int worker, const ScheduleOp& compute) {
 
 namespace {
 
-// Appends ops with their sends and receives; microbatch b of stage s lives
-// on worker worker_of(s, b).
+// Appends ops to a schedule's programs, computes with their sends and receives
+// (append_with_transfers).
 struct Builder {
   Schedule& s;
-  std::vector<int> base, reps;
 
-  Builder(Schedule& sched, const std::vector<int>& stage_base, const std::vector<int>& replicas)
-      : s(sched), base(stage_base), reps(replicas) {}
-  int worker_of(int stage, int mb) const {
-    return static_cast<int>(s.stage_workers[stage][mb % s.stage_workers[stage].size()]);
-  }
+  explicit Builder(Schedule& sched) : s(sched) {}
   void add(int w, OpKind kind, int stage, int mb, Payload payload = Payload::kActivation,
            int peer = -1) {
     s.programs[w].push_back(ScheduleOp{kind, stage, mb, payload, peer});
@@ -172,7 +167,7 @@ Schedule build_standard(ScheduleKind kind, const ScheduleShape& shape) {
   auto batched_w = [&](int w, int st) {
     if (s.batched(st)) s.programs[w].push_back({OpKind::kBackwardWeight, st, kWholeStep});
   };
-  Builder b(s, base, reps);
+  Builder b(s);
   const int p = s.num_stages;
   for (int st = 0; st < p; ++st)
     for (int q = 0; q < reps[st]; ++q) {
@@ -266,7 +261,7 @@ Schedule build_interleaved(const ScheduleShape& shape) {
   s.num_microbatches = m;
   for (int vs = 0; vs < p * v; ++vs) s.stage_workers.push_back({vs % p});
   s.programs.resize(p);
-  Builder b(s, {}, {});
+  Builder b(s);
   const int total = m * v;
   auto chunk = [&](int k, bool forward) {
     int c = (k % (p * v)) / p;
@@ -307,7 +302,7 @@ Schedule build_zero_bubble_v(const ScheduleShape& shape) {
   for (int vs = 0; vs < 2 * p; ++vs)
     s.stage_workers.push_back({place_chunk(ScheduleKind::kZeroBubbleV, vs, p).worker});
   s.programs.resize(static_cast<size_t>(p));
-  Builder b(s, {}, {});
+  Builder b(s);
   const int filled = std::max(m, 2 * p - 1);
   for (int w = 0; w < p; ++w) {
     const int down = w, up = 2 * p - 1 - w;
