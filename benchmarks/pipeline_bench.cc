@@ -219,7 +219,7 @@ struct Pipelined {
   double simulate(const Args& a) const {
     auto [sim_plan, sim_profile] =
         chunked(kind) ? pt::partitioner::interleaved_worker_view(plan, profile, a.stages, kind)
-            : std::make_pair(plan, profile);
+                      : std::make_pair(plan, profile);
     return pt::partitioner::simulate(sim_plan, sim_profile, kind, so).samples_per_s;
   }
 
@@ -316,7 +316,8 @@ int main(int argc, char** argv) {
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
       ->capture_default_str();
   app.add_option("--schedules", a.schedules,
-                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, zb-v, interleaved, "
+                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, zb-v, dualpipev, "
+                 "interleaved, "
                  "1f1b, 2bw (gpipe and 1f1b-flush bring their +bw rows)")
       ->capture_default_str();
   app.add_option("--pin", a.pin,
@@ -346,16 +347,17 @@ int main(int argc, char** argv) {
     std::vector<ScheduleKind> kinds;
     for (ScheduleKind k :
          {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kZeroBubbleV, ScheduleKind::kInterleaved, ScheduleKind::kPipeDream,
-          ScheduleKind::kTwoBW})
+          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV, ScheduleKind::kInterleaved,
+          ScheduleKind::kPipeDream, ScheduleKind::kTwoBW})
       if (a.schedules == "all" ||
           ("," + a.schedules + ",").find("," + row_name(k) + ",") != std::string::npos)
         kinds.push_back(k);
     if (kinds.empty())
-      throw std::runtime_error("--schedules '" + a.schedules +
-                               "' names none of gpipe, 1f1b-flush, zb-h1, zb-v, interleaved, 1f1b, "
-                               "2bw");
-    // Interleaved and zb-v: stages x kChunks virtual stages, balanced the same way.
+      throw std::runtime_error(
+          "--schedules '" + a.schedules +
+          "' names none of gpipe, 1f1b-flush, zb-h1, zb-v, dualpipev, interleaved, 1f1b, "
+          "2bw");
+    // Interleaved and the V's: stages x kChunks virtual stages, balanced the same way.
     auto virtual_topo =
         pt::partitioner::parse_topology(std::to_string(a.stages * kChunks), "10e9", "");
     const auto virtual_plan = pt::partitioner::time_balanced_plan(profile, virtual_topo);
@@ -367,8 +369,8 @@ int main(int argc, char** argv) {
       pins = {pt::exec::parse_pin_workers(a.pin)};
     for (ScheduleKind k : kinds)
       for (pt::exec::PinWorkers pin : pins) {
-        runs.push_back(std::make_unique<Pipelined>(
-            a, k, chunked(k) ? virtual_plan : plan, false, pin));
+        runs.push_back(
+            std::make_unique<Pipelined>(a, k, chunked(k) ? virtual_plan : plan, false, pin));
         if (k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB)
           runs.push_back(std::make_unique<Pipelined>(a, k, plan, /*batched_weights=*/true, pin));
       }
@@ -409,9 +411,9 @@ int main(int argc, char** argv) {
         const int chunks = chunked(r.kind) ? kChunks : 1;
         for (int c = 0; c < chunks; ++c) {
           const size_t vs =
-              chunks > 1 ? static_cast<size_t>(pt::partitioner::chunk_stage(r.kind, st.stage, c,
-                                                                            a.stages))
-                         : static_cast<size_t>(st.stage);
+              chunks > 1
+                  ? static_cast<size_t>(pt::partitioner::chunk_stage(r.kind, st.stage, c, a.stages))
+                  : static_cast<size_t>(st.stage);
           for (int l = r.plan.stages[vs].first_layer; l <= r.plan.stages[vs].last_layer; ++l)
             params += static_cast<double>(r.profile.layers[static_cast<size_t>(l)].param_bytes);
         }
@@ -429,7 +431,8 @@ int main(int argc, char** argv) {
     }
     fmt::print(
         "\n1f1b = PipeDream's asynchronous 1F1B with weight stashing; flush schedules and "
-        "2bw cut the minibatch into {} microbatches; interleaved and zb-v run {} chunks per worker; "
+        "2bw cut the minibatch into {} microbatches; interleaved and zb-v run {} chunks per "
+        "worker; "
         "+bw: batched weight gradients (per microbatch only the input gradients, then each "
         "stage's weight gradients once per step at the minibatch size){}\n",
         a.microbatches, kChunks,

@@ -60,10 +60,12 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
   if (s == "interleaved") return ScheduleKind::kInterleaved;
   if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
+  if (s == "dualpipev") return ScheduleKind::kDualPipeV;
   if (partitioner::is_schedule_file(s)) return ScheduleKind::kFromFile;
-  throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, interleaved, auto, "
-                  "search, or a schedule file: .json or .csv)");
+  throw PlanError(
+      "unknown --schedule '" + s +
+      "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, dualpipev, interleaved, "
+      "auto, search, or a schedule file: .json or .csv)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -292,7 +294,8 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
                  "(1F1B-flush with weight gradients deferred into the bubbles), zb-v (two model "
                  "chunks per worker in a V, weight gradients filling the bubbles, with --stages), "
-                 "interleaved (--chunks model chunks per worker, with --stages), auto "
+                 "dualpipev (the V fed from both ends, forward and backward paired, with "
+                 "--stages), interleaved (--chunks model chunks per worker, with --stages), auto "
                  "(simulate them all at every microbatch count, run the fastest), search "
                  "(a flush schedule searched for on the measured profile, with --stages), or a "
                  "schedule file (.json or .csv: each worker's actions, docs/pipelining.md)")
@@ -602,9 +605,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   const int workers = chunked ? a.stages : plan.workers_used();
   // Pipeline positions the schedule cuts microbatches for: workers when chunked.
   const int p = chunked ? a.stages : static_cast<int>(plan.stages.size());
-  const bool flush = kind == ScheduleKind::kGPipe || kind == ScheduleKind::kOneFOneB ||
-                     kind == ScheduleKind::kZeroBubbleH1 || kind == ScheduleKind::kFromFile ||
-                     chunked;
+  const bool flush = partitioner::flush_schedule(kind);
   if (kind == ScheduleKind::kPipeDream && a.microbatches > 1)
     throw PlanError(
         "--schedule 1f1b runs each --batch minibatch whole (one update each); "

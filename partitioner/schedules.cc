@@ -18,6 +18,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::kInterleaved: return "interleaved";
     case ScheduleKind::kZeroBubbleH1: return "zb-h1";
     case ScheduleKind::kZeroBubbleV: return "zb-v";
+    case ScheduleKind::kDualPipeV: return "dualpipev";
     case ScheduleKind::kFromFile: return "file";
   }
   return "?";
@@ -28,13 +29,21 @@ bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
 }
 
 std::vector<ScheduleKind> all_schedule_kinds() {
-  return {ScheduleKind::kGPipe,      ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
-          ScheduleKind::kTwoBW,      ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kZeroBubbleV};
+  return {ScheduleKind::kGPipe,       ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW,       ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
+          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV};
+}
+
+bool flush_schedule(ScheduleKind kind) {
+  return kind != ScheduleKind::kPipeDream && kind != ScheduleKind::kTwoBW;
+}
+
+bool splits_backward(ScheduleKind kind) {
+  return kind == ScheduleKind::kZeroBubbleH1 || v_shaped(kind);
 }
 
 bool v_shaped(ScheduleKind kind) {
-  return kind == ScheduleKind::kZeroBubbleV;
+  return kind == ScheduleKind::kZeroBubbleV || kind == ScheduleKind::kDualPipeV;
 }
 
 int chunks_per_worker(ScheduleKind kind, int chunks) {
@@ -338,6 +347,70 @@ Schedule build_zero_bubble_v(const ScheduleShape& shape) {
   return s;
 }
 
+// DualPipeV (DeepSeek-V3's DualPipe cut in half; the order of deepseek-ai/DualPipe's
+// dualpipev.py): ZB-V's placement, filled from both ends of the V at once. Per worker w,
+// in eight phases: 2(P - w - 1) chunk-0 forwards; w + 1 pairs F0 F1; P - w - 1 chunk-1
+// triples B1 W F1 (W deferred from that B); the steady state F0 B1 F1 B0 (full backwards,
+// a forward beside a backward of another microbatch: DualPipe overlaps their compute
+// with each other's communication); P - w - 1 rounds B1 F1 B0; w + 1 pairs B1 B0 whose
+// second half defers W; P - w - 1 pairs W B0 (deferred); the W's left. Deferred W's run
+// oldest first. A full backward is B then its W at once. The pattern fills with 2P
+// microbatches; with fewer, the missing ones' ops are left out as in ZB-V.
+Schedule build_dualpipe_v(const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError("dualpipev needs unreplicated stages");
+  Schedule s;
+  s.name = schedule_name(ScheduleKind::kDualPipeV);
+  s.num_stages = 2 * p;
+  s.num_microbatches = m;
+  s.split_backward = true;
+  for (int vs = 0; vs < 2 * p; ++vs)
+    s.stage_workers.push_back({place_chunk(ScheduleKind::kDualPipeV, vs, p).worker});
+  s.programs.resize(static_cast<size_t>(p));
+  Builder b(s);
+  const int filled = std::max(m, 2 * p);
+  for (int w = 0; w < p; ++w) {
+    const int stage[2] = {w, 2 * p - 1 - w};
+    int next_f[2] = {0, 0}, next_b[2] = {0, 0};
+    std::deque<std::pair<int, int>> owed;  // deferred W's (stage, microbatch), oldest first
+    auto f = [&](int c) {
+      if (const int mb = next_f[c]++; mb < m) b.forward(w, stage[c], mb);
+    };
+    auto bk = [&](int c, bool defer) {
+      const int mb = next_b[c]++;
+      if (mb < m) {
+        b.backward(w, stage[c], mb, OpKind::kBackwardInput);
+        if (!defer) b.add(w, OpKind::kBackwardWeight, stage[c], mb);
+      }
+      if (defer) owed.emplace_back(stage[c], mb);
+    };
+    auto wg = [&] {
+      const auto [st, mb] = owed.front();
+      owed.pop_front();
+      if (mb < m) b.add(w, OpKind::kBackwardWeight, st, mb);
+    };
+    const int rest = p - w - 1;  // workers after this one
+    for (int i = 0; i < 2 * rest; ++i) f(0);
+    for (int i = 0; i < w + 1; ++i) f(0), f(1);
+    for (int i = 0; i < rest; ++i) bk(1, true), wg(), f(1);
+    for (int i = 0; i < filled - 2 * p + w + 1; ++i) f(0), bk(1, false), f(1), bk(0, false);
+    for (int i = 0; i < rest; ++i) bk(1, false), f(1), bk(0, false);
+    bool defer = false;
+    for (int i = 0; i < w + 1; ++i) {
+      if (i == (w + 1) / 2 && w % 2 == 1) defer = true;
+      bk(1, defer);
+      if (i == (w + 1) / 2 && w % 2 == 0) defer = true;
+      bk(0, defer);
+    }
+    for (int i = 0; i < rest; ++i) wg(), bk(0, true);
+    while (!owed.empty()) wg();
+    b.add(w, OpKind::kStep, stage[0], 0);
+    b.add(w, OpKind::kStep, stage[1], 0);
+  }
+  return s;
+}
+
 }  // namespace
 
 Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
@@ -347,6 +420,7 @@ Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
   if (shape.microbatches < 1) throw PlanError("a schedule needs at least one microbatch");
   if (kind == ScheduleKind::kInterleaved) return build_interleaved(shape);
   if (kind == ScheduleKind::kZeroBubbleV) return build_zero_bubble_v(shape);
+  if (kind == ScheduleKind::kDualPipeV) return build_dualpipe_v(shape);
   if (kind == ScheduleKind::kFromFile)
     throw PlanError("a schedule from a file is loaded (load_schedule_file), not built");
   return build_standard(kind, shape);

@@ -19,10 +19,11 @@ enum class ScheduleKind {
   kInterleaved,   // interleaved 1F1B (Megatron), `chunks` model chunks per worker, flush
   kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
   kZeroBubbleV,   // ZB-V: two chunks per worker in a V, B/W split, 1F1B's memory, flush
+  kDualPipeV,     // DualPipeV: a V fed from both ends of the step, F and B paired, flush
   kFromFile,      // a user's action lists (schedule_file.h), flush; not in all_schedule_kinds()
 };
 
-/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v".
+/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v", "dualpipev".
 const char* schedule_name(ScheduleKind k);
 /// Throws PlanError listing the names.
 ScheduleKind parse_schedule_kind(const std::string& name);
@@ -32,6 +33,11 @@ ScheduleKind parse_schedule_kind(const std::string& name);
 /// gradient norm (`synced_updates`).
 bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates);
 std::vector<ScheduleKind> all_schedule_kinds();
+/// Every worker updates once per step after all its microbatches (all but
+/// pipedream and 2bw).
+bool flush_schedule(ScheduleKind kind);
+/// Backward runs as B (input gradient) and W (weight gradient) ops.
+bool splits_backward(ScheduleKind kind);
 
 /// Where the virtual stages of a schedule with several model chunks per worker
 /// live. Interleaved loops: worker w holds w, w + P, w + 2P, ... The V schedules

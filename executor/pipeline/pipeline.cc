@@ -71,16 +71,6 @@ VersionRule version_rule(const PipelineOptions& o) {
   return VersionRule::kLatest;
 }
 
-bool is_flush(ScheduleKind k) {
-  return k == ScheduleKind::kGPipe || k == ScheduleKind::kOneFOneB ||
-         k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kInterleaved ||
-         k == ScheduleKind::kZeroBubbleV || k == ScheduleKind::kFromFile;
-}
-
-bool splits_backward(ScheduleKind k) {
-  return k == ScheduleKind::kZeroBubbleH1 || k == ScheduleKind::kZeroBubbleV;
-}
-
 std::string describe_stages(const std::vector<int>& stages) {
   std::string s;
   for (int st : stages) s += (s.empty() ? "" : ", ") + std::to_string(st);
@@ -199,8 +189,8 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     core_groups_ = pinned_core_groups(options_.pin_workers, total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);
-  const bool split =
-      from_file ? options_.schedule_file->split_backward : splits_backward(options_.schedule);
+  const bool split = from_file ? options_.schedule_file->split_backward
+                               : partitioner::splits_backward(options_.schedule);
   for (int w = 0; w < total; ++w) {
     if (options_.comm && options_.comm->rank() != w) continue;  // another process's
     const int s = held[static_cast<size_t>(w)].front(), q = replica_of[static_cast<size_t>(w)];
@@ -375,7 +365,7 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
   if (failed_) throw RuntimeFault("the pipeline stopped after an earlier failure");
   if (microbatches.empty()) return {};
   const int count = static_cast<int>(microbatches.size());
-  if (is_flush(options_.schedule) && count != options_.microbatches)
+  if (partitioner::flush_schedule(options_.schedule) && count != options_.microbatches)
     throw PlanError("a flush step takes " + std::to_string(options_.microbatches) +
                     " microbatches, not " + std::to_string(count));
   if (schedule_.num_microbatches != count || schedule_.programs.empty()) {

@@ -139,6 +139,7 @@ class PipelineTrainTest(unittest.TestCase):
                       ["--stages", 2, "--schedule", "interleaved", "--chunks", 2,
                        "--microbatches", 4],
                       ["--stages", 2, "--schedule", "zb-v", "--microbatches", 4],
+                      ["--stages", 2, "--schedule", "dualpipev", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
                       ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
                        "--weight-grads", "batched"],
@@ -189,7 +190,7 @@ class PipelineTrainTest(unittest.TestCase):
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
                  ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]), ("zb-v", [2], [2]),
-                 ("gpipe", [2], [2], "batched")]
+                 ("dualpipev", [2], [2]), ("gpipe", [2], [2], "batched")]
         for schedule, first, second, *weight_grads in cases:
             with self.subTest(schedule=schedule, stages=(first, second), weights=weight_grads):
                 tag = f"{schedule}-{first[0]}-{second[0]}{''.join(weight_grads)}"
@@ -197,7 +198,7 @@ class PipelineTrainTest(unittest.TestCase):
                 common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
                 if weight_grads:
                     common += ["--weight-grads", weight_grads[0]]
-                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-v"):
+                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-v", "dualpipev"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
                                    "-o", full, *common))
@@ -216,7 +217,8 @@ class PipelineTrainTest(unittest.TestCase):
                 self.assertIn("resuming from", r.stdout)
                 # A V cuts its own virtual stages every run, by measured time.
                 self.assertEqual("the plan of " + ck in r.stdout,
-                                 first == second and schedule != "zb-v", r.stdout)
+                                 first == second and schedule not in ("zb-v", "dualpipev"),
+                                 r.stdout)
                 self.assert_same_weights(full, self.path(f"{tag}-resumed.onnx"))
 
     def test_ctrl_c_writes_a_checkpoint_that_resumes_bitwise(self):
@@ -446,17 +448,19 @@ class PipelineTrainTest(unittest.TestCase):
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
     def test_schedule_auto_simulates_the_candidates_and_runs_the_fastest_allowed(self):
-        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "interleaved"}
+        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "dualpipev", "interleaved"}
         for semantics, allowed in (("any", exact | {"1f1b", "2bw"}), ("exact", exact)):
             with self.subTest(semantics):
                 r = self.ok(self.train("auto-" + semantics, "--max-steps", 4, "--stages", 2,
                                        "--schedule", "auto", "--semantics", semantics))
                 rows = [l.split() for l in r.stdout.splitlines()
                         if l.startswith("  ") and l.split()[0] in
-                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-v")]
+                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-v",
+                         "dualpipev")]
                 # "interleaved x2": the chunk count, a column of its own here.
                 rows = [row[:1] + row[2:] if row[1].startswith("x") else row for row in rows]
-                self.assertLessEqual({"interleaved", "zb-v"}, {row[0] for row in rows})
+                self.assertLessEqual({"interleaved", "zb-v", "dualpipev"},
+                                     {row[0] for row in rows})
                 chosen = [row for row in rows if row[-2:] == ["<-", "runs"]]
                 self.assertEqual(len(chosen), 1, r.stdout)
                 name, micro = chosen[0][0], int(chosen[0][1])

@@ -948,12 +948,14 @@ TEST(Pipeline, TiedWeightsUnderFlushSchedulesMatchSingleWorker) {
     }
 }
 
-TEST(Pipeline, ZeroBubbleVMatchesSingleWorkerOnTheWholeMinibatch) {
-  // ZB-V: worker w holds virtual stages w and 2p - 1 - w, so worker p - 1 hands
+TEST(Pipeline, VSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
+  // ZB-V and DualPipeV: worker w holds virtual stages w and 2p - 1 - w, so worker p - 1 hands
   // its chunk 0's output to its own chunk 1 and worker 0 holds the first stage
   // and the loss. The tied LM's embedding and head on workers 0 and 1, then
   // both on worker 0 (stages 0 and 3: its partials are summed there). Every
-  // backward runs as its input and weight halves; a flush per step.
+  // backward runs as its input and weight halves; a flush per step. DualPipeV
+  // feeds the V from both ends and pairs forwards with backwards: 2p + 1 chunk
+  // activations at most (ZB-V: 2p).
   using Cut = std::function<std::vector<exec::PipelineStage>(int n, int p)>;
   const Cut even = [](int n, int p) { return split(n, std::vector<int>(size_t(2 * p), 1)); };
   const Cut head_last = [](int n, int) {  // emb flat | mid | act | head unflat (loss)
@@ -966,7 +968,9 @@ TEST(Pipeline, ZeroBubbleVMatchesSingleWorkerOnTheWholeMinibatch) {
     std::vector<int> workers;
     Cut cut;
     std::vector<int> microbatches = {1, 3, 6};  // fewer than the V fills (2p - 1) too
+    std::vector<ScheduleKind> kinds = {ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV};
   };
+  const std::vector<ScheduleKind> zb_v_only = {ScheduleKind::kZeroBubbleV};
   const auto tied_lm = [](int64_t b) { return testing_models::tied_lm(b); };
   const std::vector<Model> models = {
       {"mlp", mlp_training_graph, minibatch, {2, 3}, even},
@@ -975,44 +979,49 @@ TEST(Pipeline, ZeroBubbleVMatchesSingleWorkerOnTheWholeMinibatch) {
        [](const autodiff::TrainingGraph& tg, int i, int64_t) { return lenet_minibatch(tg, i); },
        {2, 3},
        even,
-       {3}},  // convolutions at one count: the sanitizer runs are slow
-      {"tied lm", tied_lm, token_minibatch, {2}, even},
+       {3},  // convolutions at one count and schedule: the sanitizer runs are slow
+       zb_v_only},
+      {"tied lm", tied_lm, token_minibatch, {2}, even, {1, 3, 6}, zb_v_only},
       {"tied lm, both copies on worker 0", tied_lm, token_minibatch, {2}, head_last}};
   for (const auto& model : models)
-    for (int p : model.workers)
-      for (int m : model.microbatches) {
-        constexpr int64_t kBatch = 12;
-        const std::string what =
-            model.name + " p = " + std::to_string(p) + ", m = " + std::to_string(m);
-        auto full = model.graph(kBatch);
-        std::vector<TensorMap> steps;
-        for (int k = 0; k < 2; ++k) steps.push_back(model.batch(full, k, kBatch));
-        const auto want = single_worker_params(full, steps);
-        auto micro = model.graph(kBatch / m);
-        const int n = static_cast<int>(micro.graph.layers.size());
-        ASSERT_GE(n, 2 * p) << what;
-        exec::PipelineOptions po;
-        po.schedule = ScheduleKind::kZeroBubbleV;
-        po.microbatches = m;
-        po.optimizer = sgd_momentum();
-        exec::Pipeline pipe(micro, model.cut(n, p), po);
-        for (const auto& b : steps) {
-          auto r = pipe.run(microbatches_of(b, m, kBatch));
-          ASSERT_EQ(r.losses.size(), 1u) << what;
-          ASSERT_EQ(r.busy_s.size(), static_cast<size_t>(p)) << what;  // p workers
-          int b_ops = 0, w_ops = 0;
-          for (const auto& op : r.ops) {
-            b_ops += op.op.kind == partitioner::OpKind::kBackwardInput;
-            w_ops += op.op.kind == partitioner::OpKind::kBackwardWeight;
+    for (ScheduleKind kind : model.kinds)
+      for (int p : model.workers)
+        for (int m : model.microbatches) {
+          constexpr int64_t kBatch = 12;
+          const std::string what = std::string(partitioner::schedule_name(kind)) + " " +
+                                   model.name + " p = " + std::to_string(p) +
+                                   ", m = " + std::to_string(m);
+          auto full = model.graph(kBatch);
+          std::vector<TensorMap> steps;
+          for (int k = 0; k < 2; ++k) steps.push_back(model.batch(full, k, kBatch));
+          const auto want = single_worker_params(full, steps);
+          auto micro = model.graph(kBatch / m);
+          const int n = static_cast<int>(micro.graph.layers.size());
+          ASSERT_GE(n, 2 * p) << what;
+          exec::PipelineOptions po;
+          po.schedule = kind;
+          po.microbatches = m;
+          po.optimizer = sgd_momentum();
+          exec::Pipeline pipe(micro, model.cut(n, p), po);
+          for (const auto& b : steps) {
+            auto r = pipe.run(microbatches_of(b, m, kBatch));
+            ASSERT_EQ(r.losses.size(), 1u) << what;
+            ASSERT_EQ(r.busy_s.size(), static_cast<size_t>(p)) << what;  // p workers
+            int b_ops = 0, w_ops = 0;
+            for (const auto& op : r.ops) {
+              b_ops += op.op.kind == partitioner::OpKind::kBackwardInput;
+              w_ops += op.op.kind == partitioner::OpKind::kBackwardWeight;
+            }
+            EXPECT_EQ(b_ops, 2 * p * m) << what;
+            EXPECT_EQ(w_ops, 2 * p * m) << what;
           }
-          EXPECT_EQ(b_ops, 2 * p * m) << what;
-          EXPECT_EQ(w_ops, 2 * p * m) << what;
+          pipe.write_back(micro.graph);
+          expect_close(params_of(micro.graph), want, 1e-5, what);
+          // ZB-V keeps 1F1B's memory: at most 2p chunk activations (p stages' worth) per
+          // worker; DualPipeV one more.
+          const int most = 2 * p + (kind == ScheduleKind::kDualPipeV);
+          for (const auto& st : pipe.stats()) EXPECT_LE(st.peak_in_flight, most) << what;
         }
-        pipe.write_back(micro.graph);
-        expect_close(params_of(micro.graph), want, 1e-5, what);
-        // 1F1B's memory: at most 2p chunk activations (p stages' worth) per worker.
-        for (const auto& st : pipe.stats()) EXPECT_LE(st.peak_in_flight, 2 * p) << what;
-      }
 }
 
 TEST(Pipeline, ScheduleFilesMatchSingleWorker) {

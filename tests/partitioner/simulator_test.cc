@@ -333,6 +333,27 @@ TEST(Simulator, ZeroBubbleVFillsThePipelineWithinOneFOneBMemory) {
     }
 }
 
+// DualPipeV on p workers of two chunks each, F = B = W per chunk (0.5): DualPipe's
+// bubble, (PP / 2 - 1)(F&B + B - 3W) for PP = 2p ranks (DualPipeV is DualPipe cut in
+// half), with B the full backward (B + W here, 1) and F&B a forward beside a backward
+// (F + B + W, 1.5: one core overlaps nothing), is (p - 1)(1.5 + 1 - 1.5) = p - 1.
+// The simulator finds half of that: ZB-V's warm-up wait and nothing else, at one chunk
+// activation more than ZB-V on each worker.
+TEST(Simulator, DualPipeVStaysWithinItsPaperBubble) {
+  for (int p : {2, 3, 4})
+    for (int m : {2 * p, 4 * p}) {
+      const std::string what = "p = " + std::to_string(p) + ", m = " + std::to_string(m);
+      Uniform u(p, double(m));
+      SimOptions o;
+      o.microbatches = m;
+      const SimResult d = simulate(u.plan, u.profile, ScheduleKind::kDualPipeV, o);
+      validate(d.schedule_ops);
+      EXPECT_LE(d.makespan_s, 3.0 * m + (p - 1)) << what;
+      EXPECT_DOUBLE_EQ(d.makespan_s, 3.0 * m + 0.5 * (p - 1)) << what;
+      for (int w = 0; w < p; ++w) EXPECT_EQ(d.stages[w].peak_in_flight, 2 * p + 1) << what;
+    }
+}
+
 // ZB-H1 charges B the measured input-gradient part of the backward and W
 // the rest with the gradient accumulation; the first stage, which sends no
 // gradient upstream, has no B work at all. Unmeasured: half and half.
@@ -342,7 +363,7 @@ TEST(Simulator, ZeroBubbleChargesTheMeasuredInputGradientPart) {
   SimOptions o;
   o.microbatches = 2;
   auto durations = [&, plan = plan](const Profile& pr) {  // clang 14 captures no bindings
-    std::map<std::pair<int, OpKind>, double> d;  // (stage, kind) -> one op's time
+    std::map<std::pair<int, OpKind>, double> d;           // (stage, kind) -> one op's time
     for (const auto& t : simulate(plan, pr, ScheduleKind::kZeroBubbleH1, o).run.ops)
       d[{t.op.stage, t.op.kind}] = t.end - t.start;
     return d;
