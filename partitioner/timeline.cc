@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -125,16 +127,31 @@ std::string svg_timeline(const std::vector<SimResult>& results) {
     for (size_t w = 0; w < res.run.busy_s.size(); ++w)
       s += fmt::format("<text x=\"4\" y=\"{}\">worker {}</text>\n", y + row * w + 13,
                        res.physical_workers[w]);
+    // A worker's model chunks (its stages, in order): the later ones drawn paler.
+    std::map<std::pair<int, int>, int> chunk_of;  // (worker, stage) -> chunk
+    for (const auto& t : res.run.ops) chunk_of.emplace(std::pair{t.worker, t.op.stage}, 0);
+    for (auto it = chunk_of.begin(); it != chunk_of.end(); ++it)
+      if (it != chunk_of.begin() && std::prev(it)->first.first == it->first.first)
+        it->second = std::prev(it)->second + 1;
     for (const auto& t : res.run.ops) {
       if (t.end <= t.start) continue;
       double x0 = label + t.start * scale, wdt = std::max(0.5, (t.end - t.start) * scale);
       // Allreduces overlap compute: a thin bar along the bottom of the row.
       const bool ar = t.op.kind == OpKind::kAllreduce;
       const double top = y + row * t.worker + (ar ? row - 5 : 1), h = ar ? 4 : row - 2;
+      const int chunk = chunk_of[{t.worker, t.op.stage}];
       s += fmt::format(
           "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" "
-          "stroke=\"white\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
-          x0, top, wdt, h, color_of(t.op.kind), xml_escape(to_string(t.op)));
+          "fill-opacity=\"{}\" stroke=\"white\" stroke-width=\"0.3\"><title>{}</title></rect>\n",
+          x0, top, wdt, h, color_of(t.op.kind), chunk > 0 ? 0.6 : 1.0, xml_escape(to_string(t.op)));
+      // The microbatch, where the box has room for it.
+      const bool computes = t.op.kind == OpKind::kForward || t.op.kind == OpKind::kBackward ||
+                            t.op.kind == OpKind::kBackwardInput ||
+                            t.op.kind == OpKind::kBackwardWeight;
+      if (computes && t.op.microbatch >= 0 && wdt >= 14)
+        s += fmt::format(
+            "<text x=\"{:.2f}\" y=\"{:.2f}\" text-anchor=\"middle\" font-size=\"9\">{}</text>\n",
+            x0 + wdt / 2, top + h / 2 + 3, t.op.microbatch);
     }
     y += row * res.run.busy_s.size();
     // Time axis: a line with ticks every `step`, labelled in ms.

@@ -613,6 +613,19 @@ TEST(Simulator, TimelinesNameEveryOp) {
   EXPECT_NE(svg.find(">8000 ms<"), std::string::npos);
   EXPECT_EQ(svg.find(">10000 ms<"), std::string::npos);
   EXPECT_DOUBLE_EQ(r.makespan_s, 9.0);
+  // Each F and B box (a sixth of the width or more) carries its microbatch; one chunk
+  // per worker, drawn opaque.
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(svg, "font-size=\"9\">"), 8);
+  EXPECT_EQ(count(svg, "font-size=\"9\">1<"), 4);
+  EXPECT_EQ(count(svg, "fill-opacity=\"0.6\""), 0);
+  // A V: each worker's second chunk (F, B, W of 2 microbatches) paler.
+  const std::string v = svg_timeline({simulate(u.plan, u.profile, ScheduleKind::kZeroBubbleV, o)});
+  EXPECT_EQ(count(v, "fill-opacity=\"0.6\""), 2 * 3 * 2);
 }
 
 }  // namespace
