@@ -13,6 +13,16 @@
 # nothing (and says why) unless that matches its own compiler and -march.
 set(PIPETRAIN_COLD_LIBS pipetrain_ir pipetrain_importer pipetrain_autodiff pipetrain_models)
 set(PIPETRAIN_PORTABLE_MARCH x86-64-v3)
+# Their -O flag, and the CLI's, after the build type's: -O1 in a Release build, where -O3
+# took 300 CPU-seconds of 2-core compile time for code a job runs once (CLI11's header-only
+# parser alone is 9 s per file at -O3). Empty: the build type's.
+if(CMAKE_BUILD_TYPE STREQUAL "Release")
+  set(pipetrain_cold_opt_default -O1)
+else()
+  set(pipetrain_cold_opt_default "")
+endif()
+set(PIPETRAIN_COLD_OPT "${pipetrain_cold_opt_default}" CACHE STRING
+    "-O flag for the importer, IR, autodiff, zoo and CLI (empty: the build type's)")
 set(PIPETRAIN_REUSE_OBJECTS "" CACHE PATH
     "A native build tree whose portable objects of the cold libraries to link (the GPU bundle)")
 
@@ -38,7 +48,7 @@ endif()
 
 # What the reused objects must have been made with: this compiler, for this -march.
 set(pipetrain_objects_stamp
-    "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CXX_COMPILER}; -march=${PIPETRAIN_PORTABLE_MARCH}; ${PIPETRAIN_COLD_LIBS}")
+    "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_CXX_COMPILER}; -march=${PIPETRAIN_PORTABLE_MARCH} ${PIPETRAIN_COLD_OPT}; ${PIPETRAIN_COLD_LIBS}")
 if(pipetrain_cold_march)
   file(WRITE ${CMAKE_BINARY_DIR}/portable_objects.txt "${pipetrain_objects_stamp}\n")
 else()
@@ -82,6 +92,9 @@ function(pipetrain_library name)
     set_target_properties(${name} PROPERTIES LINKER_LANGUAGE CXX)
   else()
     add_library(${name} ${pipetrain_library_type} ${ARGN})
+    if(PIPETRAIN_COLD_OPT)
+      target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${PIPETRAIN_COLD_OPT}>)
+    endif()
     if(pipetrain_cold_march)
       get_target_property(options ${name} COMPILE_OPTIONS)
       list(REMOVE_ITEM options "${pipetrain_native_option}")

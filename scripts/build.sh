@@ -5,7 +5,13 @@
 # Usage: scripts/build.sh [extra cmake args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
+# PIPETRAIN_BUILD_DEPS_ONLY=1: install only what compiling needs (scripts/test.sh
+# installs the rest beside the build).
+if [[ ${PIPETRAIN_BUILD_DEPS_ONLY:-0} == 1 ]]; then
+  "$root/scripts/setup.sh" --build-deps
+else
+  "$root/scripts/setup.sh"
+fi
 # The CUDA backend is compiled here only where a GPU can run it. Without one the
 # GPU bundle (scripts/gpu_bundle.sh) compiles it, for the GPU machine's sm_90: here
 # it would only be compiled a second time (187 CPU-seconds for two architectures).

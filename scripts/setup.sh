@@ -8,24 +8,37 @@
 # interpreter's site-packages and nothing shadows a Debian package (numpy,
 # protobuf), so pip has nothing to resolve against them.
 # Idempotent: when everything is present it only checks.
-# Usage: scripts/setup.sh [--check]   (--check: report what is missing, install
-#        nothing, exit 1 if anything is)
+# Usage: scripts/setup.sh [--check | --build-deps]
+#   --check       report what is missing, install nothing, exit 1 if anything is
+#   --build-deps  only what compiling the release tree needs (the test command installs
+#                 the rest, PyTorch and the datasets among it, while the build runs)
 set -euo pipefail
-check=0
-[[ ${1:-} == --check ]] && check=1
+check=0 build_deps=0
+case ${1:-} in
+  --check) check=1 ;;
+  --build-deps) build_deps=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--check | --build-deps]" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 
-DEB_PACKAGES=(
+# What compiling the release tree needs, then the rest: the sanitizer compilers, the
+# references, the datasets.
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git dpkg-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libsentencepiece-dev xz-utils
+)
+DEB_PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
   libonnx-testdata clang libclang-rt-14-dev lld
   python3-torch python3-torchvision python3-numpy python3-onnx python3-pip
-  dataset-fashion-mnist python3-sklearn zlib1g-dev
-  fortunes libsentencepiece-dev xz-utils python3-flatbuffers python3-packaging
+  dataset-fashion-mnist python3-sklearn
+  fortunes python3-flatbuffers python3-packaging
 )
+((build_deps)) && DEB_PACKAGES=("${BUILD_PACKAGES[@]}")
 PY=/usr/bin/python3
 ORT_DIR=${PIPETRAIN_ORT:-/opt/pipetrain/onnxruntime}
 ORT_TRAINING_DIR=/opt/pipetrain/ort-training
@@ -47,6 +60,10 @@ else
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if ((build_deps)); then
+  echo "setup: what the build needs is present"
+  exit 0
 fi
 
 # pip into DIR: the package alone (--no-deps: Debian's numpy and protobuf serve it).

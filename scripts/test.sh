@@ -36,10 +36,23 @@ if ((free_kb + kept_kb < need_gb * 1024 * 1024)); then
     "$((free_kb / 1024 / 1024)) GB free (df -h $root)" >&2
   exit 1
 fi
-"$root/scripts/build.sh"
+# A fresh machine installs PyTorch, the datasets, the sanitizers' clang and the PyPI tools
+# while the release tree compiles (it needs none of them): apt and pip wait on the network
+# and on dpkg, the compiler on the CPU.
+"$root/scripts/setup.sh" --build-deps
+mkdir -p "$root/build"
+setup_log=$root/build/setup.log
+"$root/scripts/setup.sh" >"$setup_log" 2>&1 &
+setup_pid=$!
+PIPETRAIN_BUILD_DEPS_ONLY=1 "$root/scripts/build.sh"
+wait "$setup_pid" || { cat "$setup_log" >&2; echo "test.sh: setup failed" >&2; exit 1; }
+cat "$setup_log"
 phase build
 cd "$root/build"
-export OMP_WAIT_POLICY=passive  # 2 shared cores: spinning OpenMP barriers cost milliseconds per oneDNN call
+# ctest runs two tests on 2 cores: no worker has a core of its own. Spinning OpenMP barriers
+# cost milliseconds per oneDNN call, and a pipeline worker polling for its next message took
+# the other test's core (executor/pipeline/pipeline.cc, recv_spin).
+export OMP_WAIT_POLICY=passive PIPETRAIN_RECV_SPIN_US=0
 # The kernel check's verdicts (executor/kernel_check_cache.h) in the build tree, not in ~/.cache:
 # each binary and variable set checks once, its later processes restore the verdict.
 export PIPETRAIN_CACHE_DIR=${PIPETRAIN_CACHE_DIR:-$root/build/kernel-check-cache}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <numeric>
@@ -79,6 +80,23 @@ std::string describe_stages(const std::vector<int>& stages) {
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// How long a receive polls before it sleeps: 50 ms where the workers have cores of their
+// own (a thread asleep on a VM's idle vCPU wakes slowly), none where they share them.
+// PIPETRAIN_RECV_SPIN_US overrides it. The test command sets 0: ctest runs two tests on
+// 2 cores, and a polling worker of an unbalanced pipeline took the other test's core
+// (the accuracy test's LeNet spent two thirds of its CPU time in sched_yield).
+std::chrono::microseconds recv_spin(bool own_cores) {
+  if (const char* env = std::getenv("PIPETRAIN_RECV_SPIN_US"); env && *env) {
+    char* end = nullptr;
+    const long long us = std::strtoll(env, &end, 10);
+    if (*end != '\0' || us < 0)
+      throw PlanError(
+          fmt::format("PIPETRAIN_RECV_SPIN_US={} is not a number of microseconds", env));
+    return std::chrono::microseconds(us);
+  }
+  return own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0);
 }
 
 }  // namespace
@@ -183,9 +201,7 @@ Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage>
     // Workers that each have cores of their own poll before they sleep.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const bool own_cores = total * options_.threads_per_worker <= cores;
-    comms_ = make_local_communicators(
-        total, options_.queue_bytes,
-        own_cores ? std::chrono::milliseconds(50) : std::chrono::milliseconds(0));
+    comms_ = make_local_communicators(total, options_.queue_bytes, recv_spin(own_cores));
     core_groups_ = pinned_core_groups(options_.pin_workers, total, options_.threads_per_worker);
   }
   set_cpu_threads(options_.threads_per_worker);

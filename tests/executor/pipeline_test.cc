@@ -204,6 +204,47 @@ std::map<std::string, ir::Tensor> state_of(const ir::Graph& g) {
   return out;
 }
 
+// PIPETRAIN_RECV_SPIN_US (how long a receive polls before it sleeps; the test command
+// sets 0) takes microseconds and nothing else, and any value trains the same weights.
+TEST(Pipeline, ReceiveSpinVariableTakesMicroseconds) {
+  constexpr int64_t kBatch = 8;
+  auto full = mlp_training_graph(kBatch);
+  const auto want = single_worker_params(full, mlp_minibatches(full, 2, kBatch));
+  const char* before = std::getenv("PIPETRAIN_RECV_SPIN_US");
+  const std::string saved = before ? before : "";
+  auto make = [&](const autodiff::TrainingGraph& tg) {
+    exec::PipelineOptions po;
+    po.schedule = ScheduleKind::kOneFOneB;
+    po.microbatches = 2;
+    po.optimizer = sgd_momentum();
+    return std::make_unique<exec::Pipeline>(
+        tg, split(static_cast<int>(tg.graph.layers.size()), {1, 1}), po);
+  };
+  for (const char* bad : {"5ms", "-1", "x"}) {
+    setenv("PIPETRAIN_RECV_SPIN_US", bad, 1);
+    auto micro = mlp_training_graph(kBatch / 2);
+    try {
+      make(micro);
+      ADD_FAILURE() << bad << " was taken";
+    } catch (const PlanError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a number of microseconds"), std::string::npos)
+          << e.what();
+    }
+  }
+  for (const char* good : {"0", "20000"}) {
+    setenv("PIPETRAIN_RECV_SPIN_US", good, 1);
+    auto micro = mlp_training_graph(kBatch / 2);
+    auto pipe = make(micro);
+    for (const auto& b : mlp_minibatches(full, 2, kBatch)) pipe->run(microbatches_of(b, 2, kBatch));
+    pipe->write_back(micro.graph);
+    expect_close(params_of(micro.graph), want, 1e-5, good);
+  }
+  if (before)
+    setenv("PIPETRAIN_RECV_SPIN_US", saved.c_str(), 1);
+  else
+    unsetenv("PIPETRAIN_RECV_SPIN_US");
+}
+
 TEST(Pipeline, MinibatchBatchNormStatisticsMatchSingleWorker) {
   // --bn-stats minibatch: the BatchNorm stages run each step's microbatches
   // at once on the minibatch graph's program; the others stay per microbatch.
