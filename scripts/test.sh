@@ -16,7 +16,7 @@
 #            `reference`, `conformance` or `mpi` labels, no kernel paths, install,
 #            sanitizers, fuzzers or GPU bundle)
 # ASAN=0 or TSAN=0 skips that sanitizer build; FUZZ_SECONDS=N runs each fuzzer N seconds
-# (10 by default: seeds and a short search; `scripts/fuzz.sh 600` is the long run, 0 skips
+# (5 by default: the seeds and a short search; `scripts/fuzz.sh 600` is the long run, 0 skips
 # them); GPU_BUNDLE=0 skips the bundle.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,8 +70,8 @@ phase install
 if [[ ${ASAN:-1} != 0 ]]; then
   "$root/scripts/sanitize.sh" address
   phase "AddressSanitizer"
-  if [[ ${FUZZ_SECONDS:-10} != 0 ]]; then
-    "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-10}"
+  if [[ ${FUZZ_SECONDS:-5} != 0 ]]; then
+    "$root/scripts/fuzz.sh" "${FUZZ_SECONDS:-5}"
     phase fuzz
   fi
 fi
