@@ -115,6 +115,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
       for (int v : {2, 3}) add(ScheduleKind::kInterleaved, mi, v);
     if (p > 1) add(ScheduleKind::kZeroBubbleV, mi, 2);
     if (p > 1) add(ScheduleKind::kDualPipeV, mi, 2);
+    if (p > 1) add(ScheduleKind::kVHalf, mi, 2);
   }
   std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     return a.sim.samples_per_s > b.sim.samples_per_s;

@@ -102,12 +102,12 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--profile", a->profile, "Profile JSON or graph.txt the plan was made from")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option(
-         "--schedule", a->schedule,
-         "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, dualpipev, search (list "
-         "scheduling and local improvement on this profile, against the hand-made flush "
-         "schedules within their memory), or a schedule file (.json: each worker's "
-         "actions; .csv: torch.distributed.pipelining's), validated first")
+  cmd->add_option("--schedule", a->schedule,
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, dualpipev, v-half, "
+                  "search (list "
+                  "scheduling and local improvement on this profile, against the hand-made flush "
+                  "schedules within their memory), or a schedule file (.json: each worker's "
+                  "actions; .csv: torch.distributed.pipelining's), validated first")
       ->capture_default_str();
   cmd->add_option("--microbatches", a->microbatches,
                   "Microbatches per minibatch (pipedream: minibatches run); default 4 x stages")

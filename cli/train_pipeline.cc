@@ -61,11 +61,11 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "interleaved") return ScheduleKind::kInterleaved;
   if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
   if (s == "dualpipev") return ScheduleKind::kDualPipeV;
+  if (s == "v-half") return ScheduleKind::kVHalf;
   if (partitioner::is_schedule_file(s)) return ScheduleKind::kFromFile;
-  throw PlanError(
-      "unknown --schedule '" + s +
-      "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, dualpipev, interleaved, "
-      "auto, search, or a schedule file: .json or .csv)");
+  throw PlanError("unknown --schedule '" + s +
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, dualpipev, v-half, "
+                  "interleaved, auto, search, or a schedule file: .json or .csv)");
 }
 
 // Worker threads hand tensors over in one address space; a transfer costs
@@ -295,7 +295,8 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
                  "(1F1B-flush with weight gradients deferred into the bubbles), zb-v (two model "
                  "chunks per worker in a V, weight gradients filling the bubbles, with --stages), "
                  "dualpipev (the V fed from both ends, forward and backward paired, with "
-                 "--stages), interleaved (--chunks model chunks per worker, with --stages), auto "
+                 "--stages), v-half (the V at half zb-v's activation memory, with --stages), "
+                 "interleaved (--chunks model chunks per worker, with --stages), auto "
                  "(simulate them all at every microbatch count, run the fastest), search "
                  "(a flush schedule searched for on the measured profile, with --stages), or a "
                  "schedule file (.json or .csv: each worker's actions, docs/pipelining.md)")

@@ -6,6 +6,8 @@
 #include <deque>
 
 #include "ir/error.h"
+#include "partitioner/list_schedule.h"
+#include "partitioner/schedule_file.h"
 
 namespace pipetrain::partitioner {
 
@@ -19,6 +21,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::kZeroBubbleH1: return "zb-h1";
     case ScheduleKind::kZeroBubbleV: return "zb-v";
     case ScheduleKind::kDualPipeV: return "dualpipev";
+    case ScheduleKind::kVHalf: return "v-half";
     case ScheduleKind::kFromFile: return "file";
   }
   return "?";
@@ -31,7 +34,7 @@ bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
 std::vector<ScheduleKind> all_schedule_kinds() {
   return {ScheduleKind::kGPipe,       ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
           ScheduleKind::kTwoBW,       ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV};
+          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV,   ScheduleKind::kVHalf};
 }
 
 bool flush_schedule(ScheduleKind kind) {
@@ -43,7 +46,8 @@ bool splits_backward(ScheduleKind kind) {
 }
 
 bool v_shaped(ScheduleKind kind) {
-  return kind == ScheduleKind::kZeroBubbleV || kind == ScheduleKind::kDualPipeV;
+  return kind == ScheduleKind::kZeroBubbleV || kind == ScheduleKind::kDualPipeV ||
+         kind == ScheduleKind::kVHalf;
 }
 
 int chunks_per_worker(ScheduleKind kind, int chunks) {
@@ -411,6 +415,30 @@ Schedule build_dualpipe_v(const ScheduleShape& shape) {
   return s;
 }
 
+// V-Half ("Pipeline Parallelism with Controllable Memory", Qi et al., 2024): ZB-V's V
+// at about half its activation memory. List scheduling (list_schedule.h) on unit F, B
+// and W with at most P / 2 + 1 microbatches in the pipeline at once, each holding at
+// most two chunks on a worker: a worker stashes at most P + 2 chunks against ZB-V's 2P
+// (half, as P grows), while its steady state stays busy.
+Schedule build_v_half(const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError("v-half needs unreplicated stages");
+  std::vector<int> placement;
+  OpDurations unit;
+  for (int vs = 0; vs < 2 * p; ++vs) {
+    placement.push_back(place_chunk(ScheduleKind::kVHalf, vs, p).worker);
+    for (OpKind k : {OpKind::kForward, OpKind::kBackwardInput, OpKind::kBackwardWeight})
+      unit[{vs, k}] = 1.0;
+  }
+  ListScheduleLimits limits;
+  limits.window = p / 2 + 1;
+  limits.stash = 2 * limits.window;  // W's before new F's once a worker holds that many
+  const auto actions = list_schedule(placement, p, m, limits, unit);
+  if (!actions) throw PlanError(fmt::format("v-half found no order for {} workers", p));
+  return complete_schedule(schedule_name(ScheduleKind::kVHalf), placement, m, *actions, "v-half");
+}
+
 }  // namespace
 
 Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
@@ -421,6 +449,7 @@ Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
   if (kind == ScheduleKind::kInterleaved) return build_interleaved(shape);
   if (kind == ScheduleKind::kZeroBubbleV) return build_zero_bubble_v(shape);
   if (kind == ScheduleKind::kDualPipeV) return build_dualpipe_v(shape);
+  if (kind == ScheduleKind::kVHalf) return build_v_half(shape);
   if (kind == ScheduleKind::kFromFile)
     throw PlanError("a schedule from a file is loaded (load_schedule_file), not built");
   return build_standard(kind, shape);

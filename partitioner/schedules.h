@@ -20,10 +20,11 @@ enum class ScheduleKind {
   kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
   kZeroBubbleV,   // ZB-V: two chunks per worker in a V, B/W split, 1F1B's memory, flush
   kDualPipeV,     // DualPipeV: a V fed from both ends of the step, F and B paired, flush
+  kVHalf,         // V-Half: ZB-V's V at half its activation memory, flush
   kFromFile,      // a user's action lists (schedule_file.h), flush; not in all_schedule_kinds()
 };
 
-/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v", "dualpipev".
+/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v", "dualpipev", "v-half".
 const char* schedule_name(ScheduleKind k);
 /// Throws PlanError listing the names.
 ScheduleKind parse_schedule_kind(const std::string& name);

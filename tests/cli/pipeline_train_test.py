@@ -140,6 +140,7 @@ class PipelineTrainTest(unittest.TestCase):
                        "--microbatches", 4],
                       ["--stages", 2, "--schedule", "zb-v", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "dualpipev", "--microbatches", 4],
+                      ["--stages", 2, "--schedule", "v-half", "--microbatches", 4],
                       ["--stages", 2, "--schedule", "gpipe", "--microbatches", 8],
                       ["--stages", 3, "--schedule", "gpipe", "--microbatches", 4,
                        "--weight-grads", "batched"],
@@ -448,7 +449,7 @@ class PipelineTrainTest(unittest.TestCase):
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
     def test_schedule_auto_simulates_the_candidates_and_runs_the_fastest_allowed(self):
-        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "dualpipev", "interleaved"}
+        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "dualpipev", "v-half", "interleaved"}
         for semantics, allowed in (("any", exact | {"1f1b", "2bw"}), ("exact", exact)):
             with self.subTest(semantics):
                 r = self.ok(self.train("auto-" + semantics, "--max-steps", 4, "--stages", 2,
@@ -456,10 +457,10 @@ class PipelineTrainTest(unittest.TestCase):
                 rows = [l.split() for l in r.stdout.splitlines()
                         if l.startswith("  ") and l.split()[0] in
                         ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-v",
-                         "dualpipev")]
+                         "dualpipev", "v-half")]
                 # "interleaved x2": the chunk count, a column of its own here.
                 rows = [row[:1] + row[2:] if row[1].startswith("x") else row for row in rows]
-                self.assertLessEqual({"interleaved", "zb-v", "dualpipev"},
+                self.assertLessEqual({"interleaved", "zb-v", "dualpipev", "v-half"},
                                      {row[0] for row in rows})
                 chosen = [row for row in rows if row[-2:] == ["<-", "runs"]]
                 self.assertEqual(len(chosen), 1, r.stdout)

@@ -996,7 +996,8 @@ TEST(Pipeline, VSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
   // both on worker 0 (stages 0 and 3: its partials are summed there). Every
   // backward runs as its input and weight halves; a flush per step. DualPipeV
   // feeds the V from both ends and pairs forwards with backwards: 2p + 1 chunk
-  // activations at most (ZB-V: 2p).
+  // activations at most (ZB-V: 2p). V-Half keeps p / 2 + 1 microbatches in the V:
+  // 2 (p / 2 + 1).
   using Cut = std::function<std::vector<exec::PipelineStage>(int n, int p)>;
   const Cut even = [](int n, int p) { return split(n, std::vector<int>(size_t(2 * p), 1)); };
   const Cut head_last = [](int n, int) {  // emb flat | mid | act | head unflat (loss)
@@ -1009,7 +1010,8 @@ TEST(Pipeline, VSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
     std::vector<int> workers;
     Cut cut;
     std::vector<int> microbatches = {1, 3, 6};  // fewer than the V fills (2p - 1) too
-    std::vector<ScheduleKind> kinds = {ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV};
+    std::vector<ScheduleKind> kinds = {ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV,
+                                       ScheduleKind::kVHalf};
   };
   const std::vector<ScheduleKind> zb_v_only = {ScheduleKind::kZeroBubbleV};
   const auto tied_lm = [](int64_t b) { return testing_models::tied_lm(b); };
@@ -1060,7 +1062,9 @@ TEST(Pipeline, VSchedulesMatchSingleWorkerOnTheWholeMinibatch) {
           expect_close(params_of(micro.graph), want, 1e-5, what);
           // ZB-V keeps 1F1B's memory: at most 2p chunk activations (p stages' worth) per
           // worker; DualPipeV one more.
-          const int most = 2 * p + (kind == ScheduleKind::kDualPipeV);
+          const int most = kind == ScheduleKind::kVHalf
+                               ? 2 * (p / 2 + 1)
+                               : 2 * p + (kind == ScheduleKind::kDualPipeV);
           for (const auto& st : pipe.stats()) EXPECT_LE(st.peak_in_flight, most) << what;
         }
 }
