@@ -86,7 +86,8 @@ double seconds_since(Clock::time_point t) {
 // own (a thread asleep on a VM's idle vCPU wakes slowly), none where they share them.
 // PIPETRAIN_RECV_SPIN_US overrides it. The test command sets 0: ctest runs two tests on
 // 2 cores, and a polling worker of an unbalanced pipeline took the other test's core
-// (the accuracy test's LeNet spent two thirds of its CPU time in sched_yield).
+// (beside the accuracy test's LeNet, whose first worker is 28% busy, the ctest phase ran
+// at 47% system time).
 std::chrono::microseconds recv_spin(bool own_cores) {
   if (const char* env = std::getenv("PIPETRAIN_RECV_SPIN_US"); env && *env) {
     char* end = nullptr;
