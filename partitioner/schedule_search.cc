@@ -3,10 +3,8 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <deque>
 #include <limits>
 #include <map>
-#include <optional>
 
 #include "ir/error.h"
 #include "partitioner/list_schedule.h"

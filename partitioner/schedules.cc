@@ -296,6 +296,22 @@ Schedule build_interleaved(const ScheduleShape& shape) {
   return s;
 }
 
+// A V's empty schedule: 2P virtual stages on P unreplicated workers (place_chunk), each
+// backward split into B and W.
+Schedule v_skeleton(ScheduleKind kind, const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size());
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError(std::string(schedule_name(kind)) + " needs unreplicated stages");
+  Schedule s;
+  s.name = schedule_name(kind);
+  s.num_stages = 2 * p;
+  s.num_microbatches = shape.microbatches;
+  s.split_backward = true;
+  for (int vs = 0; vs < 2 * p; ++vs) s.stage_workers.push_back({place_chunk(kind, vs, p).worker});
+  s.programs.resize(static_cast<size_t>(p));
+  return s;
+}
+
 // ZB-V (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 6): worker w
 // holds chunk 0 = stage w and chunk 1 = stage 2P - 1 - w. Warm-up: 2(P - w) - 1 chunk-0
 // forwards, then w pairs of forwards (chunk 1, chunk 0), then P - w chunk-1 triples
@@ -305,16 +321,7 @@ Schedule build_interleaved(const ScheduleShape& shape) {
 // 2P - 1 microbatches to fill; with fewer, the missing microbatches' ops are left out.
 Schedule build_zero_bubble_v(const ScheduleShape& shape) {
   const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
-  for (int r : shape.replicas)
-    if (r != 1) throw PlanError("zb-v needs unreplicated stages");
-  Schedule s;
-  s.name = schedule_name(ScheduleKind::kZeroBubbleV);
-  s.num_stages = 2 * p;
-  s.num_microbatches = m;
-  s.split_backward = true;
-  for (int vs = 0; vs < 2 * p; ++vs)
-    s.stage_workers.push_back({place_chunk(ScheduleKind::kZeroBubbleV, vs, p).worker});
-  s.programs.resize(static_cast<size_t>(p));
+  Schedule s = v_skeleton(ScheduleKind::kZeroBubbleV, shape);
   Builder b(s);
   const int filled = std::max(m, 2 * p - 1);
   for (int w = 0; w < p; ++w) {
@@ -362,16 +369,7 @@ Schedule build_zero_bubble_v(const ScheduleShape& shape) {
 // microbatches; with fewer, the missing ones' ops are left out as in ZB-V.
 Schedule build_dualpipe_v(const ScheduleShape& shape) {
   const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
-  for (int r : shape.replicas)
-    if (r != 1) throw PlanError("dualpipev needs unreplicated stages");
-  Schedule s;
-  s.name = schedule_name(ScheduleKind::kDualPipeV);
-  s.num_stages = 2 * p;
-  s.num_microbatches = m;
-  s.split_backward = true;
-  for (int vs = 0; vs < 2 * p; ++vs)
-    s.stage_workers.push_back({place_chunk(ScheduleKind::kDualPipeV, vs, p).worker});
-  s.programs.resize(static_cast<size_t>(p));
+  Schedule s = v_skeleton(ScheduleKind::kDualPipeV, shape);
   Builder b(s);
   const int filled = std::max(m, 2 * p);
   for (int w = 0; w < p; ++w) {
