@@ -315,10 +315,11 @@ int main(int argc, char** argv) {
   app.add_option("--depth", a.depth, "mlp: hidden layers")->capture_default_str();
   app.add_option("--trials", a.trials, "Interleaved trials (medians are printed)")
       ->capture_default_str();
-  app.add_option("--schedules", a.schedules,
-                 "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, zb-v, dualpipev, "
-                 "v-half, interleaved, "
-                 "1f1b, 2bw (gpipe and 1f1b-flush bring their +bw rows)")
+  app.add_option(
+         "--schedules", a.schedules,
+         "Rows to run: all, or a comma list of gpipe, 1f1b-flush, zb-h1, zb-h2, zb-v, dualpipev, "
+         "v-half, interleaved, "
+         "1f1b, 2bw (gpipe and 1f1b-flush bring their +bw rows)")
       ->capture_default_str();
   app.add_option("--pin", a.pin,
                  "Workers on cores of their own: auto (as train runs), on, off (floating), or "
@@ -347,15 +348,17 @@ int main(int argc, char** argv) {
     std::vector<ScheduleKind> kinds;
     for (ScheduleKind k :
          {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV, ScheduleKind::kVHalf,
-          ScheduleKind::kInterleaved, ScheduleKind::kPipeDream, ScheduleKind::kTwoBW})
+          ScheduleKind::kZeroBubbleH2, ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV,
+          ScheduleKind::kVHalf, ScheduleKind::kInterleaved, ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW})
       if (a.schedules == "all" ||
           ("," + a.schedules + ",").find("," + row_name(k) + ",") != std::string::npos)
         kinds.push_back(k);
     if (kinds.empty())
       throw std::runtime_error(
           "--schedules '" + a.schedules +
-          "' names none of gpipe, 1f1b-flush, zb-h1, zb-v, dualpipev, v-half, interleaved, 1f1b, "
+          "' names none of gpipe, 1f1b-flush, zb-h1, zb-h2, zb-v, dualpipev, v-half, interleaved, "
+          "1f1b, "
           "2bw");
     // Interleaved and the V's: stages x kChunks virtual stages, balanced the same way.
     auto virtual_topo =

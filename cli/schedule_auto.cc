@@ -111,6 +111,7 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     add(ScheduleKind::kGPipe, mi);
     if (m >= p) add(ScheduleKind::kTwoBW, mi);
     if (m >= p) add(ScheduleKind::kZeroBubbleH1, mi);
+    if (m >= p && p > 1 && !replicated) add(ScheduleKind::kZeroBubbleH2, mi);
     if (m % p == 0 && p > 1)
       for (int v : {2, 3}) add(ScheduleKind::kInterleaved, mi, v);
     if (p > 1) add(ScheduleKind::kZeroBubbleV, mi, 2);

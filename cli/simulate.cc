@@ -103,7 +103,8 @@ void add_simulate_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--schedule", a->schedule,
-                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-v, dualpipev, v-half, "
+                  "all, gpipe, 1f1b, pipedream, 2bw, interleaved, zb-h1, zb-h2, zb-v, dualpipev, "
+                  "v-half, "
                   "search (list "
                   "scheduling and local improvement on this profile, against the hand-made flush "
                   "schedules within their memory), or a schedule file (.json: each worker's "

@@ -58,13 +58,15 @@ ScheduleKind train_schedule(const std::string& s) {
   if (s == "gpipe") return ScheduleKind::kGPipe;
   if (s == "2bw") return ScheduleKind::kTwoBW;
   if (s == "zb-h1") return ScheduleKind::kZeroBubbleH1;
+  if (s == "zb-h2") return ScheduleKind::kZeroBubbleH2;
   if (s == "interleaved") return ScheduleKind::kInterleaved;
   if (s == "zb-v") return ScheduleKind::kZeroBubbleV;
   if (s == "dualpipev") return ScheduleKind::kDualPipeV;
   if (s == "v-half") return ScheduleKind::kVHalf;
   if (partitioner::is_schedule_file(s)) return ScheduleKind::kFromFile;
   throw PlanError("unknown --schedule '" + s +
-                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-v, dualpipev, v-half, "
+                  "' (train runs 1f1b, 1f1b-flush, gpipe, 2bw, zb-h1, zb-h2, zb-v, dualpipev, "
+                  "v-half, "
                   "interleaved, auto, search, or a schedule file: .json or .csv)");
 }
 
@@ -292,7 +294,8 @@ void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--plan", a.plan_path, "Run this plan (JSON from `pipetrain partition`)");
   cmd.add_option("--schedule", a.schedule,
                  "1f1b (PipeDream: asynchronous, weight stashing), 1f1b-flush, gpipe, 2bw, zb-h1 "
-                 "(1F1B-flush with weight gradients deferred into the bubbles), zb-v (two model "
+                 "(1F1B-flush with weight gradients deferred into the bubbles), zb-h2 (zb-h1 with "
+                 "up to 2P - 1 microbatches in flight per stage, with --stages), zb-v (two model "
                  "chunks per worker in a V, weight gradients filling the bubbles, with --stages), "
                  "dualpipev (the V fed from both ends, forward and backward paired, with "
                  "--stages), v-half (the V at half zb-v's activation memory, with --stages), "
@@ -917,6 +920,17 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         stats[w].peak_weight_versions > 1 ? "s" : "", stats[w].peak_stash_bytes / 1048576.0,
         stats[w].peak_bytes() / 1048576.0, simulated / 1048576.0,
         simulated > 0 ? static_cast<double>(stats[w].peak_bytes()) / simulated : 0.0);
+  }
+  if (a.trainer.clip_norm > 0 && flush) {
+    int provisional = 0, redone = 0;
+    for (const auto& st : stats) {
+      provisional += st.provisional_updates;
+      redone += st.redone_updates;
+    }
+    fmt::print(
+        "clip-norm, post-validation: {} stage updates went ahead of the global norm, {} of "
+        "them redone because it clipped\n",
+        provisional, redone);
   }
   const double measured = result.train_seconds > 0 ? result.samples / result.train_seconds : 0;
   // Asynchronous 1F1B drains at every round boundary here, so the rate to

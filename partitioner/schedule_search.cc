@@ -45,10 +45,11 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
   // The hand-made flush schedules, the memory they hold, the op times.
   std::map<std::string, std::pair<double, double>> hand;  // name -> (step, peak)
   std::map<ScheduleKind, SimResult> reference;
-  for (ScheduleKind k : {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
-                         ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV}) {
+  for (ScheduleKind k :
+       {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
+        ScheduleKind::kZeroBubbleH2, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV}) {
     if (search.straight_only && k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB &&
-        k != ScheduleKind::kZeroBubbleH1)
+        k != ScheduleKind::kZeroBubbleH1 && k != ScheduleKind::kZeroBubbleH2)
       continue;  // not runnable on the plan's stages as they are
     try {
       SimResult r = simulate(plan, profile, k, o);

@@ -19,6 +19,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::kTwoBW: return "2bw";
     case ScheduleKind::kInterleaved: return "interleaved";
     case ScheduleKind::kZeroBubbleH1: return "zb-h1";
+    case ScheduleKind::kZeroBubbleH2: return "zb-h2";
     case ScheduleKind::kZeroBubbleV: return "zb-v";
     case ScheduleKind::kDualPipeV: return "dualpipev";
     case ScheduleKind::kVHalf: return "v-half";
@@ -32,9 +33,10 @@ bool tied_gradients_delayed(ScheduleKind kind, bool synced_updates) {
 }
 
 std::vector<ScheduleKind> all_schedule_kinds() {
-  return {ScheduleKind::kGPipe,       ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
-          ScheduleKind::kTwoBW,       ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
-          ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV,   ScheduleKind::kVHalf};
+  return {ScheduleKind::kGPipe,        ScheduleKind::kOneFOneB,    ScheduleKind::kPipeDream,
+          ScheduleKind::kTwoBW,        ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleH1,
+          ScheduleKind::kZeroBubbleH2, ScheduleKind::kZeroBubbleV, ScheduleKind::kDualPipeV,
+          ScheduleKind::kVHalf};
 }
 
 bool flush_schedule(ScheduleKind kind) {
@@ -42,7 +44,8 @@ bool flush_schedule(ScheduleKind kind) {
 }
 
 bool splits_backward(ScheduleKind kind) {
-  return kind == ScheduleKind::kZeroBubbleH1 || v_shaped(kind);
+  return kind == ScheduleKind::kZeroBubbleH1 || kind == ScheduleKind::kZeroBubbleH2 ||
+         v_shaped(kind);
 }
 
 bool v_shaped(ScheduleKind kind) {
@@ -413,6 +416,33 @@ Schedule build_dualpipe_v(const ScheduleShape& shape) {
   return s;
 }
 
+// ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", section 3): ZB-H1's straight
+// pipeline with up to 2P - 1 microbatches stashed per stage, as many forwards as fit
+// before the first input gradient comes back. List scheduling (list_schedule.h) on unit
+// F, B and W under that stash bound gives the paper's parallelogram: every stage computes
+// without a gap from its first forward to its last W. Within one flushed step only the
+// stagger of the stages' starts is left, (P - 1) F against ZB-H1's (P - 1)(F + B - W):
+// the same with F = B = W, less where B outweighs W. The paper's remaining gain, the next
+// step's forwards starting in that stagger, needs its optimizer post-validation.
+Schedule build_zero_bubble_h2(const ScheduleShape& shape) {
+  const int p = static_cast<int>(shape.replicas.size()), m = shape.microbatches;
+  for (int r : shape.replicas)
+    if (r != 1) throw PlanError("zb-h2 needs unreplicated stages");
+  std::vector<int> placement;
+  OpDurations unit;
+  for (int st = 0; st < p; ++st) {
+    placement.push_back(st);
+    for (OpKind k : {OpKind::kForward, OpKind::kBackwardInput, OpKind::kBackwardWeight})
+      unit[{st, k}] = 1.0;
+  }
+  ListScheduleLimits limits;
+  limits.stash = 2 * p - 1;
+  const auto actions = list_schedule(placement, p, m, limits, unit);
+  if (!actions) throw PlanError(fmt::format("zb-h2 found no order for {} workers", p));
+  return complete_schedule(schedule_name(ScheduleKind::kZeroBubbleH2), placement, m, *actions,
+                           "zb-h2");
+}
+
 // V-Half ("Pipeline Parallelism with Controllable Memory", Qi et al., 2024): ZB-V's V
 // at about half its activation memory. List scheduling (list_schedule.h) on unit F, B
 // and W with at most P / 2 + 1 microbatches in the pipeline at once, each holding at
@@ -448,6 +478,7 @@ Schedule build_schedule(ScheduleKind kind, const ScheduleShape& shape) {
   if (kind == ScheduleKind::kZeroBubbleV) return build_zero_bubble_v(shape);
   if (kind == ScheduleKind::kDualPipeV) return build_dualpipe_v(shape);
   if (kind == ScheduleKind::kVHalf) return build_v_half(shape);
+  if (kind == ScheduleKind::kZeroBubbleH2) return build_zero_bubble_h2(shape);
   if (kind == ScheduleKind::kFromFile)
     throw PlanError("a schedule from a file is loaded (load_schedule_file), not built");
   return build_standard(kind, shape);

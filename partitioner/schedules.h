@@ -18,13 +18,15 @@ enum class ScheduleKind {
   kTwoBW,         // PipeDream-2BW: asynchronous 1F1B, a step every `microbatches`
   kInterleaved,   // interleaved 1F1B (Megatron), `chunks` model chunks per worker, flush
   kZeroBubbleH1,  // ZB-H1: backward split into B (input) and W (weight), W delayed, flush
+  kZeroBubbleH2,  // ZB-H2: ZB-H1 with 2P - 1 microbatches in flight, no bubble in the steady state
   kZeroBubbleV,   // ZB-V: two chunks per worker in a V, B/W split, 1F1B's memory, flush
   kDualPipeV,     // DualPipeV: a V fed from both ends of the step, F and B paired, flush
   kVHalf,         // V-Half: ZB-V's V at half its activation memory, flush
   kFromFile,      // a user's action lists (schedule_file.h), flush; not in all_schedule_kinds()
 };
 
-/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-v", "dualpipev", "v-half".
+/// "gpipe", "1f1b", "pipedream", "2bw", "interleaved", "zb-h1", "zb-h2", "zb-v", "dualpipev",
+/// "v-half".
 const char* schedule_name(ScheduleKind k);
 /// Throws PlanError listing the names.
 ScheduleKind parse_schedule_kind(const std::string& name);

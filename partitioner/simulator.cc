@@ -272,7 +272,7 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
             stages.insert(st);
       if (stages.size() > 1) groups[{stages.begin(), stages.end()}] += static_cast<double>(t.bytes);
     }
-    if (options.synced_updates && p > 1) {
+    if (options.synced_updates && p > 1 && !(options.post_validation && flush_schedule(kind))) {
       // One meeting of all stages, carrying the tied params' allreduces too.
       double bytes = 0;
       for (const auto& [stages, b] : groups) bytes += b;
@@ -416,6 +416,17 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
   if (profile.batch > 0 && res.time_per_minibatch_s > 0)
     res.samples_per_s = double(profile.batch) / res.time_per_minibatch_s;
 
+  // Post-validation: a worker done before the last one updates ahead of the norm and
+  // keeps a copy for the redo; the last one finds every part in and keeps none.
+  const bool post_validated =
+      options.synced_updates && options.post_validation && flush_schedule(kind);
+  std::vector<double> done(s.programs.size(), 0.0);
+  for (const auto& t : run.ops)
+    done[static_cast<size_t>(t.worker)] = std::max(done[static_cast<size_t>(t.worker)], t.end);
+  const double last_done = done.empty() ? 0.0 : *std::max_element(done.begin(), done.end());
+  auto keeps_copy = [&](int w) {
+    return post_validated && done[static_cast<size_t>(w)] < last_done * (1 - 1e-9);
+  };
   res.stages.assign(p, {});
   for (int st = 0; st < s.num_stages; ++st)
     for (int w : s.stage_workers[st]) {
@@ -443,9 +454,12 @@ SimResult simulate(const Plan& plan, const Profile& profile, ScheduleKind kind,
                                     plan.stages[plan_stage(st)].replication > 1
                                 ? 2
                                 : 1;
-      out.peak_memory_bytes = std::max(
-          out.peak_memory_bytes, run.peak_activation_bytes[w] + refilled +
-                                     (versions + grad_sets + options.optimizer_state) * params);
+      // Post-validation keeps the weights and optimizer state from before an update.
+      const double before_update = keeps_copy(w) ? 1 + options.optimizer_state : 0;
+      out.peak_memory_bytes =
+          std::max(out.peak_memory_bytes,
+                   run.peak_activation_bytes[w] + refilled +
+                       (versions + grad_sets + options.optimizer_state + before_update) * params);
     }
   return res;
 }

@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 "$pipetrain" partition "$work/graph.txt" --topology 4 --bandwidth 10e9 --straight \
   -o "$work/plan.json" >/dev/null
 mkdir -p "$root/docs/schedules"
-for s in gpipe 1f1b zb-h1 interleaved zb-v dualpipev v-half pipedream 2bw; do
+for s in gpipe 1f1b zb-h1 zb-h2 interleaved zb-v dualpipev v-half pipedream 2bw; do
   "$pipetrain" simulate "$work/plan.json" --profile "$work/graph.txt" --schedule "$s" \
     --microbatches 8 --svg "$root/docs/schedules/$s.svg" | tail -1
 done

@@ -58,6 +58,12 @@ class Communicator {
   ir::Tensor recv(int src, const MessageTag& tag, CommTimeout timeout = {}) {
     return do_recv(src, tag, timeout);
   }
+  /// Whether the message from `src` with exactly `tag` is here, so that recv would not
+  /// wait. A communicator that cannot tell says false.
+  virtual bool has_message(int src, const MessageTag& tag) {
+    (void)src, (void)tag;
+    return false;
+  }
   /// Sums `tensors` element-wise over the ranks of `group` (which must
   /// contain rank()), in place. Every member passes the same count, dtypes and
   /// shapes. The sum runs in ascending rank order, so every member gets

@@ -133,6 +133,13 @@ class LocalCommunicator final : public Communicator {
     s.recv_cv[dst].notify_all();
   }
 
+  bool has_message(int src, const MessageTag& tag) override {
+    check_peer(src, "look for a message from");
+    SharedState& s = *state_;
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.mailbox(src, rank_).messages.count(tag) > 0;
+  }
+
   ir::Tensor do_recv(int src, const MessageTag& tag, CommTimeout timeout) override {
     check_peer(src, "recv from");
     SharedState& s = *state_;

@@ -190,6 +190,12 @@ class MpiCommunicator final : public Communicator {
     wake_.notify_all();
   }
 
+  bool has_message(int src, const MessageTag& tag) override {
+    check_comm_peer(rank_, size_, src, "look for a message from");
+    std::lock_guard<std::mutex> lock(mu_);
+    return mailbox_.count(std::make_pair(src, tag)) > 0;
+  }
+
   ir::Tensor do_recv(int src, const MessageTag& tag, CommTimeout timeout) override {
     check_comm_peer(rank_, size_, src, "recv from");
     std::unique_lock<std::mutex> lock(mu_);

@@ -57,6 +57,12 @@ struct Pipeline::Worker {
   // round it last did so.
   double clip_coef = 1.0;
   int64_t prepared_round = -1;
+  // Post-validation: its part of the squared norm of update `norm_update`, sent while
+  // the others' are not all in (`norm_pending`), and the updates taken meanwhile.
+  float norm_part = 0;
+  bool norm_pending = false;
+  int64_t norm_update = 0;
+  std::vector<StageWorker*> provisional;
   // A stage run on the whole minibatch: the feeds of this step's
   // microbatches so far, and the sends (op indices) waiting for its results.
   std::map<int, TensorMap> gathered_fwd, gathered_bwd;
@@ -571,19 +577,41 @@ void Pipeline::tie_chunks(Worker& w, int64_t round) {
   }
 }
 
-// The global gradient norm of one update: each stage's first replica sums
-// its squares (a tied param only on the lowest stage holding it) and every
-// worker joins one allreduce, so all stages scale by the same factor.
-double Pipeline::global_grad_norm(Worker& w, int64_t round, double scale) {
+namespace {
+MessageTag norm_tag(int64_t round_base, int64_t update) {
+  return {"grad_norm/" + std::to_string(update), round_base, MessageTag::kCollective};
+}
+}  // namespace
+
+// The global gradient norm of one update: each stage's first replica sums its squares
+// (a tied param only on the lowest stage holding it) and sends the sum to every other
+// worker, so all stages scale by the same factor. Sending, not an allreduce, lets a
+// worker update before the others' parts are in (post-validation).
+void Pipeline::send_norm_part(Worker& w, int64_t update, double scale) {
   double local = 0;
   if (w.replica == 0)
     for (const auto& [stage, one] : w.sws)  // every chunk of an interleaved worker
-      local += stage_grad_squares(*one, stage, round, scale);
-  std::vector<int> everyone(static_cast<size_t>(total_workers_));
-  std::iota(everyone.begin(), everyone.end(), 0);
-  ir::Tensor sum = ir::Tensor::from_f32({static_cast<float>(local)}, {1});
-  w.comm->allreduce_sum(everyone, {&sum});
-  return std::sqrt(static_cast<double>(sum.data<float>()[0]));
+      local += stage_grad_squares(*one, stage, update, scale);
+  w.norm_part = static_cast<float>(local);
+  w.norm_update = update;
+  for (int r = 0; r < total_workers_; ++r)
+    if (r != w.index)
+      w.comm->send(r, norm_tag(round_base_, update), ir::Tensor::from_f32({w.norm_part}, {1}));
+}
+
+bool Pipeline::norm_parts_here(Worker& w, int64_t update) {
+  for (int r = 0; r < total_workers_; ++r)
+    if (r != w.index && !w.comm->has_message(r, norm_tag(round_base_, update))) return false;
+  return true;
+}
+
+// The parts summed in worker order, the same on every worker.
+double Pipeline::global_grad_norm(Worker& w, int64_t update) {
+  float sum = 0;
+  for (int r = 0; r < total_workers_; ++r)
+    sum += r == w.index ? w.norm_part
+                        : w.comm->recv(r, norm_tag(round_base_, update)).data<float>()[0];
+  return std::sqrt(static_cast<double>(sum));
 }
 
 void Pipeline::run_program(Worker& w) {
@@ -632,6 +660,15 @@ void Pipeline::run_program(Worker& w) {
   const double scale = whole_loss                         ? 1.0
                        : kind == ScheduleKind::kPipeDream ? 1.0 / replicas
                                                           : 1.0 / m;
+  // --clip-norm: a flush schedule's updates may go ahead of the norm (post-validation).
+  using UpdateCheck = PipelineOptions::UpdateCheck;
+  const bool post_validate = options_.clip_norm > 0 && partitioner::flush_schedule(kind) &&
+                             options_.update_check != UpdateCheck::kBarrier;
+  auto take_norm = [&] {
+    const double norm = global_grad_norm(w, w.norm_update);
+    w.clip_coef = std::min(1.0, options_.clip_norm / (norm + 1e-6));  // as clip_grad_norm
+    w.norm_pending = false;
+  };
   w.inbox_fwd.clear();
   w.inbox_bwd.clear();
   w.to_self.clear();
@@ -820,21 +857,33 @@ void Pipeline::run_program(Worker& w) {
           for (auto& [s, one] : w.sws)
             if (every_chunk || s == op.stage) check_finite(s, *one);
           if (options_.clip_norm > 0) {
-            const double norm = global_grad_norm(w, op.microbatch, scale);
-            const double coef = options_.clip_norm / (norm + 1e-6);  // as clip_grad_norm
-            w.clip_coef = std::min(1.0, coef);
+            send_norm_part(w, op.microbatch, scale);
+            w.norm_pending = post_validate;
+            if (!post_validate || (options_.update_check == UpdateCheck::kPostValidate &&
+                                   norm_parts_here(w, op.microbatch)))
+              take_norm();
           }
           w.prepared_round = round_base_;
         }
         // metrics.jsonl's grad_norm (before clipping): summed over the stages after the round.
         w.grad_sq.push_back({op.stage, w.replica, op.microbatch,
                              stage_grad_squares(*owner, op.stage, op.microbatch, scale)});
-        const double step_scale = options_.clip_norm > 0 ? scale * w.clip_coef : scale;
         const bool keep_old = owner->version_in_use(owner->version()) ||
                               absolute(ver.min_future[i + 1]) <= owner->version();
         track_state();  // the round's sealed gradients, before the update drops them
-        owner->step(op.microbatch, step_scale,
-                    options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr), keep_old);
+        const double lr = options_.lr_schedule.lr_at(owner->version(), options_.optimizer.lr);
+        if (w.norm_pending && !keep_old) {
+          owner->provisional_step(op.microbatch, scale, lr);
+          w.provisional.push_back(owner);
+          ++w.stats.provisional_updates;
+          size_t kept = 0;
+          for (const auto& [s, one] : w.sws) kept += one->before_update_bytes();
+          w.stats.before_update_bytes = std::max(w.stats.before_update_bytes, kept);
+        } else {
+          if (w.norm_pending) take_norm();
+          owner->step(op.microbatch, options_.clip_norm > 0 ? scale * w.clip_coef : scale, lr,
+                      keep_old);
+        }
         owner->release_versions(absolute(ver.min_future[i + 1]));
         w.stats.peak_weight_versions =
             std::max(w.stats.peak_weight_versions, owner->versions_alive());
@@ -858,6 +907,11 @@ void Pipeline::run_program(Worker& w) {
       w.busy_s += end - start;
     if (op.kind != OpKind::kSend) w.ops.push_back({w.index, op, start, end});
   }
+  // Post-validation: the norm, now that this worker has nothing left to do, and the
+  // provisional updates kept, or redone when the norm clips.
+  if (w.norm_pending) take_norm();
+  for (StageWorker* one : w.provisional) w.stats.redone_updates += one->settle(scale * w.clip_coef);
+  w.provisional.clear();
 }
 
 void Pipeline::write_back(ir::Graph& g, int replica) {

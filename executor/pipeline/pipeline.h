@@ -67,9 +67,17 @@ struct PipelineOptions {
   OptimizerConfig optimizer;
   LrSchedule lr_schedule;
   /// Clip the global gradient norm (over every stage; a tied or replicated
-  /// param counted once) to this before each update; 0: no clipping. The
-  /// stages meet at their updates to sum their squared norms.
+  /// param counted once) to this before each update; 0: no clipping. Every
+  /// worker sends its part of the squared norm to the others at its update.
   double clip_norm = 0;
+  /// How a flush schedule's update under clip_norm learns the global norm.
+  /// kPostValidate (Zero Bubble's post-validation): a worker whose parts are not all
+  /// here yet updates at once, provisionally, and at the end of its step waits for
+  /// the norm and redoes the update, bitwise as kBarrier's, when it clips. kBarrier:
+  /// waits for the norm before updating. kProvisional: post-validation that never
+  /// looks for the parts first (tests). Asynchronous schedules always wait.
+  enum class UpdateCheck { kPostValidate, kBarrier, kProvisional };
+  UpdateCheck update_check = UpdateCheck::kPostValidate;
   /// Every stage keeps only its forward's inputs per microbatch in flight
   /// and runs the forward again before the backward (activation memory for
   /// one more forward); the gradients are bitwise those without.
@@ -179,7 +187,9 @@ class Pipeline {
   void worker_main(Worker& w);
   void run_program(Worker& w);
   void tie_chunks(Worker& w, int64_t round);
-  double global_grad_norm(Worker& w, int64_t round, double scale);
+  void send_norm_part(Worker& w, int64_t update, double scale);
+  bool norm_parts_here(Worker& w, int64_t update);
+  double global_grad_norm(Worker& w, int64_t update);
   double stage_grad_squares(const StageWorker& one, int stage, int64_t round, double scale) const;
   static std::vector<double> global_grad_norms(const std::vector<WorkerReport>& reports);
   partitioner::Schedule build_round_schedule(int count) const;

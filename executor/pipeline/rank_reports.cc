@@ -38,8 +38,9 @@ MessageTag tag(const std::string& what, int64_t round) {
   return {"pipeline/" + what, round, MessageTag::kCollective};
 }
 
-// worker, busy, stage, replica, in flight, versions, stash, params, gradients, optimizer
-constexpr int64_t kWorkerColumns = 10;
+// worker, busy, stage, replica, in flight, versions, stash, params, gradients, optimizer,
+// provisional, redone, before-update copy
+constexpr int64_t kWorkerColumns = 13;
 constexpr int64_t kLossColumns = 3;  // worker, microbatch, loss
 constexpr int64_t kGradColumns = 5;  // worker, stage, replica, update, sum of squares
 constexpr int64_t kOpColumns = 9;    // worker, kind, stage, mb, payload, peer, start, end, -
@@ -51,12 +52,14 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
   if (comm.rank() != 0) {
     std::vector<int64_t> workers, losses, grads, ops;
     for (const auto& w : mine) {
-      workers.insert(workers.end(), {w.worker, bits(w.busy_s), w.stats.stage, w.stats.replica,
-                                     w.stats.peak_in_flight, w.stats.peak_weight_versions,
-                                     static_cast<int64_t>(w.stats.peak_stash_bytes),
-                                     static_cast<int64_t>(w.stats.param_bytes),
-                                     static_cast<int64_t>(w.stats.peak_gradient_bytes),
-                                     static_cast<int64_t>(w.stats.optimizer_bytes)});
+      workers.insert(
+          workers.end(),
+          {w.worker, bits(w.busy_s), w.stats.stage, w.stats.replica, w.stats.peak_in_flight,
+           w.stats.peak_weight_versions, static_cast<int64_t>(w.stats.peak_stash_bytes),
+           static_cast<int64_t>(w.stats.param_bytes),
+           static_cast<int64_t>(w.stats.peak_gradient_bytes),
+           static_cast<int64_t>(w.stats.optimizer_bytes), w.stats.provisional_updates,
+           w.stats.redone_updates, static_cast<int64_t>(w.stats.before_update_bytes)});
       for (const auto& [mb, loss] : w.losses)
         losses.insert(losses.end(), {w.worker, mb, bits(loss)});
       for (const auto& g : w.grad_sq)
@@ -86,7 +89,8 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
       w.busy_s = real(c[1]);
       w.stats = {static_cast<int>(c[2]),    static_cast<int>(c[3]),    static_cast<int>(c[4]),
                  static_cast<int>(c[5]),    static_cast<size_t>(c[6]), static_cast<size_t>(c[7]),
-                 static_cast<size_t>(c[8]), static_cast<size_t>(c[9])};
+                 static_cast<size_t>(c[8]), static_cast<size_t>(c[9]), static_cast<int>(c[10]),
+                 static_cast<int>(c[11]),   static_cast<size_t>(c[12])};
       all.push_back(std::move(w));
     }
     auto report_of = [&](int64_t worker) -> WorkerReport& {

@@ -27,10 +27,14 @@ struct WorkerStats {
   // when asynchronous updates keep one sealed while the next fills) and
   // the optimizer state.
   size_t param_bytes = 0, peak_gradient_bytes = 0, optimizer_bytes = 0;
+  // --clip-norm's post-validation: updates taken before the global norm was known,
+  // and those of them redone because it clipped.
+  int provisional_updates = 0, redone_updates = 0;
+  size_t before_update_bytes = 0;  // the weights and optimizer state kept for a redo
   /// Peak bytes: stash, weight versions, gradients and optimizer state.
   size_t peak_bytes() const {
     return peak_stash_bytes + static_cast<size_t>(peak_weight_versions) * param_bytes +
-           peak_gradient_bytes + optimizer_bytes;
+           peak_gradient_bytes + optimizer_bytes + before_update_bytes;
   }
 };
 

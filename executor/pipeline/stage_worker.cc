@@ -477,6 +477,49 @@ void StageWorker::step(int64_t round, double scale, double lr, bool keep_old) {
   values_version_ = fresh_values_version();
 }
 
+void StageWorker::provisional_step(int64_t round, double scale, double lr) {
+  auto set = sealed_.find(round);
+  if (set == sealed_.end())
+    throw RuntimeFault("stage " + std::to_string(program_.stage) + ": update " +
+                       std::to_string(round) + " has no gradients");
+  if (provisional_)
+    throw RuntimeFault("stage " + std::to_string(program_.stage) +
+                       ": a provisional update before the last one was settled");
+  for (const auto& [name, t] : state_.values())
+    if (const ir::Role role = state_.tensor(name).role;
+        role == ir::Role::kParam || role == ir::Role::kOptimizerState)
+      before_step_[name] = copy_into(t, &before_step_[name]);
+  if (optimizer_) optimizer_->step(state_, set->second.grads, lr, nullptr, scale);
+  provisional_ = Provisional{std::move(set->second), scale, lr};
+  sealed_.erase(set);
+  ++version_;
+  values_version_ = fresh_values_version();
+}
+
+bool StageWorker::settle(double scale) {
+  if (!provisional_) return false;
+  const bool redo = scale != provisional_->scale;
+  if (redo && optimizer_) {
+    // Back into the same buffers: the subgraphs and state_ keep their handles.
+    for (const auto& [name, t] : state_.values()) {
+      auto kept = before_step_.find(name);
+      ir::Tensor live = t;  // a handle on the same buffer
+      if (kept != before_step_.end()) copy_into(kept->second, &live);
+    }
+    optimizer_->step(state_, provisional_->set.grads, provisional_->lr, nullptr, scale);
+    values_version_ = fresh_values_version();
+  }
+  if (!provisional_->set.accumulators) spare_grads_.push_back(std::move(provisional_->set.grads));
+  provisional_.reset();
+  return redo;
+}
+
+size_t StageWorker::before_update_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, t] : before_step_) bytes += t.nbytes();
+  return bytes;
+}
+
 void StageWorker::release_versions(int64_t min_future) {
   for (auto it = old_versions_.begin(); it != old_versions_.end();) {
     const int64_t v = it->first;

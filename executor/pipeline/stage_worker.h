@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -94,6 +95,16 @@ class StageWorker {
   /// learning rate `lr` and drops the set. With `keep_old`, the version
   /// before the update stays available to forward() and backward().
   void step(int64_t round, double scale, double lr, bool keep_old);
+  /// Post-validation (Zero Bubble's optimizer step without the barrier): step() in
+  /// place before the global gradient norm is known, keeping what a redo needs, a copy
+  /// of the weights and optimizer state from before it and the round's gradients.
+  void provisional_step(int64_t round, double scale, double lr);
+  /// Ends the provisional step: keeps it when `scale` is the scale it took, or else
+  /// restores the copy and steps again at `scale` (bitwise what step() at `scale` would
+  /// have done). Returns whether it stepped again.
+  bool settle(double scale);
+  /// The copy provisional_step() keeps (0 before the first).
+  size_t before_update_bytes() const;
   /// True when a microbatch in flight was run on `version`.
   bool version_in_use(int64_t version) const;
   /// Frees old versions that neither a microbatch in flight nor a version at
@@ -177,7 +188,14 @@ class StageWorker {
     bool accumulators = false;  // the accumulators' own buffers (no overlapping rounds)
   };
   std::map<int64_t, GradientSet> sealed_;  // round -> its gradients
-  bool acc_empty_ = true;                  // grad_acc_ holds no microbatch yet
+  // A provisional step not yet settled: its set, scale and rate.
+  struct Provisional {
+    GradientSet set;
+    double scale = 0, lr = 0;
+  };
+  std::optional<Provisional> provisional_;
+  std::map<std::string, ir::Tensor> before_step_;  // params and optimizer state, reused buffers
+  bool acc_empty_ = true;                          // grad_acc_ holds no microbatch yet
   // Buffers of dropped gradient sets and weight versions, reused (big
   // allocations are page faults and zero fills every step otherwise).
   std::vector<std::map<std::string, ir::Tensor>> spare_grads_, spare_versions_;

@@ -136,6 +136,7 @@ class PipelineTrainTest(unittest.TestCase):
                       relu_plan + ["--schedule", "zb-h1"],
                       relu_plan + ["--schedule", "1f1b-flush", "--weight-grads", "batched"],
                       ["--stages", 3, "--schedule", "zb-h1", "--microbatches", 4],
+                      ["--stages", 3, "--schedule", "zb-h2", "--microbatches", 8],
                       ["--stages", 2, "--schedule", "interleaved", "--chunks", 2,
                        "--microbatches", 4],
                       ["--stages", 2, "--schedule", "zb-v", "--microbatches", 4],
@@ -191,7 +192,7 @@ class PipelineTrainTest(unittest.TestCase):
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
                  ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]), ("zb-v", [2], [2]),
-                 ("dualpipev", [2], [2]), ("gpipe", [2], [2], "batched")]
+                 ("dualpipev", [2], [2]), ("zb-h2", [2], [2]), ("gpipe", [2], [2], "batched")]
         for schedule, first, second, *weight_grads in cases:
             with self.subTest(schedule=schedule, stages=(first, second), weights=weight_grads):
                 tag = f"{schedule}-{first[0]}-{second[0]}{''.join(weight_grads)}"
@@ -199,7 +200,8 @@ class PipelineTrainTest(unittest.TestCase):
                 common = ["--schedule", schedule, "--checkpoint-every", 10, "--round", 5]
                 if weight_grads:
                     common += ["--weight-grads", weight_grads[0]]
-                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-v", "dualpipev"):
+                if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-h2", "zb-v",
+                                "dualpipev"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
                                    "-o", full, *common))
@@ -449,18 +451,19 @@ class PipelineTrainTest(unittest.TestCase):
                              r"^error: (no CUDA device is present|pipetrain was built without CUDA)")
 
     def test_schedule_auto_simulates_the_candidates_and_runs_the_fastest_allowed(self):
-        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-v", "dualpipev", "v-half", "interleaved"}
+        exact = {"1f1b-flush", "gpipe", "zb-h1", "zb-h2", "zb-v", "dualpipev", "v-half",
+                 "interleaved"}
         for semantics, allowed in (("any", exact | {"1f1b", "2bw"}), ("exact", exact)):
             with self.subTest(semantics):
                 r = self.ok(self.train("auto-" + semantics, "--max-steps", 4, "--stages", 2,
                                        "--schedule", "auto", "--semantics", semantics))
                 rows = [l.split() for l in r.stdout.splitlines()
                         if l.startswith("  ") and l.split()[0] in
-                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-v",
-                         "dualpipev", "v-half")]
+                        ("1f1b", "1f1b-flush", "gpipe", "2bw", "interleaved", "zb-h1", "zb-h2",
+                         "zb-v", "dualpipev", "v-half")]
                 # "interleaved x2": the chunk count, a column of its own here.
                 rows = [row[:1] + row[2:] if row[1].startswith("x") else row for row in rows]
-                self.assertLessEqual({"interleaved", "zb-v", "dualpipev", "v-half"},
+                self.assertLessEqual({"interleaved", "zb-h2", "zb-v", "dualpipev", "v-half"},
                                      {row[0] for row in rows})
                 chosen = [row for row in rows if row[-2:] == ["<-", "runs"]]
                 self.assertEqual(len(chosen), 1, r.stdout)
@@ -641,6 +644,15 @@ class PipelineTrainTest(unittest.TestCase):
         r = self.ok(self.train("two", *common, "--stages", 2, "--schedule", "1f1b-flush",
                                "--microbatches", 2, "-o", self.path("two.onnx")))
         self.assertIn("measured / predicted", r.stdout)
+        # Post-validation: stages update ahead of the norm and redo what it clips; the
+        # copy a redo needs is in the memory held, as the simulator counts it.
+        ahead = re.search(r"clip-norm, post-validation: (\d+) stage updates went ahead of the "
+                          r"global norm, (\d+) of them redone", r.stdout)
+        self.assertTrue(ahead, r.stdout)
+        self.assertLessEqual(int(ahead.group(2)), int(ahead.group(1)))
+        for ratio in map(float, re.findall(r"simulated [0-9.]+ MiB \(([0-9.]+)x\)", r.stdout)):
+            self.assertGreaterEqual(ratio, 0.9, r.stdout)
+            self.assertLessEqual(ratio, 1.1, r.stdout)
         self.ok(self.train("free", "--max-steps", 6, "-o", self.path("free.onnx")))
         one, two, free = (weights(self.path(n)) for n in ("one.onnx", "two.onnx", "free.onnx"))
         for k in one:

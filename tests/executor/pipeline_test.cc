@@ -394,6 +394,53 @@ TEST(Pipeline, ZeroBubbleH1MatchesSingleWorkerOnTheWholeMinibatch) {
   }
 }
 
+TEST(Pipeline, ZeroBubbleH2MatchesSingleWorkerWithinItsStash) {
+  // ZB-H2: ZB-H1's split backward with up to 2p - 1 microbatches in flight per stage;
+  // fewer microbatches than that too. The update is 1F1B-flush's.
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 2;
+  auto full = mlp_training_graph(kBatch);
+  const auto want = single_worker_params(full, mlp_minibatches(full, kSteps, kBatch));
+  for (int p : {2, 3, 4})
+    for (int m : {1, 3, 8}) {
+      const std::string what = "zb-h2 p = " + std::to_string(p) + ", m = " + std::to_string(m);
+      auto micro = mlp_training_graph(kBatch / m);
+      exec::PipelineOptions po;
+      po.schedule = ScheduleKind::kZeroBubbleH2;
+      po.microbatches = m;
+      po.optimizer = sgd_momentum();
+      exec::Pipeline pipe(micro,
+                          split(static_cast<int>(micro.graph.layers.size()),
+                                std::vector<int>(static_cast<size_t>(p), 1)),
+                          po);
+      for (int k = 0; k < kSteps; ++k) {
+        auto r = pipe.run(microbatches_of(minibatch(full, k, kBatch), m, kBatch));
+        ASSERT_EQ(r.losses.size(), 1u) << what;
+        int b = 0, w = 0;
+        for (const auto& op : r.ops) {
+          b += op.op.kind == partitioner::OpKind::kBackwardInput;
+          w += op.op.kind == partitioner::OpKind::kBackwardWeight;
+        }
+        EXPECT_EQ(b, m * p) << what;
+        EXPECT_EQ(w, b) << what;
+      }
+      pipe.write_back(micro.graph);
+      expect_close(params_of(micro.graph), want, 1e-5, what);
+      int most = 0;
+      for (const auto& st : pipe.stats()) {
+        EXPECT_LE(st.peak_in_flight, 2 * p - 1) << what;
+        most = std::max(most, st.peak_in_flight);
+      }
+      EXPECT_EQ(most, std::min(m, 2 * p - 1)) << what;  // stage 0 fills its stash
+    }
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kZeroBubbleH2;
+  po.microbatches = 4;
+  auto micro = mlp_training_graph(kBatch / 4);
+  exec::Pipeline replicated(micro, split(static_cast<int>(micro.graph.layers.size()), {2, 1}), po);
+  EXPECT_THROW(replicated.run(microbatches_of(minibatch(full, 0, kBatch), 4, kBatch)), PlanError);
+}
+
 // Batched weight gradients on every stage, SGD with momentum.
 exec::PipelineOptions batched_options(ScheduleKind kind, int m,
                                       const autodiff::TrainingGraph* step_graph) {
@@ -1253,6 +1300,81 @@ TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
       pipe.run(microbatches_of(minibatch(full, k, kBatch), kMicro, kBatch));
     pipe.write_back(micro.graph);
     expect_close(params_of(micro.graph), want, 1e-5, what);
+  }
+}
+
+// Post-validation: the updates of a flush schedule under --clip-norm go ahead of the
+// global norm and are redone when it clips. Step 2's inputs are scaled 100x, so that
+// step alone needs clipping. Provisional updates (every one, kProvisional; those whose
+// parts were not all in, kPostValidate) end bitwise where waiting for the norm
+// (kBarrier) does, and exactly the injected step is redone.
+TEST(Pipeline, PostValidatedUpdatesRedoTheClippedStepBitwise) {
+  constexpr int64_t kBatch = 24;
+  constexpr int kSteps = 4;
+  auto full = mlp_training_graph(kBatch);
+  auto steps = mlp_minibatches(full, kSteps, kBatch);
+  {
+    ir::Tensor& x = steps[2].at(full.graph.inputs.at(0));
+    x = x.clone();
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 100;
+  }
+  std::vector<double> norms;
+  auto unclipped = mlp_training_graph(kBatch);
+  single_worker_params(unclipped, steps, 0, &norms);
+  const double clip = 2 * std::max({norms[0], norms[1], norms[3]});
+  std::vector<double> clipped_norms;
+  const auto want = single_worker_params(full, steps, clip, &clipped_norms);
+  for (int k = 0; k < kSteps; ++k)
+    ASSERT_EQ(clipped_norms[k] > clip, k == 2) << "step " << k << " norm " << clipped_norms[k];
+  using UpdateCheck = exec::PipelineOptions::UpdateCheck;
+  struct Case {
+    ScheduleKind kind;
+    std::vector<int> replicas;  // per virtual stage
+    int m;
+  };
+  for (const Case& c :
+       {Case{ScheduleKind::kOneFOneB, {1, 1}, 3}, Case{ScheduleKind::kZeroBubbleH1, {1, 1, 1}, 4},
+        Case{ScheduleKind::kZeroBubbleH2, {1, 1, 1}, 4}, Case{ScheduleKind::kOneFOneB, {2, 1}, 4},
+        Case{ScheduleKind::kZeroBubbleV, {1, 1, 1, 1}, 4}}) {
+    const int chunks = partitioner::v_shaped(c.kind) ? 2 : 1;
+    std::map<std::string, ir::Tensor> barrier;
+    for (UpdateCheck check :
+         {UpdateCheck::kBarrier, UpdateCheck::kPostValidate, UpdateCheck::kProvisional}) {
+      std::string what = std::string(partitioner::schedule_name(c.kind)) + " replicas";
+      for (int r : c.replicas) what.append(" ").append(std::to_string(r));
+      what += ", check " + std::to_string(static_cast<int>(check));
+      auto micro = mlp_training_graph(kBatch / c.m);
+      exec::PipelineOptions po;
+      po.schedule = c.kind;
+      po.microbatches = c.m;
+      po.optimizer = sgd_momentum();
+      po.clip_norm = clip;
+      po.update_check = check;
+      exec::Pipeline pipe(micro, split(static_cast<int>(micro.graph.layers.size()), c.replicas),
+                          po);
+      for (const auto& b : steps) pipe.run(microbatches_of(b, c.m, kBatch));
+      pipe.write_back(micro.graph);
+      const auto got = params_of(micro.graph);
+      expect_close(got, want, 1e-5, what);
+      if (check == UpdateCheck::kBarrier) {
+        barrier = got;
+      } else {
+        for (const auto& [name, t] : got) {
+          ASSERT_EQ(t.nbytes(), barrier.at(name).nbytes()) << what << " " << name;
+          EXPECT_EQ(std::memcmp(t.raw(), barrier.at(name).raw(), t.nbytes()), 0)
+              << what << ": " << name << " differs from the barrier's";
+        }
+      }
+      for (const auto& st : pipe.stats()) {
+        if (check == UpdateCheck::kBarrier) {
+          EXPECT_EQ(st.provisional_updates, 0) << what;
+        } else if (check == UpdateCheck::kProvisional) {
+          EXPECT_EQ(st.provisional_updates, kSteps * chunks) << what;
+          EXPECT_EQ(st.redone_updates, chunks) << what;  // step 2 on every chunk
+        }
+        EXPECT_LE(st.redone_updates, st.provisional_updates) << what;
+      }
+    }
   }
 }
 
