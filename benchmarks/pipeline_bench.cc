@@ -207,8 +207,9 @@ struct Pipelined {
   // of one schedule came out twice its time).
   void measure_profile(const Args& a) {
     profile = pt::exec::measure_training_profile(tg, feeds, 2, 7, &optimizer, a.stages - 1);
-    profile = pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, optimizer, 3, 15,
-                                            a.stages - 1);
+    profile =
+        pt::exec::calibrate_to_stages(std::move(profile), tg, ranges, feeds, optimizer, 3, 15,
+                                      a.stages - 1, {}, pt::partitioner::splits_backward(kind));
     // Batched: each stage's weight half timed once at the minibatch size.
     if (batched)
       pt::exec::measure_weight_steps(profile, step_tg, ranges, step_feeds, optimizer, 3, 15,

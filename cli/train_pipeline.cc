@@ -685,8 +685,9 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     // Then each stage's share as its own program runs it on a worker.
     std::vector<std::pair<int, int>> ranges;
     for (const auto& st : plan.stages) ranges.emplace_back(st.first_layer, st.last_layer);
-    run_profile = exec::calibrate_to_stages(std::move(run_profile), tg, ranges, feeds,
-                                            a.trainer.optimizer, 3, runs, beside, run_backend);
+    run_profile =
+        exec::calibrate_to_stages(std::move(run_profile), tg, ranges, feeds, a.trainer.optimizer, 3,
+                                  runs, beside, run_backend, partitioner::splits_backward(kind));
     // Batched weight gradients: each stage's weight half timed at the minibatch size.
     if (batchable && a.weight_grads != "per-microbatch")
       exec::measure_weight_steps(run_profile, full_tg, ranges, random_feeds(full_tg.graph, "train"),

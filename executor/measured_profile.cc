@@ -225,7 +225,7 @@ partitioner::Profile calibrate_to_stages(
     partitioner::Profile p, const autodiff::TrainingGraph& tg,
     const std::vector<std::pair<int, int>>& ranges, const std::map<std::string, ir::Tensor>& feeds,
     const OptimizerConfig& optimizer, int warmup, int runs, int neighbours,
-    const std::function<std::unique_ptr<Backend>()>& make_backend) {
+    const std::function<std::unique_ptr<Backend>()>& make_backend, bool split_backward) {
   const std::vector<StageProgram> programs = build_stage_programs(tg, ranges);
   auto backend = make_backend ? make_backend() : make_cpu_backend();
   std::optional<Neighbours> busy;
@@ -236,18 +236,26 @@ partitioner::Profile calibrate_to_stages(
   };
   for (size_t s = 0; s < programs.size(); ++s) {
     const StageProgram& prog = programs[s];
-    StageWorker worker(prog, tg, *backend, optimizer, /*split_backward=*/false,
+    StageWorker worker(prog, tg, *backend, optimizer, split_backward,
                        /*recompute=*/false, /*overlapping_rounds=*/false);
     const TensorMap in = stage_feeds(prog, feeds);
-    std::vector<double> fwd, bwd, upd;
+    std::vector<double> fwd, bwd, upd, input_part;
     for (int r = 0; r < warmup + runs; ++r) {
       const auto t0 = Clock::now();
       worker.forward(r, worker.version(), in, static_cast<uint64_t>(r));
       const auto t1 = Clock::now();
-      worker.backward(r, in);
+      auto t_input = t1;
+      if (split_backward) {  // B and W as the schedule runs them, each its own pass
+        worker.backward_input(r, in);
+        t_input = Clock::now();
+        worker.backward_weight(r, in);
+      } else {
+        worker.backward(r, in);
+      }
       const auto t2 = Clock::now();
       worker.seal_gradients(r);
-      worker.gradients_finite(r);  // the pipeline's check, timed with the update
+      worker.gradients_finite(r);           // the pipeline's check, timed with the update
+      worker.sealed_sum_of_squares(r, {});  // metrics' gradient norm, every update
       // At learning rate 0 the update does all its arithmetic but leaves the
       // weights as they were: learning the one batch run over and over drove
       // the GPT's softmax to one-hot, and its backward to subnormal
@@ -258,14 +266,29 @@ partitioner::Profile calibrate_to_stages(
       fwd.push_back(seconds(t0, t1));
       bwd.push_back(seconds(t1, t2));
       upd.push_back(seconds(t2, t3));
+      input_part.push_back(seconds(t1, t_input) / std::max(1e-12, seconds(t1, t2)));
     }
     const auto [first, last] = ranges[s];
     using L = partitioner::LayerProfile;
     rescale(p, first, last, &L::forward_s, median(fwd));
-    // The split backward's input part (where measured) keeps its share.
-    double b_sum = 0;
-    for (int l = first; l <= last; ++l) b_sum += p.layers[static_cast<size_t>(l)].backward_s;
-    if (b_sum > 0) {
+    // The split backward's input part (where measured) keeps its share, unless it was
+    // timed here: then it takes the stage's measured share of the backward.
+    double b_sum = 0, bi_sum = 0;
+    for (int l = first; l <= last; ++l) {
+      b_sum += p.layers[static_cast<size_t>(l)].backward_s;
+      bi_sum += std::max(0.0, p.layers[static_cast<size_t>(l)].backward_input_s);
+    }
+    if (split_backward && b_sum > 0) {
+      const double factor = median(bwd) / b_sum;
+      const double input_share = median(input_part);
+      for (int l = first; l <= last; ++l) {
+        L& layer = p.layers[static_cast<size_t>(l)];
+        const double share =
+            bi_sum > 0 ? std::max(0.0, layer.backward_input_s) / bi_sum : layer.backward_s / b_sum;
+        layer.backward_s *= factor;
+        layer.backward_input_s = share * input_share * median(bwd);
+      }
+    } else if (b_sum > 0) {
       const double factor = median(bwd) / b_sum;
       for (int l = first; l <= last; ++l) {
         L& layer = p.layers[static_cast<size_t>(l)];

@@ -42,11 +42,16 @@ partitioner::Profile measure_training_profile(
 /// stages' (the demo GPT's stages took 7-11% longer), which made the
 /// prediction too high. `ranges`: each stage's inclusive layer range;
 /// `feeds` the training graph's data inputs (received tensors are random).
+/// The update is timed with what the pipeline does around it (the seal, the
+/// finite check, the gradient's squared norm). `split_backward`: the backward
+/// runs as B and W (ZB-H1, ZB-H2, the V's), each timed, and B's measured share
+/// becomes the layers' backward_input_s.
 partitioner::Profile calibrate_to_stages(
     partitioner::Profile p, const autodiff::TrainingGraph& tg,
     const std::vector<std::pair<int, int>>& ranges, const std::map<std::string, ir::Tensor>& feeds,
     const OptimizerConfig& optimizer, int warmup, int runs, int neighbours = 0,
-    const std::function<std::unique_ptr<Backend>()>& make_backend = {});
+    const std::function<std::unique_ptr<Backend>()>& make_backend = {},
+    bool split_backward = false);
 
 /// Sets the layers' backward_weight_step_s (batched weight gradients): each
 /// stage's weight half of the backward (split_backward()) timed on a

@@ -394,6 +394,22 @@ TEST(StagePrograms, CalibrationRescalesEachStageKeepingItsLayerShares) {
       }
     }
   }
+  // Timed as B and W (ZB's and the V's split backward): the input part is the measured
+  // share of the stage's backward, strictly inside it (the stage's first layer reads
+  // the data, and the weight part of its Gemms is real work).
+  const partitioner::Profile split =
+      exec::calibrate_to_stages(before, tg, ranges, feeds, sgd, 1, 3, 0, {}, true);
+  for (const auto& [first, last] : ranges) {
+    SCOPED_TRACE("split stage of layers " + std::to_string(first) + "-" + std::to_string(last));
+    double b = 0, bi = 0;
+    for (int l = first; l <= last; ++l) {
+      b += split.layers[static_cast<size_t>(l)].backward_s;
+      bi += split.layers[static_cast<size_t>(l)].backward_input_s;
+    }
+    EXPECT_GT(bi, 0.0);
+    EXPECT_LT(bi, b);
+    EXPECT_LT(b, 0.5) << "still the synthetic seconds";
+  }
 }
 
 // A param read by two stages (tied weights): each stage keeps a copy, its
