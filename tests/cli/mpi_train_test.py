@@ -110,6 +110,23 @@ class MpiTrainTest(unittest.TestCase):
 
     @unittest.skipUnless(os.path.exists("/usr/share/games/fortunes/computers"),
                          "Debian's fortunes is not installed")
+    def test_v_and_zero_bubble_schedules_train_on_ranks_exactly_as_threads(self):
+        # Two chunks per rank (the V's), ZB-H2's deep stash, and --clip-norm's
+        # post-validation, whose norm parts travel between ranks: threads' weights.
+        for schedule, extra in (("zb-v", []), ("dualpipev", []), ("v-half", []),
+                                ("zb-h2", ["--clip-norm", 0.05]), ("zb-v", ["--clip-norm", 0.05])):
+            name = schedule + ("-clip" if extra else "")
+            with self.subTest(name):
+                common = ["--stages", 2, "--schedule", schedule, "--microbatches", 4,
+                          "--max-steps", 20, *extra]
+                t = run(*self.args(name + "-t", *common, "-o", self.path(name + "-t.onnx")))
+                self.assertEqual(t.returncode, 0, t.stdout + t.stderr)
+                m = mpirun(2, *self.args(name + "-m", *common, "--comm", "mpi", "-o",
+                                         self.path(name + "-m.onnx")))
+                self.assertEqual(m.returncode, 0, m.stdout + m.stderr)
+                self.assertIn("one per MPI rank", m.stdout)
+                self.assert_same(self.path(name + "-t.onnx"), self.path(name + "-m.onnx"))
+
     def test_tied_gpt_trains_on_ranks_exactly_as_threads(self):
         # GPT-2's LM head reads the token embedding: a copy on each rank, the
         # partial gradients summed between the two ranks before every update.
