@@ -582,28 +582,53 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   if (search_schedule) {
     const int count =
         microbatch_count(a, ScheduleKind::kOneFOneB, static_cast<int>(plan.stages.size()));
-    std::string text;
+    std::string text, v_plan;
     if (root) {
       partitioner::SimOptions so;
       so.microbatches = count;
       so.synced_updates = a.trainer.clip_norm > 0;
       so.recompute = a.recompute;
       so.optimizer_state = optimizer_state_per_param(a.trainer.optimizer);
+      // Straight on the plan's stages, and bent into a V on 2P virtual stages cut by
+      // measured time (as zb-v runs); the faster runs.
+      using Placements = partitioner::SearchOptions::Placements;
       partitioner::SearchOptions search;
-      search.straight_only = true;
-      const partitioner::SearchResult found =
-          partitioner::search_schedule(plan, profile, so, search);
+      search.placements = Placements::kStraight;
+      partitioner::SearchResult found = partitioner::search_schedule(plan, profile, so, search);
+      std::string where = "straight";
+      if (a.stages > 1 && static_cast<int>(profile.layers.size()) >= 2 * a.stages) {
+        const partitioner::Plan bent = virtual_stage_plan(profile, a.stages, 2);
+        const auto [view, view_profile] = partitioner::interleaved_worker_view(
+            bent, profile, a.stages, ScheduleKind::kZeroBubbleV);
+        search.placements = Placements::kV;
+        partitioner::SearchResult v = partitioner::search_schedule(view, view_profile, so, search);
+        fmt::print("schedule search in a V: {:.3f} ms per step simulated; straight: {:.3f} ms\n",
+                   v.sim.makespan_s * 1e3, found.sim.makespan_s * 1e3);
+        if (v.sim.makespan_s < found.sim.makespan_s) {
+          found = std::move(v);
+          where = "a V";
+          plan = bent;
+          v_plan = partitioner::to_json(plan).dump();
+        }
+      }
       fmt::print(
-          "schedule search: {:.3f} ms per step simulated, {:.1f}% below the best hand-made flush "
-          "schedule within {:.1f} MiB per worker ({}, {:.3f} ms); lower bound (the busiest "
+          "schedule search ({}): {:.3f} ms per step simulated, {:.1f}% below the best hand-made "
+          "flush schedule within {:.1f} MiB per worker ({}, {:.3f} ms); lower bound (the busiest "
           "worker's compute) {:.3f} ms; {} simulations\n",
-          found.sim.makespan_s * 1e3, 100 * (1 - found.sim.makespan_s / found.best_hand_made_s),
+          where, found.sim.makespan_s * 1e3,
+          100 * (1 - found.sim.makespan_s / found.best_hand_made_s),
           found.memory_limit_bytes / 1048576.0, found.best_hand_made, found.best_hand_made_s * 1e3,
           found.lower_bound_s * 1e3, found.simulations);
       text = partitioner::schedule_to_json(found.schedule);
     }
-    if (comm) text = exec::share_text(*comm, "searched schedule", text);
+    if (comm) {
+      text = exec::share_text(*comm, "searched schedule", text);
+      v_plan = exec::share_text(*comm, "searched schedule's plan", v_plan);
+      if (!v_plan.empty()) plan = partitioner::plan_from_json(nlohmann::json::parse(v_plan));
+    }
     file_schedule = partitioner::parse_schedule(text, false, "search");
+    file_held = file_placement(*file_schedule);
+    chunked = !file_held.empty();
     a.microbatches = count;
   }
   const int workers = chunked ? a.stages : plan.workers_used();

@@ -45,11 +45,16 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
   // The hand-made flush schedules, the memory they hold, the op times.
   std::map<std::string, std::pair<double, double>> hand;  // name -> (step, peak)
   std::map<ScheduleKind, SimResult> reference;
+  using Placements = SearchOptions::Placements;
+  const bool straight = search.placements != Placements::kV;
+  const bool bent = search.placements != Placements::kStraight && p > 1;
   for (ScheduleKind k :
        {ScheduleKind::kGPipe, ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH1,
-        ScheduleKind::kZeroBubbleH2, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV}) {
-    if (search.straight_only && k != ScheduleKind::kGPipe && k != ScheduleKind::kOneFOneB &&
-        k != ScheduleKind::kZeroBubbleH1 && k != ScheduleKind::kZeroBubbleH2)
+        ScheduleKind::kZeroBubbleH2, ScheduleKind::kInterleaved, ScheduleKind::kZeroBubbleV,
+        ScheduleKind::kDualPipeV, ScheduleKind::kVHalf}) {
+    if (v_shaped(k) ? !bent
+                    : !straight || (k == ScheduleKind::kInterleaved &&
+                                    search.placements != Placements::kAny))
       continue;  // not runnable on the plan's stages as they are
     try {
       SimResult r = simulate(plan, profile, k, o);
@@ -67,8 +72,11 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
   for (const auto& [name, hp] : hand)
     if (hp.second <= limit * (1 + 1e-9) && hp.first < out.best_hand_made_s)
       out.best_hand_made_s = hp.first, out.best_hand_made = name;
-  const ScheduleRun& straight_run = reference.at(ScheduleKind::kZeroBubbleH1).run;
-  out.lower_bound_s = *std::max_element(straight_run.busy_s.begin(), straight_run.busy_s.end());
+  if (reference.empty())
+    throw PlanError("schedule search: no hand-made schedule runs on this plan to start from");
+  // Every schedule computes the same per worker: any one's busiest worker is the bound.
+  const ScheduleRun& any_run = reference.begin()->second.run;
+  out.lower_bound_s = *std::max_element(any_run.busy_s.begin(), any_run.busy_s.end());
 
   // Candidates by list scheduling over both placements and every limit.
   struct Placement {
@@ -76,14 +84,13 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
     OpDurations time;
   };
   std::vector<Placement> placements;
-  {
-    Placement straight;
-    for (int s = 0; s < p; ++s) straight.stage_worker.push_back(s);
-    straight.time = durations_of(straight_run);
-    placements.push_back(std::move(straight));
+  if (auto it = reference.find(ScheduleKind::kZeroBubbleH1); straight && it != reference.end()) {
+    Placement line;
+    for (int s = 0; s < p; ++s) line.stage_worker.push_back(s);
+    line.time = durations_of(it->second.run);
+    placements.push_back(std::move(line));
   }
-  if (auto it = reference.find(ScheduleKind::kZeroBubbleV);
-      it != reference.end() && p > 1 && !search.straight_only) {
+  if (auto it = reference.find(ScheduleKind::kZeroBubbleV); bent && it != reference.end()) {
     Placement v;
     for (int s = 0; s < 2 * p; ++s)
       v.stage_worker.push_back(place_chunk(ScheduleKind::kZeroBubbleV, s, p).worker);
@@ -96,23 +103,26 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
     ++out.simulations;
     return simulate(plan, profile, ScheduleKind::kFromFile, so);
   };
-  std::vector<int> best_placement;
-  std::vector<std::vector<ScheduleOp>> best_actions;
-  double best_s = kNever;
-  // The hand-made schedules within the limit start the race: the search never
-  // ends slower than the best of them.
+  // Starting points: the best hand-made schedule within the limit (so the search never
+  // ends slower than it) and the best list schedule. Each improves on its own: from
+  // the faster one alone the swaps can stall above where the other leads.
+  struct Start {
+    std::vector<int> placement;
+    std::vector<std::vector<ScheduleOp>> actions;
+    double s = kNever;
+  };
+  Start hand_start, list_start;
   for (const auto& [kind, r] : reference) {
-    if (peak_bytes(r) > limit * (1 + 1e-9) || r.makespan_s >= best_s) continue;
-    if (search.straight_only && r.schedule_ops.num_stages != p) continue;
-    best_s = r.makespan_s;
-    best_placement.clear();
-    for (const auto& ws : r.schedule_ops.stage_workers) best_placement.push_back(ws.front());
-    best_actions.assign(r.schedule_ops.programs.size(), {});
+    if (peak_bytes(r) > limit * (1 + 1e-9) || r.makespan_s >= hand_start.s) continue;
+    hand_start.s = r.makespan_s;
+    hand_start.placement.clear();
+    for (const auto& ws : r.schedule_ops.stage_workers) hand_start.placement.push_back(ws.front());
+    hand_start.actions.assign(r.schedule_ops.programs.size(), {});
     for (size_t w = 0; w < r.schedule_ops.programs.size(); ++w)
       for (const ScheduleOp& op : r.schedule_ops.programs[w])
         if (op.kind == OpKind::kForward || op.kind == OpKind::kBackward ||
             op.kind == OpKind::kBackwardInput || op.kind == OpKind::kBackwardWeight)
-          best_actions[w].push_back({op.kind, op.stage, op.microbatch});
+          hand_start.actions[w].push_back({op.kind, op.stage, op.microbatch});
   }
   for (const Placement& pl : placements)
     for (int limit_mb = 1; limit_mb <= 2 * static_cast<int>(pl.stage_worker.size()); ++limit_mb) {
@@ -123,38 +133,47 @@ SearchResult search_schedule(const Plan& plan, const Profile& profile, const Sim
       try {
         const Schedule s = complete_schedule("search", pl.stage_worker, m, *actions, "search");
         const SimResult r = evaluate(s);
-        if (peak_bytes(r) <= limit * (1 + 1e-9) && r.makespan_s < best_s)
-          best_s = r.makespan_s, best_placement = pl.stage_worker, best_actions = *actions;
+        if (peak_bytes(r) <= limit * (1 + 1e-9) && r.makespan_s < list_start.s)
+          list_start = {pl.stage_worker, *actions, r.makespan_s};
       } catch (const PlanError&) {
         // a list the validator refuses: not a candidate
       }
     }
-  if (best_actions.empty())
+  if (hand_start.actions.empty() && list_start.actions.empty())
     throw PlanError(fmt::format("schedule search found no schedule within {:.1f} MiB per worker",
                                 limit / 1048576.0));
-  // Local improvement: swap neighbouring actions of a worker while that helps.
-  for (bool improved = true; improved && out.simulations < search.max_simulations;) {
-    improved = false;
-    for (size_t w = 0; w < best_actions.size() && !improved; ++w)
-      for (size_t i = 0; i + 1 < best_actions[w].size() && !improved; ++i) {
-        if (out.simulations >= search.max_simulations) break;
-        auto& list = best_actions[w];
-        if (list[i].kind == list[i + 1].kind && list[i].stage == list[i + 1].stage) continue;
-        std::swap(list[i], list[i + 1]);
-        try {
-          const Schedule s = complete_schedule("search", best_placement, m, best_actions, "search");
-          const SimResult r = evaluate(s);
-          if (peak_bytes(r) <= limit * (1 + 1e-9) && r.makespan_s < best_s * (1 - 1e-9)) {
-            best_s = r.makespan_s;
-            improved = true;
-            continue;
+  // Local improvement: swap neighbouring actions of a worker while that helps, the
+  // budget for each start.
+  auto improve = [&](Start& st, int budget) {
+    const int until = out.simulations + budget;
+    for (bool improved = true; improved && out.simulations < until;) {
+      improved = false;
+      for (size_t w = 0; w < st.actions.size() && !improved; ++w)
+        for (size_t i = 0; i + 1 < st.actions[w].size() && !improved; ++i) {
+          if (out.simulations >= until) break;
+          auto& list = st.actions[w];
+          if (list[i].kind == list[i + 1].kind && list[i].stage == list[i + 1].stage) continue;
+          std::swap(list[i], list[i + 1]);
+          try {
+            const Schedule s = complete_schedule("search", st.placement, m, st.actions, "search");
+            const SimResult r = evaluate(s);
+            if (peak_bytes(r) <= limit * (1 + 1e-9) && r.makespan_s < st.s * (1 - 1e-9)) {
+              st.s = r.makespan_s;
+              improved = true;
+              continue;
+            }
+          } catch (const PlanError&) {
+            // the swap broke an order the validator checks
           }
-        } catch (const PlanError&) {
-          // the swap broke an order the validator checks
+          std::swap(list[i], list[i + 1]);
         }
-        std::swap(list[i], list[i + 1]);
-      }
-  }
+    }
+  };
+  if (!hand_start.actions.empty()) improve(hand_start, search.max_simulations);
+  if (!list_start.actions.empty()) improve(list_start, search.max_simulations);
+  const Start& best = list_start.s < hand_start.s ? list_start : hand_start;
+  const std::vector<int>& best_placement = best.placement;
+  const std::vector<std::vector<ScheduleOp>>& best_actions = best.actions;
   out.schedule = complete_schedule("search", best_placement, m, best_actions, "search");
   out.sim = evaluate(out.schedule);
   return out;

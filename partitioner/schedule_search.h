@@ -25,11 +25,16 @@ namespace pipetrain::partitioner {
 struct SearchOptions {
   /// Per worker; 0: the largest peak of the hand-made flush schedules compared.
   double memory_limit_bytes = 0;
-  int max_simulations = 3000;  // for the local improvement
-  /// Stage s on worker s only (the plan as it is): no V, no interleaving among
-  /// the candidates or the schedules compared, so that the result runs on the
-  /// plan's own stages.
-  bool straight_only = false;
+  int max_simulations = 3000;  // for the local improvement, from each of its two starts
+  /// Where the candidates put the stages. kStraight: stage s on worker s only (the
+  /// plan as it is), against the hand-made schedules of that placement, so that
+  /// the result runs on the plan's own stages. kV: two chunks per worker in a V
+  /// only, on a plan whose stage w is worker w's two chunks (interleaved_worker_view
+  /// of a plan of 2p virtual stages), against the hand-made V's. kAny: both, and
+  /// interleaved among the hand-made, each plan stage cut into chunks as simulate()
+  /// cuts it.
+  enum class Placements { kAny, kStraight, kV };
+  Placements placements = Placements::kAny;
 };
 
 struct SearchResult {

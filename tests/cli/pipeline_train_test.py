@@ -565,12 +565,22 @@ class PipelineTrainTest(unittest.TestCase):
         self.assertTrue(gain, r.stdout)
         self.assertGreaterEqual(float(gain.group(1)), 0.0)
         self.ok(self.train("found", "--max-steps", 2, "--schedule", found))
-        # train --schedule search: on the run's own straight plan, the weights of 1f1b-flush.
+        # train --schedule search: straight on the run's own plan and in a V on 2P virtual
+        # stages; the faster runs, with the weights of 1f1b-flush.
         common = ["--max-steps", 6, "--microbatches", 4]
         r = self.ok(self.train("searched", *common, "--stages", 2, "--schedule", "search",
                                "-o", self.path("searched.onnx")))
-        self.assertRegex(r.stdout, r"schedule search: [0-9.]+ ms per step simulated, [0-9.]+% "
-                                   r"below the best hand-made flush schedule")
+        both = re.search(r"schedule search in a V: ([0-9.]+) ms per step simulated; straight: "
+                         r"([0-9.]+) ms", r.stdout)
+        self.assertTrue(both, r.stdout)
+        v, straight = map(float, both.groups())
+        chosen = re.search(r"schedule search \((straight|a V)\): ([0-9.]+) ms per step simulated, "
+                           r"([0-9.]+)% below the best hand-made flush schedule", r.stdout)
+        self.assertTrue(chosen, r.stdout)
+        self.assertEqual(chosen.group(1), "a V" if v < straight else "straight")
+        self.assertAlmostEqual(float(chosen.group(2)), min(v, straight), places=3)
+        if chosen.group(1) == "a V":
+            self.assertIn("4 stages on 2 workers", r.stdout)
         self.ok(self.train("flush4", *common, "--stages", 2, "--schedule", "1f1b-flush",
                            "-o", self.path("flush4.onnx")))
         searched = weights(self.path("searched.onnx"))
