@@ -72,8 +72,8 @@ ScheduleChoice choose_schedule(const partitioner::Plan& plan, const partitioner:
     try {
       if (chunked && o.virtual_plan) {
         // Its own cut into p x chunks virtual stages, seen as p workers (as train predicts it).
-        const auto [view, view_profile] =
-            partitioner::interleaved_worker_view(o.virtual_plan(p * chunks), profile, p, kind);
+        const auto [view, view_profile] = partitioner::interleaved_worker_view(
+            o.virtual_plan(p * chunks, kind), profile, p, kind);
         c.sim = partitioner::simulate(view, view_profile, kind, so);
       } else {
         c.sim = partitioner::simulate(plan, profile, kind, so);

@@ -35,10 +35,10 @@ struct AutoScheduleOptions {
   /// --bn-stats minibatch on a model with BatchNorm: flush schedules run in
   /// gpipe's order, 2bw and interleaved not at all (with microbatches).
   bool bn_minibatch = false;
-  /// The plan interleaved 1F1B would run with this many virtual stages (the
-  /// plan's workers x chunks), or PlanError when the model has too few layers;
-  /// empty: interleaved is shown but cannot be chosen (a plan with replicas).
-  std::function<partitioner::Plan(int virtual_stages)> virtual_plan;
+  /// The plan a chunked schedule (interleaved, a V) would run with this many
+  /// virtual stages (the plan's workers x chunks), or PlanError when the model has
+  /// too few layers; empty: they are shown but cannot be chosen (a plan with replicas).
+  std::function<partitioner::Plan(int virtual_stages, partitioner::ScheduleKind kind)> virtual_plan;
   /// The profile of a minibatch run as `microbatches` microbatches: measured
   /// at the microbatch's size (its narrower products, the update and the
   /// gradient accumulation) and scaled to the minibatch. Called once per

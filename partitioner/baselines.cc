@@ -97,6 +97,78 @@ Plan param_balanced_plan(const Profile& profile, const Topology& topology) {
                        "param-balanced");
 }
 
+Plan v_balanced_plan(const Profile& profile, const Topology& topology) {
+  const int n = static_cast<int>(profile.layers.size()), stages = topology.workers();
+  const int workers = stages / 2;
+  if (stages < 2 || stages % 2 != 0 || n < stages)
+    throw PlanError(
+        fmt::format("a V of {} virtual stages needs an even count of at least 2 and "
+                    "as many layers; the model has {}",
+                    stages, n));
+  std::vector<double> w, prefix = {0.0};
+  for (const auto& l : profile.layers) {
+    w.push_back(l.forward_s + l.backward_s);
+    prefix.push_back(prefix.back() + w.back());
+  }
+  std::vector<int> ends = balanced_cuts(w, stages);  // ends[s]: the last layer of stage s
+  // (busiest worker, sum of squared loads) of a cut; lower is better.
+  auto score = [&](const std::vector<int>& e) {
+    double most = 0, squares = 0;
+    for (int k = 0; k < workers; ++k) {
+      double load = 0;
+      for (int s : {k, stages - 1 - k}) {
+        const int first = s == 0 ? 0 : e[static_cast<size_t>(s) - 1] + 1;
+        load += prefix[static_cast<size_t>(e[static_cast<size_t>(s)]) + 1] -
+                prefix[static_cast<size_t>(first)];
+      }
+      most = std::max(most, load);
+      squares += load * load;
+    }
+    return std::make_pair(most, squares);
+  };
+  // Moves of one cut, then of two cuts at once (a worker's two chunks shift
+  // together), until none lowers the score.
+  auto best = score(ends);
+  auto range = [&](int c) {
+    return std::make_pair(c == 0 ? 0 : ends[static_cast<size_t>(c) - 1] + 1,
+                          ends[static_cast<size_t>(c) + 1] - 1);
+  };
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int c = 0; c + 1 < stages; ++c) {  // cut c: the last layer of stage c
+      const auto [lo, hi] = range(c);
+      const int kept = ends[static_cast<size_t>(c)];
+      int best_at = kept;
+      for (int at = lo; at <= hi; ++at) {
+        ends[static_cast<size_t>(c)] = at;
+        if (const auto sc = score(ends); sc < best) best = sc, best_at = at;
+      }
+      ends[static_cast<size_t>(c)] = best_at;
+      moved = moved || best_at != kept;
+    }
+    for (int c = 0; c + 1 < stages && !moved; ++c)
+      for (int d = c + 1; d + 1 < stages && !moved; ++d) {
+        const int kept_c = ends[static_cast<size_t>(c)], kept_d = ends[static_cast<size_t>(d)];
+        const int lo_c = range(c).first, hi_d = range(d).second;
+        for (int at_c = lo_c; at_c < ends[static_cast<size_t>(c) + 1] && !moved; ++at_c) {
+          ends[static_cast<size_t>(c)] = at_c;
+          const int lo_d = std::max(ends[static_cast<size_t>(d) - 1] + 1, at_c + 1);
+          for (int at_d = lo_d; at_d <= hi_d; ++at_d) {
+            ends[static_cast<size_t>(d)] = at_d;
+            if (const auto sc = score(ends); sc < best) {
+              best = sc, moved = true;
+              break;
+            }
+          }
+          if (!moved) ends[static_cast<size_t>(d)] = kept_d;
+        }
+        if (!moved) ends[static_cast<size_t>(c)] = kept_c;
+      }
+  }
+  return evaluate_plan(profile, topology, ends, std::vector<int>(static_cast<size_t>(stages), 1),
+                       "v-balanced");
+}
+
 std::vector<Plan> baseline_plans(const Profile& profile, const Topology& topology) {
   return {data_parallel_plan(profile, topology), equal_layers_plan(profile, topology),
           time_balanced_plan(profile, topology), param_balanced_plan(profile, topology)};

@@ -17,6 +17,12 @@ Plan data_parallel_plan(const Profile& profile, const Topology& topology);
 Plan equal_layers_plan(const Profile& profile, const Topology& topology);
 Plan time_balanced_plan(const Profile& profile, const Topology& topology);
 Plan param_balanced_plan(const Profile& profile, const Topology& topology);
+/// A V's virtual stages, one per worker of `topology` (2P for P workers: worker w
+/// holds stages w and 2P - 1 - w), cut so that the busiest worker's two chunks (forward + backward)
+/// take the least time: the time-balanced cut, then each cut moved along while that lowers the
+/// busiest worker (ties: the spread of the workers' loads). Throws PlanError when the
+/// model has fewer layers than virtual stages.
+Plan v_balanced_plan(const Profile& profile, const Topology& topology);
 /// All four, in that order.
 std::vector<Plan> baseline_plans(const Profile& profile, const Topology& topology);
 
