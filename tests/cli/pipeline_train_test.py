@@ -192,7 +192,7 @@ class PipelineTrainTest(unittest.TestCase):
     def test_resume_is_bitwise_identical(self):
         cases = [("1f1b-flush", [2], [2]), ("1f1b-flush", [2], [3]), ("gpipe", [3], [2]),
                  ("1f1b", [2], [2]), ("2bw", [2], [2]), ("zb-h1", [2], [3]), ("zb-v", [2], [2]),
-                 ("dualpipev", [2], [2]), ("zb-h2", [2], [2]), ("gpipe", [2], [2], "batched")]
+                 ("dualpipev", [2], [2]), ("zb-h2", [2], [2]), ("v-half", [2], [2]), ("gpipe", [2], [2], "batched")]
         for schedule, first, second, *weight_grads in cases:
             with self.subTest(schedule=schedule, stages=(first, second), weights=weight_grads):
                 tag = f"{schedule}-{first[0]}-{second[0]}{''.join(weight_grads)}"
@@ -201,7 +201,7 @@ class PipelineTrainTest(unittest.TestCase):
                 if weight_grads:
                     common += ["--weight-grads", weight_grads[0]]
                 if schedule in ("1f1b-flush", "gpipe", "2bw", "zb-h1", "zb-h2", "zb-v",
-                                "dualpipev"):
+                                "dualpipev", "v-half"):
                     common += ["--microbatches", 4]
                 self.ok(self.train(f"{tag}-full", "--stages", first[0], "--max-steps", 30,
                                    "-o", full, *common))
