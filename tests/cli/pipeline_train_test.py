@@ -220,7 +220,7 @@ class PipelineTrainTest(unittest.TestCase):
                 self.assertIn("resuming from", r.stdout)
                 # A V cuts its own virtual stages every run, by measured time.
                 self.assertEqual("the plan of " + ck in r.stdout,
-                                 first == second and schedule not in ("zb-v", "dualpipev"),
+                                 first == second and schedule not in ("zb-v", "dualpipev", "v-half"),
                                  r.stdout)
                 self.assert_same_weights(full, self.path(f"{tag}-resumed.onnx"))
 
