@@ -21,6 +21,7 @@ const std::vector<std::string>& command_line();
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_evaluate_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 /// The `zoo` group (list, export); returns it so other files can add

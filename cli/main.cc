@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   pipetrain::cli::add_inspect_command(app);
   pipetrain::cli::add_run_command(app);
   pipetrain::cli::add_train_command(app);
+  pipetrain::cli::add_evaluate_command(app);
   pipetrain::cli::add_generate_command(app);
   pipetrain::cli::add_tokenize_command(app);
   pipetrain::cli::add_zoo_compare_command(*pipetrain::cli::add_zoo_command(app));

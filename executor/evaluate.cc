@@ -28,7 +28,8 @@ void score(const float* logits, int64_t classes, int64_t stride, int64_t label, 
 
 EvalResult evaluate(const ir::Graph& model, Backend& backend,
                     const std::vector<std::string>& inputs, const std::string& prediction,
-                    const data::Dataset& test, const EvalSpec& spec) {
+                    const data::Dataset& test, const EvalSpec& spec,
+                    const std::function<void(int64_t done, int64_t total)>& progress) {
   if (inputs.empty()) throw ModelError("evaluate: the model takes no inputs");
   const ir::TensorDesc& pred = model.tensor(prediction);
   const int64_t batch = model.tensor(inputs[0]).shape.at(0);
@@ -95,6 +96,7 @@ EvalResult evaluate(const ir::Graph& model, Backend& backend,
         ++r.scored;
       }
     }
+    if (progress) progress(start + count, n);
   }
   r.samples = n;
   r.has_accuracy = spec.classification;

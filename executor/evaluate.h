@@ -3,6 +3,8 @@
 // over samples or, for per-token labels, over the positions not ignored.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,8 +32,10 @@ struct EvalSpec {
 /// `inputs`) in batches of the model's (static) batch size, reading
 /// `prediction`; the last partial batch is padded with zeros and the padding
 /// ignored. ModelError when an array's sample shape does not match its input.
+/// `progress`, when given, hears (samples done, samples) after every batch.
 EvalResult evaluate(const ir::Graph& model, Backend& backend,
                     const std::vector<std::string>& inputs, const std::string& prediction,
-                    const data::Dataset& test, const EvalSpec& spec = {});
+                    const data::Dataset& test, const EvalSpec& spec = {},
+                    const std::function<void(int64_t done, int64_t total)>& progress = {});
 
 }  // namespace pipetrain::exec

@@ -421,7 +421,7 @@ class CliTest(unittest.TestCase):
         self.assertIn("layers", r.stdout)
 
     def test_unknown_command_exits_2_and_names_the_commands(self):
-        for args in (["evaluate", "--help"], ["evaluate"], ["trian", "m.onnx"]):
+        for args in (["fit", "--help"], ["fit"], ["trian", "m.onnx"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertEqual(r.stdout, "")

@@ -10,6 +10,7 @@ Usage: lm_train_test.py PATH/TO/pipetrain
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,6 +76,14 @@ class LanguageModelTest(unittest.TestCase):
         self.assertGreater(epochs[-1]["unigram_perplexity"], 1)
         self.assertAlmostEqual(np.log(epochs[-1]["test_perplexity"]), epochs[-1]["test_loss"],
                                places=4)
+        # evaluate scores the held-out windows as train did, with the unigram baseline.
+        e = self.ok(run("evaluate", trained, "--data", "text:" + CORPUS, "--batch", 8,
+                        "--loss", "cross-entropy", "--max-samples", 400, "--test-fraction",
+                        "0.1", "--quiet"))
+        ppl = re.search(r"perplexity ([0-9.]+) \(unigram ([0-9.]+)\)", e.stdout)
+        self.assertTrue(ppl, e.stdout)
+        self.assertAlmostEqual(float(ppl.group(1)), epochs[-1]["test_perplexity"], places=1)
+        self.assertAlmostEqual(float(ppl.group(2)), epochs[-1]["unigram_perplexity"], places=1)
         g = self.ok(run("generate", trained, "--prompt", "The ", "--tokens", 24))
         self.assertTrue(g.stdout.startswith("The "), g.stdout)
         self.assertGreaterEqual(len(g.stdout.encode("utf-8", "surrogateescape")), 4 + 24)

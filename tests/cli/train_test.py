@@ -7,6 +7,7 @@ Usage: train_test.py PATH/TO/pipetrain
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,33 @@ class TrainTest(unittest.TestCase):
             self.assertFalse(np.array_equal(numpy_helper.to_array(a), numpy_helper.to_array(b)),
                              b.name + " never moved")
         return trained
+
+    def test_evaluate_scores_the_split_train_held_out(self):
+        # The trained model on train's held-out split: the loss and accuracy train
+        # printed after its last epoch, to the digit; --split train scores the rest.
+        model = self.zoo("mlp")
+        r = self.ok(run("train", model, "--loss", "cross-entropy", "--quiet", "--run-dir",
+                        self.path("run"), "-o", self.path("t.onnx"), "--data", "digits",
+                        "--batch", 32, "--epochs", 2, "--seed", 4))
+        last = re.findall(r"test loss ([0-9.]+)  test accuracy ([0-9.]+)%", r.stdout)[-1]
+        common = ["evaluate", self.path("t.onnx"), "--data", "digits", "--batch", 32,
+                  "--loss", "cross-entropy", "--seed", 4]
+        e = self.ok(run(*common))
+        self.assertIn(f"test split of 'digits', 359 samples (359 labels scored): loss {last[0]}"
+                      f"  accuracy {last[1]}%", e.stdout)
+        self.assertIn("359/359 samples", e.stderr)  # the progress bar
+        t = self.ok(run(*common, "--split", "train", "--quiet"))
+        self.assertIn("train split of 'digits', 1438 samples", t.stdout)
+        self.assertEqual(t.stderr, "")
+        model_only = ["evaluate", self.path("t.onnx"), "--batch", 32]
+        for args, why in ((common + ["--split", "dev"], "--split: dev not in {test,train}"),
+                          (model_only + ["--data", "digits", "--loss", "hinge"], "hinge"),
+                          (model_only + ["--data", self.path("none.csv"), "--loss",
+                                         "cross-entropy"], "none.csv")):
+            b = run(*args)
+            self.assertEqual(b.returncode, 2, b.stdout + b.stderr)
+            self.assertIn(why, b.stderr)
+            self.assertEqual(b.stdout, "")
 
     def test_float64_model_trains_in_float32_and_is_written_back_as_float64(self):
         trained = self.assert_trained_in_file_dtype(
