@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "data/hf_tokenizer.h"
 #include "data/sentencepiece.h"
 #include "ir/error.h"
 
@@ -72,6 +73,8 @@ size_t first_invalid_utf8(const std::string& s) {
 }  // namespace
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& model_path) {
+  if (model_path.size() >= 5 && model_path.compare(model_path.size() - 5, 5, ".json") == 0)
+    return load_hf_tokenizer(model_path);
   if (!model_path.empty()) return load_sentencepiece(model_path);
   return std::make_unique<ByteTokenizer>();
 }

@@ -1,6 +1,7 @@
 // Tokenizers: text to token ids and back, behind one interface: the built-in
 // byte-level one (every UTF-8 byte is a token, vocab 256: needs no training
-// and covers any text) and SentencePiece models (data/sentencepiece.h).
+// and covers any text), SentencePiece models (data/sentencepiece.h) and Hugging
+// Face tokenizer.json files (data/hf_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,14 @@ namespace pipetrain::data {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
+  /// The text's ids as a stream (no special tokens: what a language model reads).
   virtual std::vector<int64_t> encode(const std::string& text) const = 0;
+  /// The ids of the text as one sequence, with the special tokens the tokenizer
+  /// frames it with (BERT's [CLS] ... [SEP], Llama's <s>).
+  virtual std::vector<int64_t> encode_with_special_tokens(const std::string& text) const {
+    return encode(text);
+  }
+  /// Special tokens are left out.
   /// Ids outside the vocabulary throw ModelError.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
   virtual int64_t vocab_size() const = 0;
@@ -21,8 +29,8 @@ class Tokenizer {
   virtual std::string describe() const = 0;
 };
 
-/// The SentencePiece model at `model_path` (a .model file), or the byte-level
-/// tokenizer when the path is empty.
+/// The tokenizer of `model_path`: a Hugging Face tokenizer.json (a path ending
+/// in .json), a SentencePiece .model, or the byte-level tokenizer when empty.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& model_path = "");
 
 /// The text files a `text:` source reads: `path` itself, or a directory's

@@ -29,7 +29,7 @@ BUILD_PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libopenblas-dev libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
   nlohmann-json3-dev libcli11-dev libfmt-dev libopenmpi-dev openmpi-bin
-  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libsentencepiece-dev xz-utils
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libsentencepiece-dev libicu-dev xz-utils
 )
 DEB_PACKAGES=(
   "${BUILD_PACKAGES[@]}"
