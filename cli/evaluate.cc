@@ -94,7 +94,7 @@ void add_evaluate_command(CLI::App& app) {
   a.model.add_to(*cmd);
   cmd->add_option("--data", a.data,
                   "Dataset, as train takes it: fashion-mnist, digits, synthetic:..., text:PATH, "
-                  "tokens:FILE, or files")
+                  "tokens:FILE, csv:FILE, jsonl:FILE, or files")
       ->required();
   cmd->add_option("--split", e->split, "test (the held-out split, cut as train cuts it) or train")
       ->check(CLI::IsMember({"test", "train"}))
@@ -104,11 +104,7 @@ void add_evaluate_command(CLI::App& app) {
   cmd->add_option("--ignore-index", a.ignore_index,
                   "cross-entropy: labels equal to this count for nothing")
       ->capture_default_str();
-  cmd->add_option("--tokenizer", a.tokenizer, "text: data: a SentencePiece .model (default: bytes)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--seq-len", a.seq_len,
-                  "text:/tokens: tokens per window (default: the model's input length)")
-      ->check(CLI::PositiveNumber);
+  add_text_data_options(*cmd, a);
   cmd->add_option("--max-samples", a.max_samples, "Use only the first N samples of each split");
   cmd->add_option("--test-fraction", a.test_fraction,
                   "Held-out share for datasets without a fixed test split (as given to train)")

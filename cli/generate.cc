@@ -1,6 +1,6 @@
 // `pipetrain generate model.onnx --prompt "..." --tokens N [--top-k K]`:
 // text from a trained causal language model, tokenized as it was trained
-// (byte-level tokens by default, `--tokenizer tok.model` for SentencePiece).
+// (byte-level tokens by default, `--tokenizer` for a tokenizer.json or a SentencePiece .model).
 // The model's shapes are static, so each new token is one windowed forward:
 // the last T tokens of the text so far (left-aligned; positions past the
 // text are padding that a causal model's earlier positions never see) and
@@ -119,7 +119,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("model", a->model.path, "ONNX model file")->required()->check(CLI::ExistingFile);
   cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
   cmd->add_option("--tokenizer", a->tokenizer,
-                  "The SentencePiece .model the model was trained with (default: bytes)")
+                  "The tokenizer the model was trained with: a tokenizer.json or a "
+                  "SentencePiece .model (default: bytes)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--tokens", a->tokens, "Tokens to generate")
       ->check(CLI::PositiveNumber)

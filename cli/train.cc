@@ -116,7 +116,8 @@ void add_train_command(CLI::App& app) {
   a->model.add_to(*cmd);
   cmd->add_option("--data", a->data,
                   "Dataset: fashion-mnist, digits, synthetic:blobs|regression|spirals, "
-                  "text:PATH (UTF-8 file or directory), tokens:FILE (.npy or uint16 .bin), or "
+                  "text:PATH (UTF-8 file or directory), tokens:FILE (.npy or uint16 .bin), "
+                  "csv:FILE or jsonl:FILE (text classification), or "
                   "files (IDX directory, .csv, .npy pair, .npz or directory of NAME.npy arrays "
                   "named after the model's inputs)")
       ->required();
@@ -126,13 +127,7 @@ void add_train_command(CLI::App& app) {
                   "cross-entropy: labels equal to this count for nothing (the mean is over the "
                   "others)")
       ->capture_default_str();
-  cmd->add_option("--tokenizer", a->tokenizer,
-                  "text: data: a SentencePiece .model (pipetrain tokenize makes one; default: "
-                  "bytes)")
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--seq-len", a->seq_len,
-                  "text:/tokens: tokens per window (default: the model's input length)")
-      ->check(CLI::PositiveNumber);
+  add_text_data_options(*cmd, *a);
   cmd->add_option("--epochs", a->epochs, "Passes over the training split")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-steps", a->max_steps, "Stop after this many steps in all");

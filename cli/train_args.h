@@ -23,10 +23,12 @@ struct TrainArgs {
   double test_fraction = 0.2;
   std::string loss;
   std::string loss_output;
-  std::string labels_key = "labels";  // named-array datasets: the labels' array
-  int64_t ignore_index = -100;        // cross-entropy: label id that counts for nothing
-  int64_t seq_len = 0;                // text:/tokens: window length (0: the model's)
-  std::string tokenizer;              // text: a SentencePiece .model; empty: bytes
+  std::string labels_key = "labels";   // named-array datasets: the labels' array
+  int64_t ignore_index = -100;         // cross-entropy: label id that counts for nothing
+  int64_t seq_len = 0;                 // text:/tokens: window length (0: the model's)
+  std::string tokenizer;               // text:/csv:/jsonl: tokenizer.json or .model; empty: bytes
+  std::string text_column = "text";    // csv:/jsonl: the text's column or key
+  std::string label_column = "label";  // csv:/jsonl: the label's column or key
   exec::TrainerOptions trainer;
   std::string output;
   std::string run_dir = "pipetrain-run";

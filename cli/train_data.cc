@@ -1,5 +1,6 @@
 #include "cli/train_data.h"
 
+#include "data/text_classification.h"
 #include "ir/error.h"
 
 namespace pipetrain::cli {
@@ -12,6 +13,21 @@ bool is_token_source(const std::string& data) {
 
 }  // namespace
 
+void add_text_data_options(CLI::App& cmd, TrainArgs& a) {
+  cmd.add_option("--tokenizer", a.tokenizer,
+                 "text:, csv:, jsonl: data: a Hugging Face tokenizer.json or a SentencePiece "
+                 ".model (pipetrain tokenize makes one; default: bytes)")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--seq-len", a.seq_len,
+                 "text:/tokens: tokens per window; csv:/jsonl: the length texts are cut or "
+                 "padded to (default: the model's input length)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--text-column", a.text_column, "csv:/jsonl: the text's column or key")
+      ->capture_default_str();
+  cmd.add_option("--label-column", a.label_column, "csv:/jsonl: the label's column or key")
+      ->capture_default_str();
+}
+
 data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
   data::DataOptions o;
   o.seed = a.seed;
@@ -21,13 +37,21 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
   o.ignore_index = a.ignore_index;
   o.seq_len = a.seq_len;
   o.tokenizer = a.tokenizer;
-  if (!a.tokenizer.empty() && a.data.rfind("text:", 0) != 0)
-    throw ModelError("--tokenizer applies to text: data, not " + a.data);
-  if (is_token_source(a.data)) {
+  const bool text_classes = data::is_text_classification(a.data);
+  if (!a.tokenizer.empty() && a.data.rfind("text:", 0) != 0 && !text_classes)
+    throw ModelError("--tokenizer applies to text:, csv: and jsonl: data, not " + a.data);
+  if (text_classes) {
+    o.text_column = a.text_column;
+    o.label_column = a.label_column;
+    // The ids feed the first input; the masks the inputs named after them.
+    for (const auto& in : model.inputs)
+      if (in == "attention_mask" || in == "token_type_ids") o.text_inputs.push_back(in);
+  }
+  if (is_token_source(a.data) || text_classes) {
     if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");
     const ir::TensorDesc& in = model.tensor(model.inputs[0]);
     if (in.shape.size() != 2)
-      throw ModelError("--data " + a.data + " gives (N, T) token windows but the model's input '" +
+      throw ModelError("--data " + a.data + " gives (N, T) token ids but the model's input '" +
                        in.name + "' is " + ir::shape_str(in.shape));
     const int64_t positions = in.shape[1];
     if (o.seq_len == 0) o.seq_len = positions;
@@ -38,7 +62,7 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
                        ir::shape_str(in.shape) + "; export it with --seq-len " +
                        std::to_string(o.seq_len) + ")");
   } else if (a.seq_len > 0) {
-    throw ModelError("--seq-len applies to text: and tokens: data");
+    throw ModelError("--seq-len applies to text:, tokens:, csv: and jsonl: data");
   }
   return data::load_data(a.data, o);
 }

@@ -16,6 +16,9 @@
 
 namespace pipetrain::cli {
 
+/// --tokenizer, --seq-len, --text-column and --label-column, shared by train and evaluate.
+void add_text_data_options(CLI::App& cmd, TrainArgs& a);
+
 /// Loads --data for `model` (its first input's length is the default --seq-len of text: and
 /// tokens: sources; a different --seq-len is refused naming the model's positions).
 data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model);

@@ -666,6 +666,17 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
   micro_opts.batch = a.model.batch / m;
   ir::Graph model =
       m == 1 ? std::move(full) : importer::import_model(a.model.path, micro_opts.import_options());
+  for (const auto& in : model.inputs) {
+    const ir::Shape& s = model.tensor(in).shape;
+    if (m > 1 && !s.empty() && s[0] != micro_opts.batch)
+      throw PlanError(fmt::format(
+          "{}: input '{}' fixes the batch at {} {}, so the model cannot run microbatches of {} "
+          "({} x {} = --batch {}): export it with a dynamic batch axis (torch.onnx.export(..., "
+          "dynamic_axes={{'{}': {{0: 'batch'}}}})), or run one microbatch per step "
+          "(--microbatches 1 with a flush schedule)",
+          a.model.path, in, s[0], ir::shape_str(s), micro_opts.batch, m, micro_opts.batch,
+          a.model.batch, in));
+  }
   autodiff::TrainingGraph tg =
       m == 1 ? std::move(full_tg) : autodiff::build_training_graph(model, loss);
   int64_t start_step = 0;

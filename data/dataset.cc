@@ -12,6 +12,7 @@
 #include "data/prepare.h"
 #include "data/synthetic.h"
 #include "data/text.h"
+#include "data/text_classification.h"
 #include "ir/error.h"
 #include "ir/npy.h"
 
@@ -217,6 +218,10 @@ Source read_source(const std::string& name, const DataOptions& options) {
     s.split = std::move(w.split);
     s.split.unigram_loss = unigram_loss(s.split, w.vocab);
     s.fixed = true;
+    return s;
+  }
+  if (is_text_classification(name)) {
+    s.split.train = read_text_classification(name, options);
     return s;
   }
   if (name.rfind("synthetic:", 0) == 0) {

@@ -66,10 +66,17 @@ struct DataOptions {
   std::string labels_key = "labels";
   /// Class ids equal to this are allowed in labels (tokens a loss ignores: PyTorch's -100).
   int64_t ignore_index = -100;
-  /// text: and tokens: sources: tokens per training window (the labels are the next tokens).
+  /// text: and tokens: sources: tokens per training window (the labels are the next tokens);
+  /// csv: and jsonl: sources: the length every text is truncated or padded to (0: the longest).
   int64_t seq_len = 0;
-  /// text: sources: a SentencePiece .model file; empty for the byte-level tokenizer.
+  /// text:, csv: and jsonl: sources: a tokenizer.json or SentencePiece .model file; empty for
+  /// the byte-level tokenizer.
   std::string tokenizer;
+  /// csv: and jsonl: sources: the text's column or key (default "text"; the label's is
+  /// label_column, default "label"), and which of attention_mask and token_type_ids to make
+  /// (the model's inputs of those names).
+  std::string text_column;
+  std::vector<std::string> text_inputs;
   /// synthetic:<kind> sizes: samples (before the split), features, classes, noise std.
   int64_t synthetic_samples = 1000;
   int64_t synthetic_features = 2;
@@ -99,6 +106,8 @@ struct DataOptions {
 ///                      windows is held out (text follows text: no shuffled split).
 ///   tokens:FILE        a pre-tokenized stream: a 1-D integer .npy, or a flat uint16 .bin
 ///                      (nanoGPT's format), windowed and split like text.
+///   csv:FILE, jsonl:FILE  sequence classification: a text and a label per row (see
+///                      data/text_classification.h), split like the CSV datasets.
 DataSplit load_data(const std::string& name_or_path, const DataOptions& options = {});
 
 /// Where the built-in sources live (overridable for tests through the environment variables

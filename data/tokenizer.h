@@ -16,11 +16,14 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   /// The text's ids as a stream (no special tokens: what a language model reads).
   virtual std::vector<int64_t> encode(const std::string& text) const = 0;
-  /// The ids of the text as one sequence, with the special tokens the tokenizer
-  /// frames it with (BERT's [CLS] ... [SEP], Llama's <s>).
-  virtual std::vector<int64_t> encode_with_special_tokens(const std::string& text) const {
-    return encode(text);
+  /// `ids` as one sequence, framed with the tokenizer's special tokens (BERT's
+  /// [CLS] ... [SEP], Llama's <s>); unchanged by tokenizers without them.
+  virtual std::vector<int64_t> frame(std::vector<int64_t> ids) const { return ids; }
+  std::vector<int64_t> encode_with_special_tokens(const std::string& text) const {
+    return frame(encode(text));
   }
+  /// The id that pads a batch of sequences (masked out by attention_mask).
+  virtual int64_t pad_id() const { return 0; }
   /// Special tokens are left out.
   /// Ids outside the vocabulary throw ModelError.
   virtual std::string decode(const std::vector<int64_t>& ids) const = 0;

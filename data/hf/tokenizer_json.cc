@@ -125,6 +125,22 @@ class HfTokenizer final : public Tokenizer {
       if (a.normalized && normalizer_) a.content = normalizer_(a.content);
       (a.normalized ? normalized_added_ : raw_added_).push_back(a);
     }
+    // Padding as the file configures it, else a special token that names itself so.
+    if (j.contains("padding") && j["padding"].is_object() && j["padding"].contains("pad_id")) {
+      pad_id_ = j["padding"]["pad_id"].get<int64_t>();
+    } else {
+      auto id_of = [&](const std::string& name) -> std::optional<int64_t> {
+        for (const auto& [id, a] : added_by_id_)
+          if (a.content == name) return id;
+        return model_->token_to_id(name);
+      };
+      for (const char* name : {"[PAD]", "<pad>", "<|padding|>"}) {
+        if (const auto id = id_of(name)) {
+          pad_id_ = *id;
+          break;
+        }
+      }
+    }
   }
 
   std::vector<int64_t> encode(const std::string& text) const override {
@@ -152,10 +168,11 @@ class HfTokenizer final : public Tokenizer {
     return ids;
   }
 
-  std::vector<int64_t> encode_with_special_tokens(const std::string& text) const override {
-    auto ids = encode(text);
+  std::vector<int64_t> frame(std::vector<int64_t> ids) const override {
     return post_processor_ ? post_processor_(std::move(ids)) : ids;
   }
+
+  int64_t pad_id() const override { return pad_id_; }
 
   std::string decode(const std::vector<int64_t>& ids) const override {
     std::vector<std::string> tokens;
@@ -242,6 +259,7 @@ class HfTokenizer final : public Tokenizer {
   std::vector<AddedToken> raw_added_, normalized_added_;
   std::map<int64_t, AddedToken> added_by_id_;
   int64_t vocab_size_ = 0;
+  int64_t pad_id_ = 0;
 };
 
 }  // namespace

@@ -247,6 +247,26 @@ class HfTokenizerTest(unittest.TestCase):
     def test_whitespace_bpe_with_prefix_and_suffix(self):
         self.check_family("whitespace-bpe-suffix")
 
+    def test_a_gpt_trains_and_generates_with_a_tokenizer_json(self):
+        tok = os.path.join(self.dir, "lm.json")
+        self.tokenizers["gpt2-bpe"].save(tok)
+        gpt = os.path.join(self.dir, "gpt.onnx")
+        r = run("zoo", "export", "gpt2", "--width-divisor", 16, "--layers", 2, "--vocab", 3000,
+                "--seq-len", 16, "-o", gpt)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        trained = os.path.join(self.dir, "gpt-trained.onnx")
+        r = run("train", gpt, "--data", "text:" + os.path.join(FORTUNES, "computers"),
+                "--tokenizer", tok, "--loss", "cross-entropy", "--batch", 8, "--stages", 2,
+                "--max-samples", 200, "--quiet", "--run-dir", os.path.join(self.dir, "run"),
+                "-o", trained)
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        self.assertRegex(r.stdout.decode(), r"perplexity [0-9.]+ \(unigram [0-9.]+\)")
+        g = run("generate", trained, "--tokenizer", tok, "--prompt", "The computer", "--tokens",
+                12, "--top-k", 4, "--seed", 3)
+        self.assertEqual(g.returncode, 0, g.stderr.decode())
+        self.assertTrue(g.stdout.decode().startswith("The computer"), g.stdout)
+        self.assertGreater(len(g.stdout.decode().strip()), len("The computer"))
+
     def test_bad_tokenizer_files_exit_2_naming_the_part_and_write_nothing(self):
         good = json.loads(self.tokenizers["t5-unigram"].to_str())
 
