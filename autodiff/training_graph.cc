@@ -98,8 +98,12 @@ void attach_loss(ir::Graph& g, const LossSpec& spec, TrainingGraph& tg) {
     append(g, {"loss/SoftmaxCrossEntropyLoss",
                "SoftmaxCrossEntropyLoss",
                {logits, ids},
-               {tg.loss},
+               {"loss/mean"},
                {{"ignore_index", ir::Attribute(spec.ignore_index)}}});
+    tg.loss_weight = kLossWeight;
+    g.set_tensor({tg.loss_weight, ir::DType::kF32, {}, ir::Role::kInput});
+    g.inputs.push_back(tg.loss_weight);
+    append(g, {"loss/Mul", "Mul", {"loss/mean", tg.loss_weight}, {tg.loss}, {}});
   } else if (spec.kind == "mse") {
     g.set_tensor({tg.labels, pred.dtype, pred.shape, ir::Role::kInput});
     g.inputs.push_back(tg.labels);

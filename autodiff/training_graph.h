@@ -27,11 +27,19 @@ struct LossSpec {
   int64_t ignore_index = -100;
 };
 
+/// The scalar f32 input an attached cross-entropy is multiplied by. One
+/// worker feeds 1. A pipelined step of m microbatches feeds microbatch j
+/// m c_j / C, c_j its labels that count (not ignore_index) and C the step's:
+/// the mean over microbatches is then the minibatch's mean over its labels,
+/// as one worker computes it, even when padding leaves the counts uneven.
+inline constexpr const char* kLossWeight = "loss/weight";
+
 struct TrainingGraph {
   ir::Graph graph;         // forward in training mode + loss + backward; shares value buffers
   std::string loss;        // the scalar loss tensor
   std::string prediction;  // the model output the loss reads ("" for a model's own loss)
   std::string labels;      // the label input attach added ("" for a model's own loss)
+  std::string loss_weight;  // kLossWeight for an attached cross-entropy, else empty
   /// Attached cross-entropy: the number of classes, the prediction's class axis and the
   /// ignored label id (0 classes for mse and a model's own loss).
   int64_t classes = 0;

@@ -1,5 +1,6 @@
 #include "cli/random_inputs.h"
 
+#include "autodiff/training_graph.h"
 #include "ir/error.h"
 
 namespace pipetrain::cli {
@@ -25,7 +26,9 @@ namespace pipetrain::cli {
 std::map<std::string, ir::Tensor> random_feeds(const ir::Graph& g, const std::string& command) {
   std::mt19937_64 rng(0);
   std::map<std::string, ir::Tensor> feeds;
-  for (const auto& in : g.inputs) feeds[in] = random_input(g.tensor(in), rng, command);
+  for (const auto& in : g.inputs)
+    feeds[in] = in == autodiff::kLossWeight ? ir::Tensor::scalar_f32(1.0f)
+                                            : random_input(g.tensor(in), rng, command);
   return feeds;
 }
 

@@ -82,7 +82,7 @@ void train(TrainArgs& a) {
              plan.arena_bytes / 1048576.0, plan.peak_live_bytes / 1048576.0,
              plan.naive_bytes / 1048576.0);
   std::filesystem::create_directories(a.run_dir);
-  TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+  TrainReport report(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl", a.log_every);
   report.set_unigram_loss(split.unigram_loss);
   exec::FitOptions fo;
   fo.epochs = a.epochs;
@@ -155,6 +155,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--clip-norm", a->trainer.clip_norm, "Clip the global gradient norm");
   cmd->add_option("-o,--output", a->output, "Write the trained model here (ONNX)");
   cmd->add_option("--run-dir", a->run_dir, "Directory for metrics.jsonl and loss.svg");
+  cmd->add_option("--log-every", a->log_every, "metrics.jsonl: a line every N steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed for shuffling, splits and dropout");
   cmd->add_option("--threads", a->threads,
                   "CPU threads for BLAS and oneDNN (per worker when pipelined; default: 1, or the "

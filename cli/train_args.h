@@ -32,6 +32,7 @@ struct TrainArgs {
   exec::TrainerOptions trainer;
   std::string output;
   std::string run_dir = "pipetrain-run";
+  int64_t log_every = 10;  // metrics.jsonl: a line every this many steps
   uint64_t seed = 0;
   int threads = 0;  // 0: one worker uses 1; a pipeline shares the cores among its workers
   bool quiet = false;

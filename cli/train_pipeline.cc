@@ -853,7 +853,7 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
     std::filesystem::create_directories(a.run_dir);
     // The plan as run (with the measured links across processes): `--plan` takes it back.
     write_text(a.run_dir + "/plan.json", partitioner::to_json(plan).dump(2) + "\n");
-    report.emplace(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl");
+    report.emplace(a.quiet, a.epochs, a.run_dir + "/metrics.jsonl", a.log_every);
     report->set_unigram_loss(split.unigram_loss);
   }
   exec::PipelineFitOptions fo;

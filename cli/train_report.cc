@@ -21,8 +21,12 @@ std::string clock_str(double seconds) {
 
 }  // namespace
 
-TrainReport::TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path)
-    : quiet_(quiet || !isatty(fileno(stderr))), epochs_(epochs), metrics_path_(metrics_path) {
+TrainReport::TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path,
+                         int64_t log_every)
+    : log_every_(log_every),
+      quiet_(quiet || !isatty(fileno(stderr))),
+      epochs_(epochs),
+      metrics_path_(metrics_path) {
   if (!metrics_path.empty()) {
     metrics_.open(metrics_path, std::ios::trunc);
     if (!metrics_) throw Error(metrics_path + ": cannot open for writing");
@@ -35,9 +39,9 @@ void TrainReport::step(const exec::StepReport& s) {
   if (first_step_ < 0) first_step_ = s.step;  // a resumed run starts past 0
   const double rate =
       s.seconds > 0 ? double((s.step - first_step_ + 1) * s.batch_size) / s.seconds : 0;
-  if (metrics_ && (s.step % 10 == 0 || s.batch + 1 == s.batches_per_epoch))
+  if (metrics_ && (s.step % log_every_ == 0 || s.batch + 1 == s.batches_per_epoch))
     metrics_ << fmt::format(
-        "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.6g}, \"lr\": {:.6g}, {}"
+        "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.9g}, \"lr\": {:.9g}, {}"
         "\"samples_per_s\": {:.1f}, \"seconds\": {:.3f}}}\n",
         s.step, s.epoch, s.result.loss, s.result.lr,
         // A norm no run measured is left out, never written as a number.

@@ -13,8 +13,9 @@ namespace pipetrain::cli {
 
 class TrainReport {
  public:
-  /// Writes metrics to `metrics_path` ("" for none).
-  TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path);
+  /// Writes metrics to `metrics_path` ("" for none): every `log_every` steps and each
+  /// epoch's last.
+  TrainReport(bool quiet, int64_t epochs, const std::string& metrics_path, int64_t log_every = 10);
   void step(const exec::StepReport& s);
   void epoch(const exec::EpochReport& e);
   /// A language model's data (text:, tokens:): the epoch lines call the test split validation
@@ -24,6 +25,7 @@ class TrainReport {
   void write_loss_svg(const std::string& path) const;
 
  private:
+  int64_t log_every_ = 10;
   bool quiet_;
   int64_t epochs_;
   std::string metrics_path_;

@@ -98,7 +98,7 @@ std::string label_input(const autodiff::TrainingGraph& tg, const std::string& la
   // A single-array dataset feeds the first input; the labels take the one left.
   std::vector<std::string> left;
   for (const auto& in : ins)
-    if (!ds.inputs.count(in)) left.push_back(in);
+    if (!ds.inputs.count(in) && in != autodiff::kLossWeight) left.push_back(in);
   if (ds.features.defined() && left.size() == 2) return left[1];
   if (!ds.features.defined() && left.size() == 1) return left[0];
   return "";
@@ -111,7 +111,7 @@ DataBinding bind_dataset(const ir::Graph& g, const std::string& labels, data::Da
   // Which array feeds which input: named arrays by name, features the first input left.
   std::vector<std::string> wanted;
   for (const auto& in : g.inputs)
-    if (in != labels) wanted.push_back(in);
+    if (in != labels && in != autodiff::kLossWeight) wanted.push_back(in);  // the runtime feeds it
   std::string features_input;
   for (const auto& in : wanted)
     if (!split.train.inputs.count(in)) {

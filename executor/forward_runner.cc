@@ -1,5 +1,7 @@
 #include "executor/forward_runner.h"
 
+#include "autodiff/training_graph.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -132,6 +134,10 @@ std::map<std::string, ir::Tensor> ForwardRunner::run(const std::map<std::string,
   for (const auto& name : graph_.inputs) {
     auto it = feeds.find(name);
     const ir::TensorDesc& d = graph_.tensor(name);
+    if (it == feeds.end() && name == autodiff::kLossWeight) {
+      live[name] = ir::Tensor::scalar_f32(1.0f);  // unweighted: the loss as it is
+      continue;
+    }
     if (it == feeds.end())
       throw ModelError("input '" + name + "' (" + ir::dtype_name(d.dtype) + " " +
                        ir::shape_str(d.shape) + ") was not given");

@@ -20,7 +20,7 @@ StepResult Trainer::step(const std::map<std::string, ir::Tensor>& feeds) {
   run.seed = options_.seed + static_cast<uint64_t>(steps_);
   run.values_version = fresh_values_version();  // params changed since the last step
   run.node_seconds = options_.node_seconds;
-  std::map<std::string, ir::Tensor> outs = runner_.run(feeds, run);
+  std::map<std::string, ir::Tensor> outs = runner_.run(feeds, run);  // loss weight 1
 
   StepResult r;
   r.loss = outs.at(tg_.loss).at(0);

@@ -23,6 +23,8 @@ using Json = nlohmann::json;
 using Normalizer = std::function<std::string(std::string)>;
 /// A piece of normalized text to the words the model sees.
 using PreTokenizer = std::function<std::vector<std::string>(const std::string&)>;
+/// One sequence's ids framed with special tokens ([CLS] ... [SEP]).
+using PostProcessor = std::function<std::vector<int64_t>(std::vector<int64_t>)>;
 /// Tokens to the strings whose concatenation is the text (decode_chain).
 using Decoder = std::function<std::vector<std::string>(std::vector<std::string>)>;
 
@@ -41,6 +43,7 @@ class Model {
 Normalizer make_normalizer(const Json& j);
 PreTokenizer make_pre_tokenizer(const Json& j);
 std::unique_ptr<Model> make_model(const Json& j);
+PostProcessor make_post_processor(const Json& j);
 Decoder make_decoder(const Json& j);
 
 /// j["type"], or ModelError naming the component (`what`: "normalizer", ...).

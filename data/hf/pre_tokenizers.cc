@@ -48,7 +48,12 @@ PreTokenizer metaspace(const Json& j) {
   const char32_t r = r32[0];
   return [=](const std::string& piece) {
     std::string s;
-    for (char c : piece) c == ' ' ? void(s += replacement) : void(s += c);
+    for (char c : piece) {
+      if (c == ' ')
+        s += replacement;
+      else
+        s += c;
+    }
     if (prefix_space && s.compare(0, replacement.size(), replacement) != 0) s = replacement + s;
     return split(s, char_matches(s, [r](char32_t c) { return c == r; }),
                  SplitBehavior::kMergedWithNext);

@@ -22,21 +22,17 @@ struct AddedToken {
   bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
 };
 
-// Rust regex's \w: a word character.
-bool is_word_char(char32_t c) {
-  return hf::is_word_character(c);
-}
-
+// Whether the text beside an added token is a word (Rust regex's \w), for single_word.
 bool ends_with_word(std::string_view s) {
   if (s.empty()) return false;
   size_t i = s.size() - 1;
   while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
-  return is_word_char(hf::to_u32(s.substr(i))[0]);
+  return hf::is_word_character(hf::to_u32(s.substr(i))[0]);
 }
 
 bool starts_with_word(std::string_view s) {
   if (s.empty()) return false;
-  return is_word_char(
+  return hf::is_word_character(
       hf::to_u32(s.substr(0, hf::utf8_length(static_cast<unsigned char>(s[0]))))[0]);
 }
 
@@ -45,55 +41,6 @@ struct Piece {
   std::string text;
   std::optional<int64_t> added;
 };
-
-using PostProcessor = std::function<std::vector<int64_t>(std::vector<int64_t>)>;
-
-PostProcessor make_post_processor(const Json& j) {
-  const std::string type = hf::component_type(j, "post_processor");
-  if (type == "ByteLevel") return [](std::vector<int64_t> ids) { return ids; };
-  if (type == "BertProcessing" || type == "RobertaProcessing") {
-    const int64_t cls = j.at("cls").at(1).get<int64_t>(), sep = j.at("sep").at(1).get<int64_t>();
-    return [cls, sep](std::vector<int64_t> ids) {
-      ids.insert(ids.begin(), cls);
-      ids.push_back(sep);
-      return ids;
-    };
-  }
-  if (type == "TemplateProcessing") {
-    // The single-sequence template as a list of id runs; an empty run stands for the text.
-    std::vector<std::optional<std::vector<int64_t>>> parts;
-    for (const auto& piece : j.at("single")) {
-      if (piece.contains("Sequence")) {
-        parts.emplace_back(std::nullopt);
-      } else {
-        const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
-        const auto& specials = j.at("special_tokens");
-        if (!specials.contains(name))
-          throw ModelError("TemplateProcessing names the special token '" + name +
-                           "' that its special_tokens lacks");
-        parts.emplace_back(specials[name].at("ids").get<std::vector<int64_t>>());
-      }
-    }
-    return [parts](std::vector<int64_t> ids) {
-      std::vector<int64_t> out;
-      for (const auto& p : parts) {
-        const auto& run = p ? *p : ids;
-        out.insert(out.end(), run.begin(), run.end());
-      }
-      return out;
-    };
-  }
-  if (type == "Sequence") {
-    std::vector<PostProcessor> parts;
-    for (const auto& p : j.at("processors")) parts.push_back(make_post_processor(p));
-    return [parts](std::vector<int64_t> ids) {
-      for (const auto& p : parts) ids = p(std::move(ids));
-      return ids;
-    };
-  }
-  hf::unsupported("post_processor", type,
-                  "TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence");
-}
 
 class HfTokenizer final : public Tokenizer {
  public:
@@ -106,7 +53,7 @@ class HfTokenizer final : public Tokenizer {
     if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
       pre_tokenizer_ = hf::make_pre_tokenizer(j["pre_tokenizer"]);
     if (j.contains("post_processor") && !j["post_processor"].is_null())
-      post_processor_ = make_post_processor(j["post_processor"]);
+      post_processor_ = hf::make_post_processor(j["post_processor"]);
     if (j.contains("decoder") && !j["decoder"].is_null()) decoder_ = hf::make_decoder(j["decoder"]);
     vocab_size_ = model_->vocab_size();
     for (const auto& t : j.value("added_tokens", Json::array())) {
@@ -254,7 +201,7 @@ class HfTokenizer final : public Tokenizer {
   std::unique_ptr<hf::Model> model_;
   hf::Normalizer normalizer_;
   hf::PreTokenizer pre_tokenizer_;
-  PostProcessor post_processor_;
+  hf::PostProcessor post_processor_;
   hf::Decoder decoder_;
   std::vector<AddedToken> raw_added_, normalized_added_;
   std::map<int64_t, AddedToken> added_by_id_;

@@ -110,7 +110,10 @@ std::chrono::microseconds recv_spin(bool own_cores) {
 
 Pipeline::Pipeline(const autodiff::TrainingGraph& tg, std::vector<PipelineStage> stages,
                    PipelineOptions options)
-    : stages_(std::move(stages)), options_(std::move(options)), loss_(tg.loss) {
+    : stages_(std::move(stages)),
+      options_(std::move(options)),
+      loss_(tg.loss),
+      loss_weight_(tg.loss_weight) {
   const ScheduleKind k = options_.schedule;
   const bool from_file = k == ScheduleKind::kFromFile;
   if (from_file && !options_.schedule_file)
@@ -396,6 +399,12 @@ RoundResult Pipeline::run(const std::vector<TensorMap>& microbatches) {
     versions_ = plan_versions(schedule_, version_rule(options_), options_.microbatches);
   }
   feeds_ = &microbatches;
+  if (!loss_weight_.empty() && !microbatches[0].count(loss_weight_)) {
+    // Callers that do not weigh microbatches (pipeline_fit does) get equal weights.
+    weighted_ = microbatches;
+    for (auto& feeds : weighted_) feeds[loss_weight_] = ir::Tensor::scalar_f32(1.0f);
+    feeds_ = &weighted_;
+  }
   round_start_ = Clock::now();
   for (auto& w : workers_) {
     std::lock_guard<std::mutex> lock(w->mu);

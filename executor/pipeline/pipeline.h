@@ -224,6 +224,8 @@ class Pipeline {
   partitioner::Schedule schedule_;
   std::vector<struct WorkerVersions> versions_;
   const std::vector<TensorMap>* feeds_ = nullptr;
+  std::vector<TensorMap> weighted_;  // the round's feeds with the loss weight 1 added
+  std::string loss_weight_;          // the training graph's kLossWeight input, if any
   int64_t round_base_ = 0;  // microbatches run before this round (message tags, seeds)
   std::chrono::steady_clock::time_point round_start_;
   std::atomic<bool> failed_{false};

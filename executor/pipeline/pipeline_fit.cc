@@ -20,6 +20,25 @@ ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows) {
   return out;
 }
 
+void weigh_microbatches(TensorMap* parts, int64_t m, const std::string& labels,
+                        const autodiff::TrainingGraph& tg) {
+  // c_j: the labels of microbatch j the loss counts; weights m c_j / C average to the
+  // minibatch's mean (autodiff::kLossWeight). A step with nothing to count weighs equally.
+  std::vector<int64_t> counted(static_cast<size_t>(m), 0);
+  int64_t total = 0;
+  for (int64_t j = 0; j < m; ++j) {
+    const ir::Tensor& y = parts[j].at(labels);
+    const int64_t* ids = y.data<int64_t>();
+    for (int64_t i = 0, n = y.numel(); i < n; ++i) counted[j] += ids[i] != tg.ignore_index;
+    total += counted[j];
+  }
+  for (int64_t j = 0; j < m; ++j)
+    parts[j][tg.loss_weight] = ir::Tensor::scalar_f32(
+        total == 0 ? 1.0f
+                   : static_cast<float>(static_cast<double>(m * counted[j]) /
+                                        static_cast<double>(total)));
+}
+
 PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, const ir::Graph& model,
                                Backend& backend, const DataBinding& binding,
                                const data::DataSplit& data, const PipelineFitOptions& options,
@@ -89,13 +108,17 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
         break;
       }
       std::vector<TensorMap> microbatches;
-      for (const auto& b : batches)
+      for (const auto& b : batches) {
+        const size_t first = microbatches.size();
         for (int64_t j = 0; j < parts; ++j) {
           TensorMap feeds;
           for (const auto& [name, t] : batch_feeds(binding, b))
             feeds[name] = slice_rows(t, j * micro, micro);
           microbatches.push_back(std::move(feeds));
         }
+        if (!tg.loss_weight.empty())
+          weigh_microbatches(microbatches.data() + first, parts, binding.labels, tg);
+      }
       RoundResult r = pipe.run(microbatches);
       epoch_train_s += r.seconds;
       result.train_seconds += r.seconds;

@@ -60,4 +60,9 @@ PipelineFitResult fit_pipeline(Pipeline& pipe, autodiff::TrainingGraph& tg, cons
 /// Rows [first, first + rows) of a tensor (a copy).
 ir::Tensor slice_rows(const ir::Tensor& t, int64_t first, int64_t rows);
 
+/// Adds tg.loss_weight to the m microbatch feeds of one step: m c_j / C, with c_j the
+/// labels of microbatch j not equal to tg.ignore_index (autodiff::kLossWeight).
+void weigh_microbatches(TensorMap* parts, int64_t m, const std::string& labels,
+                        const autodiff::TrainingGraph& tg);
+
 }  // namespace pipetrain::exec

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autodiff/training_graph.h"
 #include "ir/error.h"
 
 namespace pipetrain::exec {
@@ -29,6 +30,10 @@ TensorMap join_microbatches(const std::vector<TensorMap>& parts, const ir::Graph
   for (const auto& [name, first] : parts.at(0)) {
     if (!whole.has_tensor(name)) continue;
     const ir::Shape& want = whole.tensor(name).shape;
+    if (name == autodiff::kLossWeight) {  // the minibatch's loss is its own mean
+      out[name] = ir::Tensor::scalar_f32(1.0f);
+      continue;
+    }
     if (first.shape() == want) {
       out[name] = first;
       continue;

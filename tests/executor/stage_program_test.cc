@@ -228,7 +228,7 @@ TEST(StagePrograms, SkipConnectionIsOneDirectTransfer) {
   EXPECT_EQ(s0.params, (std::vector<std::string>{"b0", "w0"}));
   EXPECT_EQ(s0.inputs, (std::vector<std::string>{"x"}));
   EXPECT_EQ(s1.inputs, (std::vector<std::string>{}));
-  EXPECT_EQ(s2.inputs, (std::vector<std::string>{"labels"}));
+  EXPECT_EQ(s2.inputs, (std::vector<std::string>{"labels", "loss/weight"}));
 }
 
 // The zoo's LeNet at batch 2, one node per layer, with its loss and backward.
