@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/hf/components.h"
+#include "data/hf/precompiled.h"
 #include "data/hf/unicode.h"
 #include "ir/error.h"
 
@@ -138,6 +139,10 @@ Normalizer make_normalizer(const Json& j) {
     const bool left = value_or(j, "strip_left", true), right = value_or(j, "strip_right", true);
     return [left, right](const std::string& s) { return strip(s, left, right); };
   }
+  if (type == "Precompiled") {
+    auto map = std::make_shared<Precompiled>(j.at("precompiled_charsmap").get<std::string>());
+    return [map](const std::string& s) { return map->normalize(s); };
+  }
   if (type == "Sequence") {
     std::vector<Normalizer> parts;
     for (const auto& n : j.at("normalizers")) parts.push_back(make_normalizer(n));
@@ -147,8 +152,8 @@ Normalizer make_normalizer(const Json& j) {
     };
   }
   unsupported("normalizer", type,
-              "BertNormalizer, Lowercase, StripAccents, NFC, NFD, NFKC, NFKD, Nmt, Replace, "
-              "Prepend, Strip, Sequence");
+              "BertNormalizer, Lowercase, StripAccents, NFC, NFD, NFKC, NFKD, Nmt, Precompiled, "
+              "Replace, Prepend, Strip, Sequence");
 }
 
 }  // namespace pipetrain::data::hf

@@ -7,8 +7,9 @@ every line of Debian's fortunes and on lines made to reach the Unicode corners
 Tokenizers are trained here with the library, one per family transformers
 saves: GPT-2's byte-level BPE, RoBERTa's (the same with <s> ... </s> and an
 lstrip <mask>), BERT's WordPiece (uncased and cased), a SentencePiece-style
-Unigram, Llama's BPE with byte fallback, and a WordLevel with the remaining
-normalizers and pre-tokenizers. For each, `pipetrain tokenize --encode` must
+Unigram, T5's (a SentencePiece model converted by transformers, with its
+Precompiled normalization map), Llama's BPE with byte fallback, and a WordLevel
+with the remaining normalizers and pre-tokenizers. For each, `pipetrain tokenize --encode` must
 equal `Tokenizer.encode` on every line, and `--decode` must equal
 `Tokenizer.decode`; byte-level BPE must also give the text back exactly.
 A malformed or unsupported tokenizer.json exits 2 naming the part, writing
@@ -169,6 +170,27 @@ def trained_tokenizers(lines):
         return t
     out["wordlevel-misc"] = wordlevel()
 
+    def t5():
+        # T5's layout: a SentencePiece Unigram converted by transformers (its Precompiled
+        # normalization map, Metaspace), "$A </s>", sentinel tokens. The SentencePiece model
+        # comes from `pipetrain tokenize`.
+        from transformers.convert_slow_tokenizer import SpmConverter
+        corpus = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+        with open(corpus, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        model = corpus[:-4] + ".model"
+        r = run("tokenize", corpus, "--vocab", 1000, "-o", model)
+        assert r.returncode == 0, r.stderr
+
+        class Slow:  # what SpmConverter reads of a slow tokenizer
+            vocab_file = model
+        t = SpmConverter(Slow()).converted()
+        t.post_processor = processors.TemplateProcessing(
+            single="$A </s>", special_tokens=[("</s>", t.token_to_id("</s>"))])
+        t.add_special_tokens([f"<extra_id_{i}>" for i in range(3)])
+        return t
+    out["t5-precompiled-unigram"] = t5()
+
     def whitespace_bpe():
         t = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##",
                                  end_of_word_suffix="</w>"))
@@ -234,6 +256,9 @@ class HfTokenizerTest(unittest.TestCase):
     def test_unigram(self):
         self.check_family("t5-unigram")
 
+    def test_t5_precompiled_unigram(self):
+        self.check_family("t5-precompiled-unigram")
+
     def test_llama_bpe_with_byte_fallback(self):
         ids = self.check_family("llama-bpe-bytefallback")
         # The Unicode lines reach the fallback: byte tokens appear in the ids.
@@ -277,9 +302,11 @@ class HfTokenizerTest(unittest.TestCase):
         cases = {
             "truncated": ('{"model": ', "not a valid tokenizer.json"),
             "not a tokenizer": ('{"version": "1.0"}', 'no "model"'),
-            "precompiled": (variant(lambda j: j.__setitem__(
-                "normalizer", {"type": "Precompiled", "precompiled_charsmap": ""})),
-                "unsupported normalizer 'Precompiled'"),
+            "byte-level normalizer": (variant(lambda j: j.__setitem__(
+                "normalizer", {"type": "ByteLevel"})), "unsupported normalizer 'ByteLevel'"),
+            "charsmap": (variant(lambda j: j.__setitem__(
+                "normalizer", {"type": "Precompiled", "precompiled_charsmap": "QAAAAA=="})),
+                "Precompiled: precompiled_charsmap's trie"),
             "scripts": (variant(lambda j: j.__setitem__("pre_tokenizer", {"type": "UnicodeScripts"})),
                         "unsupported pre_tokenizer 'UnicodeScripts'"),
             "ctc": (variant(lambda j: j.__setitem__("decoder", {"type": "CTC"})),
