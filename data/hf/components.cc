@@ -1,5 +1,6 @@
 #include "data/hf/components.h"
 
+#include "data/hf/unicode.h"
 #include "ir/error.h"
 
 namespace pipetrain::data::hf {
