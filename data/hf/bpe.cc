@@ -82,14 +82,9 @@ class Bpe final : public Model {
         symbols.push_back(*id);
         continue;
       }
-      if (byte_fallback_) {
-        std::vector<int64_t> bytes;
-        for (unsigned char b : s)
-          if (const auto id = vocab_.find(byte_token(b))) bytes.push_back(*id);
-        if (bytes.size() == s.size()) {  // as the tokenizers do, a pending unknown waits
-          symbols.insert(symbols.end(), bytes.begin(), bytes.end());
-          continue;
-        }
+      if (const auto bytes = byte_fallback_ ? vocab_.byte_ids(s) : std::nullopt) {
+        symbols.insert(symbols.end(), bytes->begin(), bytes->end());  // a pending unknown waits,
+        continue;                                                     // as in the tokenizers
       }
       if (unk_.empty()) continue;  // no unk_token: the character is dropped
       const int64_t unk = *vocab_.find(unk_);

@@ -147,16 +147,7 @@ Decoder make_decoder(const Json& j) {
     auto regex = std::make_shared<Regex>(pattern_source(j.at("pattern")));
     const std::string content = j.at("content").get<std::string>();
     return [regex, content](std::vector<std::string> tokens) {
-      for (auto& t : tokens) {
-        std::string out;
-        size_t at = 0;
-        for (const auto& [b, e] : regex->find_all(t)) {
-          out.append(t, at, b - at);
-          out += content;
-          at = e;
-        }
-        t = out.append(t, at, std::string::npos);
-      }
+      for (auto& t : tokens) t = regex->replace_all(t, content);
       return tokens;
     };
   }

@@ -120,16 +120,7 @@ Normalizer make_normalizer(const Json& j) {
   if (type == "Replace") {
     auto regex = std::make_shared<Regex>(pattern_source(j.at("pattern")));
     const std::string content = j.at("content").get<std::string>();
-    return [regex, content](const std::string& s) {
-      std::string out;
-      size_t at = 0;
-      for (const auto& [b, e] : regex->find_all(s)) {
-        out.append(s, at, b - at);
-        out += content;
-        at = e;
-      }
-      return out.append(s, at, std::string::npos);
-    };
+    return [regex, content](const std::string& s) { return regex->replace_all(s, content); };
   }
   if (type == "Prepend") {
     const std::string prefix = j.at("prepend").get<std::string>();

@@ -236,6 +236,18 @@ Ranges Regex::find_all(std::string_view text) const {
   return out;
 }
 
+std::string Regex::replace_all(std::string_view text, const std::string& content) const {
+  std::string out;
+  size_t at = 0;
+  for (const auto& [b, e] : find_all(text)) {
+    out.append(text.substr(at, b - at));
+    out += content;
+    at = e;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
 std::string regex_escape(std::string_view literal) {
   std::string out;
   for (char c : literal) {

@@ -51,6 +51,8 @@ class Regex {
   Regex& operator=(Regex&&) noexcept;
   /// The non-overlapping, non-empty matches, left to right.
   Ranges find_all(std::string_view text) const;
+  /// `text` with every match replaced by `content`.
+  std::string replace_all(std::string_view text, const std::string& content) const;
 
  private:
   struct Impl;

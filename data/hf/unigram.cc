@@ -44,14 +44,9 @@ class Unigram final : public Model {
         ids.push_back(*id);
         continue;
       }
-      if (byte_fallback_) {
-        std::vector<int64_t> bytes;
-        for (unsigned char b : token)
-          if (const auto id = vocab_.find(byte_token(b))) bytes.push_back(*id);
-        if (bytes.size() == token.size()) {
-          ids.insert(ids.end(), bytes.begin(), bytes.end());
-          continue;
-        }
+      if (const auto bytes = byte_fallback_ ? vocab_.byte_ids(token) : std::nullopt) {
+        ids.insert(ids.end(), bytes->begin(), bytes->end());
+        continue;
       }
       if (!unk_id_) throw ModelError("Unigram: '" + token + "' is unknown and there is no unk_id");
       ids.push_back(*unk_id_);

@@ -30,6 +30,16 @@ int64_t Vocab::at(const std::string& token, const char* role) const {
   throw ModelError(std::string("the ") + role + " '" + token + "' is not in the vocabulary");
 }
 
+std::optional<std::vector<int64_t>> Vocab::byte_ids(const std::string& text) const {
+  std::vector<int64_t> ids;
+  for (unsigned char b : text) {
+    const auto id = find(byte_token(b));
+    if (!id) return std::nullopt;
+    ids.push_back(*id);
+  }
+  return ids;
+}
+
 std::string byte_token(unsigned char b) {
   char s[8];
   std::snprintf(s, sizeof s, "<0x%02X>", b);

@@ -28,6 +28,9 @@ class Vocab {
     return tokens_[id];
   }
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  /// SentencePiece-style byte fallback: the ids of `text`'s bytes as <0xXX> tokens, when the
+  /// vocabulary holds every one.
+  std::optional<std::vector<int64_t>> byte_ids(const std::string& text) const;
 
  private:
   std::unordered_map<std::string, int64_t> ids_;
