@@ -1,6 +1,6 @@
 #include "cli/train_data.h"
 
-#include "data/text_classification.h"
+#include "data/text_rows.h"
 #include "ir/error.h"
 
 namespace pipetrain::cli {
@@ -24,7 +24,9 @@ void add_text_data_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--text-column", a.text_column, "csv:/jsonl: the text's column or key")
       ->capture_default_str();
-  cmd.add_option("--label-column", a.label_column, "csv:/jsonl: the label's column or key")
+  cmd.add_option("--label-column", a.label_column,
+                 "csv:/jsonl: the label's column or key (none for a causal LM, whose labels are "
+                 "the next tokens)")
       ->capture_default_str();
 }
 
@@ -37,7 +39,7 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
   o.ignore_index = a.ignore_index;
   o.seq_len = a.seq_len;
   o.tokenizer = a.tokenizer;
-  const bool text_classes = data::is_text_classification(a.data);
+  const bool text_classes = data::is_text_rows(a.data);
   if (!a.tokenizer.empty() && a.data.rfind("text:", 0) != 0 && !text_classes)
     throw ModelError("--tokenizer applies to text:, csv: and jsonl: data, not " + a.data);
   if (text_classes) {
@@ -46,6 +48,9 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
     // The ids feed the first input; the masks the inputs named after them.
     for (const auto& in : model.inputs)
       if (in == "attention_mask" || in == "token_type_ids") o.text_inputs.push_back(in);
+    // Logits (N, T, V): a causal language model learns each text's next tokens.
+    const std::string out = a.loss_output.empty() ? model.outputs.at(0) : a.loss_output;
+    o.causal_lm = model.has_tensor(out) && model.tensor(out).shape.size() == 3;
   }
   if (is_token_source(a.data) || text_classes) {
     if (model.inputs.empty()) throw ModelError(a.model.path + ": the model has no inputs");

@@ -12,7 +12,7 @@
 #include "data/prepare.h"
 #include "data/synthetic.h"
 #include "data/text.h"
-#include "data/text_classification.h"
+#include "data/text_rows.h"
 #include "ir/error.h"
 #include "ir/npy.h"
 
@@ -220,8 +220,8 @@ Source read_source(const std::string& name, const DataOptions& options) {
     s.fixed = true;
     return s;
   }
-  if (is_text_classification(name)) {
-    s.split.train = read_text_classification(name, options);
+  if (is_text_rows(name)) {
+    s.split.train = read_text_rows(name, options);
     return s;
   }
   if (name.rfind("synthetic:", 0) == 0) {

@@ -77,6 +77,9 @@ struct DataOptions {
   /// (the model's inputs of those names).
   std::string text_column;
   std::vector<std::string> text_inputs;
+  /// csv: and jsonl: sources for a causal language model: the labels are each text's next
+  /// tokens (ignore_index on padding), and there is no label column.
+  bool causal_lm = false;
   /// synthetic:<kind> sizes: samples (before the split), features, classes, noise std.
   int64_t synthetic_samples = 1000;
   int64_t synthetic_features = 2;
@@ -107,7 +110,7 @@ struct DataOptions {
 ///   tokens:FILE        a pre-tokenized stream: a 1-D integer .npy, or a flat uint16 .bin
 ///                      (nanoGPT's format), windowed and split like text.
 ///   csv:FILE, jsonl:FILE  sequence classification: a text and a label per row (see
-///                      data/text_classification.h), split like the CSV datasets.
+///                      data/text_rows.h), split like the CSV datasets.
 DataSplit load_data(const std::string& name_or_path, const DataOptions& options = {});
 
 /// Where the built-in sources live (overridable for tests through the environment variables

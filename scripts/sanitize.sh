@@ -39,7 +39,7 @@ case $kind in
     # mpi/gpu jobs, ONNX conformance, the PyTorch references and the accuracy runs are covered
     # by the plain build and are too slow under ASan; so are the Hugging Face tokenizer and
     # text classification scripts (Python training most of their time; the tokenizer code runs
-    # here in data_hf_tokenizer_unit_test and data_text_classification_test).
+    # here in data_hf_tokenizer_unit_test and data_text_rows_test).
     select=(-LE "mpi|gpu|conformance|reference|slow|docs"
             -E "sentencepiece|lm_train|^hf_tokenizer_test$|^text_classification_test$")
     # The unit tests' own sources uninstrumented (tests/CMakeLists.txt says why). The libraries

@@ -13,6 +13,7 @@ tokenizers from PIPETRAIN_PYDEPS, default /opt/pipetrain/pydeps)
 """
 import csv
 import json
+import math
 import os
 import random
 import re
@@ -146,6 +147,21 @@ class TextClassificationTest(unittest.TestCase):
         figures = re.compile(r"loss [0-9.]+  accuracy [0-9.]+%")
         self.assertEqual(figures.findall(a.stdout), figures.findall(b.stdout))
         self.assertTrue(figures.findall(a.stdout), a.stdout)
+
+    def test_a_causal_lm_trains_on_jsonl_texts(self):
+        # Logits (N, T, V): each fortune padded to T, its next tokens the labels (-100 on
+        # the padding), no label key.
+        gpt = self.path("gpt.onnx")
+        vocab = Tokenizer.from_file(self.tok).get_vocab_size()
+        self.ok(run("zoo", "export", "gpt2", "--width-divisor", 16, "--layers", 2, "--vocab",
+                    vocab, "--seq-len", 32, "-o", gpt))
+        r = self.ok(run("train", gpt, "--data", "jsonl:" + self.jsonl, "--tokenizer", self.tok,
+                        "--text-column", "fortune", "--loss", "cross-entropy", "--batch", 16,
+                        "--optimizer", "adamw", "--lr", 0.003, "--epochs", 2, "--stages", 2,
+                        "--schedule", "1f1b-flush", "--run-dir", self.path("lm")))
+        losses = [float(x) for x in re.findall(r"test loss ([0-9.]+)", r.stdout)]
+        self.assertEqual(len(losses), 2, r.stdout)
+        self.assertLess(losses[-1], 0.8 * math.log(vocab), r.stdout)
 
     def test_bad_inputs_exit_2(self):
         bad = self.path("bad.csv")

@@ -1,4 +1,4 @@
-#include "data/text_classification.h"
+#include "data/text_rows.h"
 
 #include <nlohmann/json.hpp>
 
@@ -88,7 +88,7 @@ std::vector<Row> read_csv_rows(const std::string& path, const std::string& text_
   if (records.size() < 2) throw ModelError(path + ": no rows below the header");
   const auto& header = records[0].first;
   const size_t t = column_index(header, text_column, "text", path);
-  const size_t l = column_index(header, label_column, "label", path);
+  const size_t l = label_column.empty() ? t : column_index(header, label_column, "label", path);
   std::vector<Row> rows;
   for (size_t r = 1; r < records.size(); ++r) {
     const auto& [fields, line] = records[r];
@@ -124,6 +124,10 @@ std::vector<Row> read_jsonl_rows(const std::string& path, const std::string& tex
     if (!j.contains(text_key) || !j[text_key].is_string())
       throw ModelError(where + " has no text string '" + text_key +
                        "' (choose the key with --text-column)");
+    if (label_key.empty()) {  // a language model's text alone
+      rows.push_back({j[text_key].get<std::string>(), "", line});
+      continue;
+    }
     if (!j.contains(label_key))
       throw ModelError(where + " has no label '" + label_key +
                        "' (choose the key with --label-column)");
@@ -140,17 +144,52 @@ std::vector<Row> read_jsonl_rows(const std::string& path, const std::string& tex
   return rows;
 }
 
+// A language model's rows: each framed text's first T tokens, and as labels the
+// token after each (ignore_index past the text's end and on the padding).
+Dataset causal_lm_rows(const std::string& source, const std::vector<std::vector<int64_t>>& texts,
+                       const Tokenizer& tokenizer, const DataOptions& options, size_t longest) {
+  const auto n = static_cast<int64_t>(texts.size());
+  const int64_t t = options.seq_len > 0 ? options.seq_len : static_cast<int64_t>(longest) - 1;
+  if (t < 1) throw ModelError(source + ": no text has two tokens to learn from");
+  Dataset ds;
+  ds.name = source;
+  ds.features = ir::Tensor(ir::DType::kI64, {n, t});
+  ds.labels = ir::Tensor(ir::DType::kI64, {n, t});
+  ir::Tensor mask(ir::DType::kI64, {n, t}), types(ir::DType::kI64, {n, t});
+  std::fill_n(types.data<int64_t>(), n * t, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::vector<int64_t> seq = tokenizer.frame(texts[static_cast<size_t>(i)]);
+    const auto len = static_cast<int64_t>(seq.size());
+    int64_t* x = ds.features.data<int64_t>() + i * t;
+    int64_t* y = ds.labels.data<int64_t>() + i * t;
+    int64_t* m = mask.data<int64_t>() + i * t;
+    for (int64_t k = 0; k < t; ++k) {
+      x[k] = k < len ? seq[static_cast<size_t>(k)] : tokenizer.pad_id();
+      y[k] = k + 1 < len ? seq[static_cast<size_t>(k + 1)] : options.ignore_index;
+      m[k] = k < len ? 1 : 0;
+    }
+  }
+  for (const auto& name : options.text_inputs) {
+    if (name == "attention_mask") ds.inputs[name] = mask;
+    if (name == "token_type_ids") ds.inputs[name] = types;
+  }
+  ds.num_classes = tokenizer.vocab_size();
+  return ds;
+}
+
 }  // namespace
 
-bool is_text_classification(const std::string& source) {
+bool is_text_rows(const std::string& source) {
   return source.rfind("csv:", 0) == 0 || source.rfind("jsonl:", 0) == 0;
 }
 
-Dataset read_text_classification(const std::string& source, const DataOptions& options) {
+Dataset read_text_rows(const std::string& source, const DataOptions& options) {
   const bool csv = source.rfind("csv:", 0) == 0;
   const std::string path = source.substr(csv ? 4 : 6);
   const std::string text_column = options.text_column.empty() ? "text" : options.text_column;
-  const std::string label_column = options.label_column.empty() ? "label" : options.label_column;
+  const std::string label_column = options.causal_lm              ? ""
+                                   : options.label_column.empty() ? "label"
+                                                                  : options.label_column;
   const std::vector<Row> rows = csv ? read_csv_rows(path, text_column, label_column)
                                     : read_jsonl_rows(path, text_column, label_column);
   const auto tokenizer = make_tokenizer(options.tokenizer);
@@ -162,6 +201,7 @@ Dataset read_text_classification(const std::string& source, const DataOptions& o
     ids.push_back(tokenizer->encode(r.text));
     longest = std::max(longest, ids.back().size() + framing);
   }
+  if (options.causal_lm) return causal_lm_rows(source, ids, *tokenizer, options, longest);
   const auto seq =
       static_cast<size_t>(options.seq_len > 0 ? options.seq_len : static_cast<int64_t>(longest));
   if (seq <= framing)

@@ -1,6 +1,7 @@
-// csv: and jsonl: text classification: what the loader feeds (framed, padded,
-// masked, truncated ids; labels numbered), and one message per bad file.
-#include "data/text_classification.h"
+// csv: and jsonl: rows of text: what the loader feeds (framed, padded, masked,
+// truncated ids; class labels numbered, or a language model's next tokens), and
+// one message per bad file.
+#include "data/text_rows.h"
 
 #include <gtest/gtest.h>
 
@@ -28,7 +29,7 @@ constexpr const char* kTokenizer = R"({
                       "sat": 6, "on": 7, "mat": 8, ",": 9}}
 })";
 
-class TextClassificationTest : public ::testing::Test {
+class TextRowsTest : public ::testing::Test {
  protected:
   void SetUp() override { write_text(dir.file("tok.json"), kTokenizer); }
   DataOptions options(int64_t seq_len = 0) const {
@@ -45,14 +46,14 @@ class TextClassificationTest : public ::testing::Test {
   TempDir dir;
 };
 
-TEST_F(TextClassificationTest, CsvRowsAreFramedPaddedAndMasked) {
+TEST_F(TextRowsTest, CsvRowsAreFramedPaddedAndMasked) {
   // A quoted field spans a line break and holds a comma and a quote; labels are words.
   write_text(dir.file("d.csv"),
              "id,text,label\r\n"
              "1,The cat,pos\r\n"
              "2,\"the mat , \"\"sat\"\"\non\",neg\n"
              "3,dog,pos\n");
-  const Dataset ds = read_text_classification("csv:" + dir.file("d.csv"), options());
+  const Dataset ds = read_text_rows("csv:" + dir.file("d.csv"), options());
   ASSERT_EQ(ds.features.shape(), (ir::Shape{3, 7}));  // the longest: [CLS] + 5 words + [SEP]
   EXPECT_EQ(row(ds.features, 0), (std::vector<int64_t>{2, 4, 5, 3, 0, 0, 0}));
   EXPECT_EQ(row(ds.features, 1),
@@ -64,25 +65,44 @@ TEST_F(TextClassificationTest, CsvRowsAreFramedPaddedAndMasked) {
   EXPECT_EQ(row(ds.labels.reshaped({1, 3}), 0), (std::vector<int64_t>{1, 0, 1}));  // neg=0 pos=1
 }
 
-TEST_F(TextClassificationTest, LongTextsAreCutKeepingTheirFrame) {
+TEST_F(TextRowsTest, LongTextsAreCutKeepingTheirFrame) {
   write_text(dir.file("d.jsonl"),
              "{\"text\": \"the cat sat on the mat\", \"label\": 2}\n\n"
              "{\"text\": \"cat\", \"label\": 0, \"extra\": [1]}\n");
   DataOptions o = options(5);
   o.text_inputs = {"attention_mask"};  // a model without token_type_ids gets none
-  const Dataset ds = read_text_classification("jsonl:" + dir.file("d.jsonl"), o);
+  const Dataset ds = read_text_rows("jsonl:" + dir.file("d.jsonl"), o);
   EXPECT_EQ(row(ds.features, 0), (std::vector<int64_t>{2, 4, 5, 6, 3}));
   EXPECT_EQ(row(ds.features, 1), (std::vector<int64_t>{2, 5, 3, 0, 0}));
   EXPECT_EQ(ds.inputs.count("token_type_ids"), 0u);
   EXPECT_EQ(ds.num_classes, 3);  // integer labels are the class ids
 }
 
-TEST_F(TextClassificationTest, BadFilesNameTheCauseAndTheRow) {
+TEST_F(TextRowsTest, ALanguageModelLearnsEachTextsNextTokens) {
+  write_text(dir.file("lm.jsonl"),
+             "{\"text\": \"the cat sat\"}\n{\"text\": \"on the mat , the cat\"}\n");
+  DataOptions o = options(4);
+  o.causal_lm = true;  // no label key needed
+  const Dataset ds = read_text_rows("jsonl:" + dir.file("lm.jsonl"), o);
+  // Framed: [CLS] the cat sat [SEP]: four inputs, the next token of each.
+  EXPECT_EQ(row(ds.features, 0), (std::vector<int64_t>{2, 4, 5, 6}));
+  EXPECT_EQ(row(ds.labels, 0), (std::vector<int64_t>{4, 5, 6, 3}));
+  EXPECT_EQ(row(ds.features, 1), (std::vector<int64_t>{2, 7, 4, 8}));  // cut at 4
+  EXPECT_EQ(row(ds.labels, 1), (std::vector<int64_t>{7, 4, 8, 9}));
+  o.seq_len = 6;
+  const Dataset padded = read_text_rows("jsonl:" + dir.file("lm.jsonl"), o);
+  EXPECT_EQ(row(padded.features, 0), (std::vector<int64_t>{2, 4, 5, 6, 3, 0}));
+  EXPECT_EQ(row(padded.labels, 0), (std::vector<int64_t>{4, 5, 6, 3, -100, -100}));
+  EXPECT_EQ(row(padded.inputs.at("attention_mask"), 0), (std::vector<int64_t>{1, 1, 1, 1, 1, 0}));
+  EXPECT_EQ(padded.num_classes, 10);  // the tokenizer's vocabulary
+}
+
+TEST_F(TextRowsTest, BadFilesNameTheCauseAndTheRow) {
   auto message = [&](const std::string& name, const std::string& text, DataOptions o) {
     write_text(dir.file(name), text);
     const std::string kind = name.substr(name.rfind('.') + 1);
     try {
-      read_text_classification(kind + ":" + dir.file(name), o);
+      read_text_rows(kind + ":" + dir.file(name), o);
     } catch (const ModelError& e) {
       return std::string(e.what());
     }
@@ -110,7 +130,7 @@ TEST_F(TextClassificationTest, BadFilesNameTheCauseAndTheRow) {
             std::string::npos);
 }
 
-TEST_F(TextClassificationTest, LoadDataSplitsItStratified) {
+TEST_F(TextRowsTest, LoadDataSplitsItStratified) {
   std::string csv = "text,label\n";
   for (int i = 0; i < 20; ++i)
     csv += std::string(i % 2 ? "the cat" : "on the mat") + "," + (i % 2 ? "a" : "b") + "\n";
