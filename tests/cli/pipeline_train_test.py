@@ -577,7 +577,8 @@ class PipelineTrainTest(unittest.TestCase):
         chosen = re.search(r"schedule search \((straight|a V)\): ([0-9.]+) ms per step simulated, "
                            r"([0-9.]+)% below the best hand-made flush schedule", r.stdout)
         self.assertTrue(chosen, r.stdout)
-        self.assertEqual(chosen.group(1), "a V" if v < straight else "straight")
+        if v != straight:  # equal as printed (3 decimals): either may be the faster
+            self.assertEqual(chosen.group(1), "a V" if v < straight else "straight")
         self.assertAlmostEqual(float(chosen.group(2)), min(v, straight), places=3)
         if chosen.group(1) == "a V":
             self.assertIn("4 stages on 2 workers", r.stdout)
