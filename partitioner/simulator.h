@@ -33,8 +33,8 @@ struct SimOptions {
   bool synced_updates = false;
   /// With synced_updates, a flush schedule's updates go ahead of the norm and are
   /// redone when it clips (Zero Bubble's post-validation, as the executor runs them):
-  /// no meeting of all stages, and on every worker done before the last a copy of the
-  /// weights and optimizer state.
+  /// no meeting of all stages, and on every worker (the ones that go ahead depend on
+  /// timing) a copy of the weights and optimizer state in the peak.
   bool post_validation = true;
   /// Activation recomputation: a stage stashes only its input per microbatch
   /// and runs its forward again before each backward.

@@ -656,13 +656,15 @@ class PipelineTrainTest(unittest.TestCase):
                                "--microbatches", 2, "-o", self.path("two.onnx")))
         self.assertIn("measured / predicted", r.stdout)
         # Post-validation: stages update ahead of the norm and redo what it clips; the
-        # copy a redo needs is in the memory held, as the simulator counts it.
+        # copy a redo needs is in the memory held. Which workers go ahead depends on
+        # timing, so the simulator counts the copy on each: held memory stays at or below
+        # its figure, and above half of it (the copy at most doubles the weights held).
         ahead = re.search(r"clip-norm, post-validation: (\d+) stage updates went ahead of the "
                           r"global norm, (\d+) of them redone", r.stdout)
         self.assertTrue(ahead, r.stdout)
         self.assertLessEqual(int(ahead.group(2)), int(ahead.group(1)))
         for ratio in map(float, re.findall(r"simulated [0-9.]+ MiB \(([0-9.]+)x\)", r.stdout)):
-            self.assertGreaterEqual(ratio, 0.9, r.stdout)
+            self.assertGreaterEqual(ratio, 0.5, r.stdout)
             self.assertLessEqual(ratio, 1.1, r.stdout)
         self.ok(self.train("free", "--max-steps", 6, "-o", self.path("free.onnx")))
         one, two, free = (weights(self.path(n)) for n in ("one.onnx", "two.onnx", "free.onnx"))
