@@ -296,7 +296,8 @@ void write_text(const std::string& path, const std::string& text) {
 void add_pipeline_options(CLI::App& cmd, TrainArgs& a) {
   cmd.add_option("--stages", a.stages,
                  "Pipeline over this many worker threads: a straight pipeline balanced by "
-                 "measured layer times")
+                 "measured layer times. The cut can differ between runs, and with it 1f1b's "
+                 "and 2bw's training (their weight delays are per stage); --plan fixes it")
       ->check(CLI::PositiveNumber);
   cmd.add_option("--workers", a.workers,
                  "Pipeline over this many worker threads as the DP partitioner chooses "

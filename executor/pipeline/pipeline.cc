@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -57,9 +58,10 @@ struct Pipeline::Worker {
   // round it last did so.
   double clip_coef = 1.0;
   int64_t prepared_round = -1;
-  // Post-validation: its part of the squared norm of update `norm_update`, sent while
-  // the others' are not all in (`norm_pending`), and the updates taken meanwhile.
-  float norm_part = 0;
+  // Post-validation: its parts of the squared norm of update `norm_update` (per param,
+  // in norm_params' order), sent while the others' are not all in (`norm_pending`), and
+  // the updates taken meanwhile.
+  std::vector<double> norm_parts;
   bool norm_pending = false;
   int64_t norm_update = 0;
   std::vector<StageWorker*> provisional;
@@ -592,20 +594,45 @@ MessageTag norm_tag(int64_t round_base, int64_t update) {
 }
 }  // namespace
 
-// The global gradient norm of one update: each stage's first replica sums its squares
-// (a tied param only on the lowest stage holding it) and sends the sum to every other
-// worker, so all stages scale by the same factor. Sending, not an allreduce, lets a
-// worker update before the others' parts are in (post-validation).
+// The params whose squared gradients worker `r` contributes to the global norm: those
+// of the stages it holds as first replica (replicas that allreduced hold the same
+// gradients), a tied param on the lowest stage holding it only. By (stage, name).
+std::vector<std::pair<int, std::string>> Pipeline::norm_params(int r) const {
+  std::vector<std::pair<int, std::string>> out;
+  for (size_t s = 0; s < programs_.size(); ++s) {
+    if (schedule_.stage_workers[s].front() != r) continue;
+    const StageProgram& prog = programs_[s];
+    for (const auto& [param, grad] : prog.grads) {
+      auto tied = prog.shared.find(param);
+      if (tied == prog.shared.end() ||
+          *std::min_element(tied->second.begin(), tied->second.end()) == static_cast<int>(s))
+        out.emplace_back(static_cast<int>(s), param);
+    }
+  }
+  return out;
+}
+
+// The global gradient norm of one update: each worker sends every other its params'
+// squared gradient norms (norm_params), and every worker sums all of them in param name
+// order. The norm, and with it the clipped weights, is then the same bits whichever
+// way the model is cut into stages (the cut follows the measured profile, which varies
+// between runs). Sending, not an allreduce, lets a worker update before the others'
+// parts are in (post-validation).
 void Pipeline::send_norm_part(Worker& w, int64_t update, double scale) {
-  double local = 0;
-  if (w.replica == 0)
-    for (const auto& [stage, one] : w.sws)  // every chunk of an interleaved worker
-      local += stage_grad_squares(*one, stage, update, scale);
-  w.norm_part = static_cast<float>(local);
+  w.norm_parts.clear();
+  std::vector<int64_t> bits;  // doubles travel as their bits: no rounding on the way
+  for (const auto& [stage, param] : norm_params(w.index)) {
+    const double sq =
+        scale * scale * sum_of_squares(*w.sws.at(stage)->sealed_gradient(update, param));
+    w.norm_parts.push_back(sq);
+    bits.push_back(std::bit_cast<int64_t>(sq));
+  }
   w.norm_update = update;
+  bits.push_back(static_cast<int64_t>(w.norm_parts.size()));  // never an empty message
   for (int r = 0; r < total_workers_; ++r)
     if (r != w.index)
-      w.comm->send(r, norm_tag(round_base_, update), ir::Tensor::from_f32({w.norm_part}, {1}));
+      w.comm->send(r, norm_tag(round_base_, update),
+                   ir::Tensor::from_i64(bits, {static_cast<int64_t>(bits.size())}));
 }
 
 bool Pipeline::norm_parts_here(Worker& w, int64_t update) {
@@ -614,13 +641,27 @@ bool Pipeline::norm_parts_here(Worker& w, int64_t update) {
   return true;
 }
 
-// The parts summed in worker order, the same on every worker.
 double Pipeline::global_grad_norm(Worker& w, int64_t update) {
-  float sum = 0;
-  for (int r = 0; r < total_workers_; ++r)
-    sum += r == w.index ? w.norm_part
-                        : w.comm->recv(r, norm_tag(round_base_, update)).data<float>()[0];
-  return std::sqrt(static_cast<double>(sum));
+  std::map<std::string, double> squares;
+  for (int r = 0; r < total_workers_; ++r) {
+    const auto names = norm_params(r);
+    std::vector<double> parts = w.norm_parts;
+    if (r != w.index) {
+      const ir::Tensor t = w.comm->recv(r, norm_tag(round_base_, update));
+      const int64_t n = t.numel() - 1;
+      if (n != static_cast<int64_t>(names.size()) || t.data<int64_t>()[n] != n)
+        throw RuntimeFault(
+            fmt::format("worker {}: worker {} sent {} parts of the gradient "
+                        "norm of update {}, expected {}",
+                        w.index, r, n, update, names.size()));
+      parts.clear();
+      for (int64_t i = 0; i < n; ++i) parts.push_back(std::bit_cast<double>(t.data<int64_t>()[i]));
+    }
+    for (size_t i = 0; i < names.size(); ++i) squares[names[i].second] = parts[i];
+  }
+  double sum = 0;
+  for (const auto& [param, sq] : squares) sum += sq;
+  return std::sqrt(sum);
 }
 
 void Pipeline::run_program(Worker& w) {

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autodiff/training_graph.h"
@@ -187,6 +188,7 @@ class Pipeline {
   void worker_main(Worker& w);
   void run_program(Worker& w);
   void tie_chunks(Worker& w, int64_t round);
+  std::vector<std::pair<int, std::string>> norm_params(int r) const;
   void send_norm_part(Worker& w, int64_t update, double scale);
   bool norm_parts_here(Worker& w, int64_t update);
   double global_grad_norm(Worker& w, int64_t update);
@@ -226,7 +228,7 @@ class Pipeline {
   const std::vector<TensorMap>* feeds_ = nullptr;
   std::vector<TensorMap> weighted_;  // the round's feeds with the loss weight 1 added
   std::string loss_weight_;          // the training graph's kLossWeight input, if any
-  int64_t round_base_ = 0;  // microbatches run before this round (message tags, seeds)
+  int64_t round_base_ = 0;           // microbatches run before this round (message tags, seeds)
   std::chrono::steady_clock::time_point round_start_;
   std::atomic<bool> failed_{false};
 };
