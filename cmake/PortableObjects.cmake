@@ -1,8 +1,9 @@
 # The libraries whose code runs once per job (the ONNX importer, the IR and its passes,
-# autodiff, the zoo's builders) gain nothing from this machine's widest vectors. A native
-# build compiles them for any AVX2 CPU (x86-64-v3) where this CPU has AVX2, so that the GPU
-# bundle, which is built for x86-64-v3 (scripts/gpu_bundle.sh), links these objects instead
-# of compiling the libraries a second time.
+# autodiff, the zoo's builders, the tokenizer.json reader) gain nothing from this
+# machine's widest vectors. A native build compiles them for any AVX2 CPU (x86-64-v3)
+# where this CPU has AVX2, so that the GPU bundle, which is built for x86-64-v3
+# (scripts/gpu_bundle.sh), links these objects instead of compiling the libraries a
+# second time.
 #
 #   pipetrain_library(NAME SOURCES...)   add_library(NAME STATIC ...) for every library
 #       (SHARED with PIPETRAIN_SHARED_LIBS, as the sanitizer trees build them):
@@ -11,7 +12,8 @@
 #       it is the archive of DIR's objects of it instead.
 # The native tree says what it built in DIR/portable_objects.txt; a bundle tree reuses
 # nothing (and says why) unless that matches its own compiler and -march.
-set(PIPETRAIN_COLD_LIBS pipetrain_ir pipetrain_importer pipetrain_autodiff pipetrain_models)
+set(PIPETRAIN_COLD_LIBS pipetrain_ir pipetrain_importer pipetrain_autodiff pipetrain_models
+                        pipetrain_hf)
 set(PIPETRAIN_PORTABLE_MARCH x86-64-v3)
 # Their -O flag, and the CLI's, after the build type's: -O1 in a Release build, which
 # compiles them in 60% of -O3's time (297 -> 179 job-seconds on 2 cores) for code a job
@@ -22,7 +24,7 @@ else()
   set(pipetrain_cold_opt_default "")
 endif()
 set(PIPETRAIN_COLD_OPT "${pipetrain_cold_opt_default}" CACHE STRING
-    "-O flag for the importer, IR, autodiff, zoo and CLI (empty: the build type's)")
+    "-O flag for the importer, IR, autodiff, zoo, tokenizer.json reader and CLI (empty: the build type's)")
 set(PIPETRAIN_REUSE_OBJECTS "" CACHE PATH
     "A native build tree whose portable objects of the cold libraries to link (the GPU bundle)")
 
