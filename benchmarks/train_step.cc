@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("model", model_path)->required();
   app.add_option("--backend", backend_name, "cpu, cuda or portable");
   bool bf16 = false;
-  app.add_flag("--bf16", bf16, "bf16 mixed precision (cpu with AVX512-BF16 or AMX, cuda, portable)");
+  app.add_flag("--bf16", bf16,
+               "bf16 mixed precision (cpu with AVX512-BF16 or AMX, cuda, portable)");
   app.add_option("--batch", batch);
   app.add_option("--steps", steps);
   app.add_option("--warmup", warmup);
@@ -70,8 +71,12 @@ int main(int argc, char** argv) {
       feeds[in] = t;
     }
     std::vector<double> ms;
+    exec::TransferStats after_warmup;
     for (int64_t s = 0; s < warmup + steps; ++s) {
-      if (s == warmup) node_seconds.assign(node_seconds.size(), 0.0);  // the profile skips warm-up
+      if (s == warmup) {
+        node_seconds.assign(node_seconds.size(), 0.0);  // the profile skips warm-up
+        after_warmup = backend->transfers();
+      }
       auto t0 = std::chrono::steady_clock::now();
       trainer.step(feeds);
       double dt =
@@ -90,9 +95,10 @@ int main(int argc, char** argv) {
           (total - in_nodes * 1e3) / static_cast<double>(steps),
           total / static_cast<double>(steps));
     }
-    // A device backend's host-device traffic per step, beside what staging
-    // every node's inputs and outputs (no residency) would move.
-    const exec::TransferStats moved = backend->transfers();
+    // A device backend's ledger per timed step (the warm-up fills its caches): traffic,
+    // beside what staging every node's inputs and outputs (no residency) would move, host
+    // synchronisations and device allocations.
+    const exec::TransferStats moved = backend->transfers() - after_warmup;
     double staged = 0;
     for (const ir::Node& n : tg.graph.nodes)
       for (const auto* names : {&n.inputs, &n.outputs})
@@ -101,13 +107,16 @@ int main(int argc, char** argv) {
             const ir::TensorDesc& d = tg.graph.tensor(t);
             staged += static_cast<double>(ir::numel(d.shape) * ir::dtype_size(d.dtype));
           }
-    const double per_step = 1048576.0 * static_cast<double>(warmup + steps);
+    const auto per_step = [&](double v) { return v / static_cast<double>(steps); };
     fmt::print(
         "{{\"median_ms\": {:.3f}, \"min_ms\": {:.3f}, \"arena_mib\": {:.1f}, "
         "\"to_device_mib_per_step\": {:.2f}, \"to_host_mib_per_step\": {:.2f}, "
+        "\"host_syncs_per_step\": {:.1f}, \"device_allocations_per_step\": {:.1f}, "
         "\"per_node_staging_mib_per_step\": {:.2f}}}\n",
         ms[ms.size() / 2], ms.front(), trainer.memory_plan().arena_bytes / 1048576.0,
-        moved.to_device / per_step, moved.to_host / per_step, staged / 1048576.0);
+        per_step(moved.to_device / 1048576.0), per_step(moved.to_host / 1048576.0),
+        per_step(static_cast<double>(moved.host_syncs)),
+        per_step(static_cast<double>(moved.device_allocations)), staged / 1048576.0);
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

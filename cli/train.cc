@@ -29,6 +29,30 @@ bool wants_checkpoints(const TrainArgs& a) {
          a.keep_checkpoints > 1 || a.max_restarts > 0;
 }
 
+// A device backend's ledger over the training steps alone: each step's part from
+// the third on (the first two fill the caches), where no evaluation ran since the
+// step before (one runs before each epoch's first step).
+struct StepLedger {
+  exec::TransferStats sum, last;
+  int64_t steps = 0;
+  void after(const exec::StepReport& s, const exec::TransferStats& now) {
+    if (s.step >= 2 && s.batch > 0) {
+      sum += now - last;
+      ++steps;
+    }
+    last = now;
+  }
+  void print() const {
+    if (steps == 0 || last.to_device == 0) return;  // no steps to count, or not a device
+    const auto per = [&](size_t v) { return static_cast<double>(v) / static_cast<double>(steps); };
+    fmt::print(
+        "device ledger per training step ({} steps from the third, evaluation left out): "
+        "{:.3f} MiB up, {:.3f} MiB down, {:.1f} host syncs, {:.1f} device allocations\n",
+        steps, per(sum.to_device) / 1048576.0, per(sum.to_host) / 1048576.0, per(sum.host_syncs),
+        per(sum.device_allocations));
+  }
+};
+
 void train(TrainArgs& a) {
   // A float16 or bfloat16 model trains with float32 master weights and is
   // written back in its own dtype (importer/float_widening.cc).
@@ -88,11 +112,18 @@ void train(TrainArgs& a) {
   fo.epochs = a.epochs;
   fo.seed = a.seed;
   fo.max_steps = a.max_steps;
+  StepLedger ledger;
   exec::fit(trainer, tg, model, *backend, binding, split, fo,
-            {[&](const exec::StepReport& s) { report.step(s); },
+            {[&](const exec::StepReport& s) {
+               ledger.after(s, backend->transfers());
+               report.step(s);
+             },
              [&](const exec::EpochReport& e) { report.epoch(e); }});
   report.write_loss_svg(a.run_dir + "/loss.svg");
-  if (a.profile) print_profile(tg.graph, node_seconds, static_cast<int>(trainer.steps_done()));
+  if (a.profile) {
+    print_profile(tg.graph, node_seconds, static_cast<int>(trainer.steps_done()));
+    ledger.print();
+  }
   if (const exec::TransferStats moved = backend->transfers();
       moved.to_device + moved.to_host > 0 && trainer.steps_done() > 0)
     fmt::print(
@@ -176,7 +207,9 @@ void add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   cmd->add_flag("--quiet", a->quiet, "One line per epoch instead of a progress bar");
-  cmd->add_flag("--profile", a->profile, "Print the time per op type of a training step");
+  cmd->add_flag("--profile", a->profile,
+                "Print the time per op type of a training step, and a device backend's ledger per "
+                "step (MiB up and down, host synchronisations, device allocations)");
   add_pipeline_options(*cmd, *a);
   cmd->callback([a] { train(*a); });
 }

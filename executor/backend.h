@@ -12,9 +12,24 @@
 
 namespace pipetrain::exec {
 
-/// Bytes a device backend moved between host and device so far.
+/// A device backend's ledger so far: the bytes it moved between host and
+/// device, the times the host waited for the device (each download does), and
+/// the blocks it took from the device's allocator (the misses of its cache:
+/// a cudaMalloc, which synchronises the device, on CUDA).
 struct TransferStats {
   size_t to_device = 0, to_host = 0;
+  size_t host_syncs = 0, device_allocations = 0;
+  TransferStats operator-(const TransferStats& o) const {
+    return {to_device - o.to_device, to_host - o.to_host, host_syncs - o.host_syncs,
+            device_allocations - o.device_allocations};
+  }
+  TransferStats& operator+=(const TransferStats& o) {
+    to_device += o.to_device;
+    to_host += o.to_host;
+    host_syncs += o.host_syncs;
+    device_allocations += o.device_allocations;
+    return *this;
+  }
 };
 
 /// How a node's kernel treats the memory layout of its 4-D (N, C, H, W)
@@ -97,7 +112,7 @@ class Backend {
   /// Ends the run (also after an exception); what was not brought to the host
   /// or kept is gone.
   virtual void end_run() {}
-  /// Host-device traffic so far (zero for the CPU backend).
+  /// Host-device traffic, waits and allocations so far (zero for the CPU backend).
   virtual TransferStats transfers() const { return {}; }
 };
 

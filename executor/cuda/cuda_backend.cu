@@ -81,7 +81,8 @@ class CudaBackend final : public Backend {
   ir::Tensor keep(const ir::Tensor& t) override { return residency_.keep(t); }
   void end_run() override { residency_.end_run(); }
   TransferStats transfers() const override {
-    return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};
+    return {residency_.uploaded_bytes(), residency_.downloaded_bytes(), residency_.downloads(),
+            allocator_.device_allocations()};
   }
 
   void run(KernelContext& ctx) override {
@@ -95,8 +96,7 @@ class CudaBackend final : public Backend {
     const std::string& op = args.n().op_type;
     if (op == "Gemm") {
       cuda::gemm_op(ex, args);
-      device::fused_epilogue(ex, args.n(), args.out[0].data<float>(), nullptr,
-                            args.out[0].numel());
+      device::fused_epilogue(ex, args.n(), args.out[0].data<float>(), nullptr, args.out[0].numel());
       return true;
     }
     if (op == "MatMul") {
@@ -127,8 +127,8 @@ class CudaBackend final : public Backend {
       a.b_data = args.has_in(2) ? args.in[2].data<float>() : nullptr;
       a.y_data = args.out[0].data<float>();
       if (!cuda::cudnn_conv(ex, cudnn_, conv_algos_, a)) return false;  // the shared path's
-      device::fused_epilogue(ex, n, a.y_data,
-                            args.has_in(3) ? args.in[3].data<float>() : nullptr, ir::numel(a.y));
+      device::fused_epilogue(ex, n, a.y_data, args.has_in(3) ? args.in[3].data<float>() : nullptr,
+                             ir::numel(a.y));
       return true;
     }
     cpu::ConvArgs a =

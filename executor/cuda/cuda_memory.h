@@ -60,6 +60,7 @@ class CudaMemory final : public device::DeviceMemory {
   void zero(void* p, size_t bytes) override {
     PIPETRAIN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_));
   }
+  size_t device_allocations() const override { return allocator_.device_allocations(); }
 
  private:
   void copy_after_compute() {

@@ -108,8 +108,10 @@ void Residency::to_host(const ir::Tensor& t) {
   if (it->second.bytes != t.nbytes())
     throw RuntimeFault("device residency: reading " + std::to_string(t.nbytes()) + " bytes of a " +
                        std::to_string(it->second.bytes) + "-byte device tensor");
-  if (it->second.bytes)
+  if (it->second.bytes) {
     memory_.download(const_cast<void*>(t.raw()), it->second.device, it->second.bytes);
+    ++downloads_;
+  }
   downloaded_ += it->second.bytes;
   it->second.device_newer = false;
 }

@@ -45,6 +45,8 @@ class DeviceMemory {
   /// Device to host, complete when this returns (after the work queued so far).
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* p, size_t bytes) = 0;
+  /// Blocks taken from the device so far: the allocations a cache could not serve.
+  virtual size_t device_allocations() const = 0;
 };
 
 class Residency {
@@ -88,6 +90,8 @@ class Residency {
   /// Bytes moved so far, for tests and reports.
   size_t uploaded_bytes() const { return uploaded_; }
   size_t downloaded_bytes() const { return downloaded_; }
+  /// Downloads so far: each one waits for the device (a host synchronisation).
+  size_t downloads() const { return downloads_; }
 
  private:
   struct Entry {
@@ -110,7 +114,7 @@ class Residency {
   bool active_ = false;
   uint64_t values_version_ = 0;
   Entries entries_;  // by host address
-  size_t uploaded_ = 0, downloaded_ = 0;
+  size_t uploaded_ = 0, downloaded_ = 0, downloads_ = 0;
 };
 
 }  // namespace pipetrain::exec::device

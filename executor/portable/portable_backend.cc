@@ -17,6 +17,7 @@
 #include "executor/cpu/kernels/bf16.h"
 #include "executor/cpu/kernels/cpu_threads.h"
 #include "executor/device/bf16.h"
+#include "executor/device/block_cache.h"
 #include "executor/device/device_ops.h"
 #include "executor/device/device_support.h"
 #include "executor/device/host_exec.h"
@@ -30,18 +31,22 @@ namespace {
 
 using device::HostExec;
 
-// The portable backend's "device": host memory of its own.
+// The portable backend's "device": host memory of its own, cached as the CUDA
+// backend caches its device's (device::BlockCache), so the tests count the
+// allocations a CUDA run makes.
 class HostMemory final : public device::DeviceMemory {
  public:
-  void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!p) throw RuntimeFault("the portable backend is out of memory");
-    return p;
-  }
-  void release(void* p, size_t) override { std::free(p); }
+  void* allocate(size_t bytes) override { return cache_.allocate(bytes); }
+  void release(void* p, size_t bytes) override { cache_.release(p, bytes); }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  size_t device_allocations() const override { return cache_.device_allocations(); }
+
+ private:
+  // Size classes are multiples of 512 bytes: aligned_alloc's size rule holds.
+  device::BlockCache cache_{[](size_t bytes) { return std::aligned_alloc(64, bytes); },
+                            [](void* p) { std::free(p); }};
 };
 
 class PortableBackend final : public Backend {
@@ -66,7 +71,8 @@ class PortableBackend final : public Backend {
   ir::Tensor keep(const ir::Tensor& t) override { return residency_.keep(t); }
   void end_run() override { residency_.end_run(); }
   TransferStats transfers() const override {
-    return {residency_.uploaded_bytes(), residency_.downloaded_bytes()};
+    return {residency_.uploaded_bytes(), residency_.downloaded_bytes(), residency_.downloads(),
+            memory_.device_allocations()};
   }
 
   void run(KernelContext& ctx) override {

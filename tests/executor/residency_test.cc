@@ -10,11 +10,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <set>
 
+#include "autodiff/training_graph.h"
 #include "executor/backend.h"
+#include "executor/device/block_cache.h"
 #include "executor/forward_runner.h"
+#include "executor/trainer.h"
+#include "importer/importer.h"
 #include "ir/error.h"
+#include "models/zoo.h"
 
 namespace pipetrain::exec::device {
 namespace {
@@ -23,6 +29,7 @@ class CountingMemory final : public DeviceMemory {
  public:
   void* allocate(size_t bytes) override {
     ++live;
+    ++allocations;
     return std::malloc(bytes);
   }
   void release(void* p, size_t) override {
@@ -38,7 +45,8 @@ class CountingMemory final : public DeviceMemory {
     std::memcpy(dst, src, bytes);
   }
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  int live = 0, uploads = 0, downloads = 0;
+  size_t device_allocations() const override { return static_cast<size_t>(allocations); }
+  int live = 0, allocations = 0, uploads = 0, downloads = 0;
 };
 
 ir::Tensor floats(std::vector<float> v) {
@@ -192,6 +200,74 @@ TEST(Residency, RunsDoNotNest) {
   EXPECT_FALSE(r.active());
 }
 
+// The cache both device backends allocate through: a released block serves the
+// next request of its size class, and only misses reach the device.
+TEST(BlockCache, ReleasedBlocksServeTheirSizeClassAgain) {
+  int raw = 0, freed = 0;
+  BlockCache cache(
+      [&](size_t bytes) {
+        ++raw;
+        return std::malloc(bytes);
+      },
+      [&](void* p) {
+        ++freed;
+        std::free(p);
+      });
+  void* a = cache.allocate(100);
+  void* b = cache.allocate(3 << 20);
+  EXPECT_EQ(cache.device_allocations(), 2u);
+  cache.release(a, 100);
+  cache.release(b, 3 << 20);
+  EXPECT_EQ(cache.allocate(400), a);            // 100 and 400 bytes: one 512-byte class
+  EXPECT_EQ(cache.allocate((3 << 20) + 5), b);  // both 4 MiB
+  EXPECT_EQ(cache.device_allocations(), 2u);
+  void* c = cache.allocate(600);  // the 1 KiB class: a new block
+  EXPECT_NE(c, a);
+  EXPECT_EQ(raw, 3);
+  EXPECT_EQ(BlockCache::size_class(0), 512u);
+  EXPECT_EQ(BlockCache::size_class((1 << 20) + 1), size_t(2) << 20);
+  cache.release(a, 400);
+  cache.release(b, (3 << 20) + 5);
+  cache.release(c, 600);
+  cache.empty_cache();
+  EXPECT_EQ(freed, 3);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+}
+
+// Out of memory, the cache gives its free blocks back and tries once more; a
+// second failure names the size.
+TEST(BlockCache, OutOfMemoryEmptiesTheCacheOnceThenFails) {
+  size_t free_bytes = 1536;  // a device of 1.5 KiB
+  std::map<void*, size_t> blocks;
+  BlockCache cache(
+      [&](size_t bytes) -> void* {
+        if (bytes > free_bytes) return nullptr;
+        free_bytes -= bytes;
+        void* p = std::malloc(bytes);
+        blocks[p] = bytes;
+        return p;
+      },
+      [&](void* p) {
+        free_bytes += blocks.at(p);
+        blocks.erase(p);
+        std::free(p);
+      });
+  void* a = cache.allocate(512);
+  void* b = cache.allocate(512);
+  cache.release(a, 512);
+  void* c = cache.allocate(1000);  // 1 KiB fits only once the cached block is freed
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  EXPECT_EQ(free_bytes, 0u);
+  try {
+    cache.allocate(512);
+    FAIL() << "a full device allocated";
+  } catch (const RuntimeFault& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+  }
+  cache.release(b, 512);
+  cache.release(c, 1000);
+}
+
 }  // namespace
 }  // namespace pipetrain::exec::device
 
@@ -262,6 +338,51 @@ TEST(Residency, APortableRunMovesFeedsValuesAndOutputsOnly) {
   const ir::Tensor z = second.run({{"m", out.at("m")}}, opts).at("z");
   EXPECT_EQ(portable->transfers().to_device - before.to_device, x);  // m was not uploaded
   EXPECT_EQ(std::memcmp(z.raw(), want_z.raw(), want_z.nbytes()), 0);
+}
+
+// The ledger a training step keeps on the portable backend, whose residency and
+// block cache are the CUDA backend's: from the third step on, LeNet's steps take
+// no block from the device (the cache serves them all), and each moves and waits
+// the same as the one before (nothing grows with the step count).
+TEST(DeviceLedger, LenetStepsAllocateNothingOnTheDeviceAfterTheSecond) {
+  models::ZooOptions opts;
+  opts.batch = 8;
+  opts.seed = 5;
+  const onnx::ModelProto proto = models::build_zoo_model("lenet", opts);
+  ir::Graph model = importer::import_model_bytes(proto.SerializeAsString(), ".", {});
+  autodiff::TrainingGraph tg = autodiff::build_training_graph(model, {"cross-entropy", ""});
+  const ir::TensorDesc& x = tg.graph.tensor(tg.graph.inputs[0]);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  ir::Tensor images(ir::DType::kF32, x.shape);
+  for (int64_t k = 0; k < images.numel(); ++k) images.data<float>()[k] = normal(rng);
+  std::vector<int64_t> y(static_cast<size_t>(x.shape[0]));
+  for (auto& v : y) v = static_cast<int64_t>(rng() % 10);
+  const std::map<std::string, ir::Tensor> feeds = {
+      {x.name, images}, {tg.labels, ir::Tensor::from_i64(y, {x.shape[0]})}};
+
+  auto portable = make_portable_backend();
+  TrainerOptions to;
+  to.optimizer.kind = "sgd";
+  to.optimizer.lr = 0.01;
+  to.optimizer.momentum = 0.9;
+  Trainer trainer(tg, *portable, to);
+  std::vector<TransferStats> per_step;
+  for (int s = 0; s < 4; ++s) {
+    const TransferStats before = portable->transfers();
+    trainer.step(feeds);
+    per_step.push_back(portable->transfers() - before);
+  }
+  EXPECT_GT(per_step[0].device_allocations, 0u);
+  for (int s = 2; s < 4; ++s) {
+    const TransferStats& st = per_step[static_cast<size_t>(s)];
+    EXPECT_EQ(st.device_allocations, 0u) << "step " << s;
+    EXPECT_GE(st.to_device, images.nbytes() + y.size() * sizeof(int64_t)) << "step " << s;
+    EXPECT_GT(st.host_syncs, 0u) << "step " << s;  // the loss and gradients come back
+    EXPECT_EQ(st.to_device, per_step[1].to_device) << "step " << s;
+    EXPECT_EQ(st.to_host, per_step[1].to_host) << "step " << s;
+    EXPECT_EQ(st.host_syncs, per_step[1].host_syncs) << "step " << s;
+  }
 }
 
 }  // namespace
