@@ -220,12 +220,11 @@ void run_compare(const CompareArgs& a) {
     models::ZooOptions zo;
     zo.weights = false;
     zo.width_divisor = a.width_divisor;
-    std::string bytes;
-    models::build_zoo_model(name, zo).SerializeToString(&bytes);
+    onnx::ModelProto proto = models::build_zoo_model(name, zo);
     importer::ImportOptions io;
     io.batch = a.batch;
     io.layer_depth = a.layer_depth;
-    ir::Graph g = importer::import_model_bytes(bytes, ".", io);
+    ir::Graph g = importer::import_model_proto(proto, name, io);
     pt::Profile p = pt::analytic_profile(g, pt::device_spec(a.device));
     p.model = name;
     pt::Plan plan = pt::partition(p, t);

@@ -152,4 +152,9 @@ ir::Graph import_model_bytes(const std::string& bytes, const std::string& base_d
   return import_parsed(model, parsed, base_dir.empty() ? "." : base_dir, "model", options);
 }
 
+ir::Graph import_model_proto(onnx::ModelProto& model, const std::string& origin,
+                             const ImportOptions& options) {
+  return import_parsed(model, true, ".", origin, options);
+}
+
 }  // namespace pipetrain::importer

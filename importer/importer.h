@@ -8,6 +8,10 @@
 
 #include "ir/graph.h"
 
+namespace onnx {
+class ModelProto;
+}  // namespace onnx
+
 namespace pipetrain::importer {
 
 struct ImportOptions {
@@ -46,6 +50,12 @@ ir::Graph import_model(const std::string& path, const ImportOptions& options = {
 
 /// Same from serialized bytes; external data is looked up in `base_dir`.
 ir::Graph import_model_bytes(const std::string& bytes, const std::string& base_dir,
+                             const ImportOptions& options = {});
+
+/// Same from a model built in memory (the zoo's), which the import changes: no
+/// serialized copy of its weights on the way (a full-size VGG-16 holds 553 MB).
+/// `origin` names it in messages.
+ir::Graph import_model_proto(onnx::ModelProto& model, const std::string& origin,
                              const ImportOptions& options = {});
 
 /// Writes the graph as an ONNX model (opset graph.opset); values become

@@ -276,7 +276,7 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
   // tensor is allocated: a forged dims field must not allocate 16 GiB.
   if (proto.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     ExternalRef ref = resolve_external(proto, base_dir, what, nbytes);
-    ir::Tensor t(dtype, shape);
+    ir::Tensor t = ir::Tensor::uninitialized(dtype, shape);  // every byte read next
     read_external(ref, what, nbytes, t.raw());
     if (dtype == ir::DType::kBool)  // normalise: our kernels read bools as 0/1
       for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
@@ -287,7 +287,7 @@ ir::Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& 
       throw ModelError(what + " has " + std::to_string(proto.raw_data().size()) +
                        " bytes of raw_data, but its shape " + ir::shape_str(shape) + " needs " +
                        std::to_string(nbytes));
-    ir::Tensor t(dtype, shape);
+    ir::Tensor t = ir::Tensor::uninitialized(dtype, shape);  // every byte copied next
     if (nbytes) std::memcpy(t.raw(), proto.raw_data().data(), nbytes);
     if (dtype == ir::DType::kBool)
       for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = t.data<uint8_t>()[i] != 0;
