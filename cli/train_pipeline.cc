@@ -977,6 +977,18 @@ void run_pipelined(TrainArgs& a, exec::Communicator* comm) {
         stats[w].peak_bytes() / 1048576.0, simulated / 1048576.0,
         simulated > 0 ? static_cast<double>(stats[w].peak_bytes()) / simulated : 0.0);
   }
+  // A device backend's ledger per worker, per round from the third (the caches warm).
+  for (size_t w = 0; w < stats.size(); ++w) {
+    const int rounds = stats[w].rounds - 2;
+    if (stats[w].ledger.to_device == 0 || rounds <= 0) continue;
+    const exec::TransferStats d = stats[w].ledger - stats[w].ledger_warm;
+    const auto per = [&](size_t v) { return static_cast<double>(v) / rounds; };
+    fmt::print(
+        "  worker {} device ledger per round ({} rounds from the third): "
+        "{:.3f} MiB up, {:.3f} MiB down, {:.1f} host syncs, {:.1f} device allocations\n",
+        w, rounds, per(d.to_device) / 1048576.0, per(d.to_host) / 1048576.0, per(d.host_syncs),
+        per(d.device_allocations));
+  }
   if (a.trainer.clip_norm > 0 && flush) {
     int provisional = 0, redone = 0;
     for (const auto& st : stats) {

@@ -962,6 +962,8 @@ void Pipeline::run_program(Worker& w) {
   if (w.norm_pending) take_norm();
   for (StageWorker* one : w.provisional) w.stats.redone_updates += one->settle(scale * w.clip_coef);
   w.provisional.clear();
+  w.stats.ledger = w.backend->transfers();
+  if (++w.stats.rounds == 2) w.stats.ledger_warm = w.stats.ledger;
 }
 
 void Pipeline::write_back(ir::Graph& g, int replica) {

@@ -40,7 +40,7 @@ MessageTag tag(const std::string& what, int64_t round) {
 
 // worker, busy, stage, replica, in flight, versions, stash, params, gradients, optimizer,
 // provisional, redone, before-update copy
-constexpr int64_t kWorkerColumns = 13;
+constexpr int64_t kWorkerColumns = 22;
 constexpr int64_t kLossColumns = 3;  // worker, microbatch, loss
 constexpr int64_t kGradColumns = 5;  // worker, stage, replica, update, sum of squares
 constexpr int64_t kOpColumns = 9;    // worker, kind, stage, mb, payload, peer, start, end, -
@@ -59,7 +59,13 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
            static_cast<int64_t>(w.stats.param_bytes),
            static_cast<int64_t>(w.stats.peak_gradient_bytes),
            static_cast<int64_t>(w.stats.optimizer_bytes), w.stats.provisional_updates,
-           w.stats.redone_updates, static_cast<int64_t>(w.stats.before_update_bytes)});
+           w.stats.redone_updates, static_cast<int64_t>(w.stats.before_update_bytes),
+           w.stats.rounds});
+      for (const TransferStats* l : {&w.stats.ledger, &w.stats.ledger_warm})
+        workers.insert(
+            workers.end(),
+            {static_cast<int64_t>(l->to_device), static_cast<int64_t>(l->to_host),
+             static_cast<int64_t>(l->host_syncs), static_cast<int64_t>(l->device_allocations)});
       for (const auto& [mb, loss] : w.losses)
         losses.insert(losses.end(), {w.worker, mb, bits(loss)});
       for (const auto& g : w.grad_sq)
@@ -87,10 +93,24 @@ std::vector<WorkerReport> gather_reports(Communicator& comm, int64_t round,
       WorkerReport w;
       w.worker = static_cast<int>(c[0]);
       w.busy_s = real(c[1]);
-      w.stats = {static_cast<int>(c[2]),    static_cast<int>(c[3]),    static_cast<int>(c[4]),
-                 static_cast<int>(c[5]),    static_cast<size_t>(c[6]), static_cast<size_t>(c[7]),
-                 static_cast<size_t>(c[8]), static_cast<size_t>(c[9]), static_cast<int>(c[10]),
-                 static_cast<int>(c[11]),   static_cast<size_t>(c[12])};
+      auto ledger = [](const int64_t* l) {
+        return TransferStats{static_cast<size_t>(l[0]), static_cast<size_t>(l[1]),
+                             static_cast<size_t>(l[2]), static_cast<size_t>(l[3])};
+      };
+      w.stats = {static_cast<int>(c[2]),
+                 static_cast<int>(c[3]),
+                 static_cast<int>(c[4]),
+                 static_cast<int>(c[5]),
+                 static_cast<size_t>(c[6]),
+                 static_cast<size_t>(c[7]),
+                 static_cast<size_t>(c[8]),
+                 static_cast<size_t>(c[9]),
+                 static_cast<int>(c[10]),
+                 static_cast<int>(c[11]),
+                 static_cast<size_t>(c[12]),
+                 static_cast<int>(c[13]),
+                 ledger(c + 14),
+                 ledger(c + 18)};
       all.push_back(std::move(w));
     }
     auto report_of = [&](int64_t worker) -> WorkerReport& {

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "executor/backend.h"
 #include "executor/comm/communicator.h"
 #include "ir/graph.h"
 #include "partitioner/schedule.h"
@@ -31,6 +32,10 @@ struct WorkerStats {
   // and those of them redone because it clipped.
   int provisional_updates = 0, redone_updates = 0;
   size_t before_update_bytes = 0;  // the weights and optimizer state kept for a redo
+  // A device backend's ledger (executor/backend.h): its totals after the rounds run
+  // so far, and after the second (its caches are warm from there on).
+  int rounds = 0;
+  TransferStats ledger, ledger_warm;
   /// Peak bytes: stash, weight versions, gradients and optimizer state.
   size_t peak_bytes() const {
     return peak_stash_bytes + static_cast<size_t>(peak_weight_versions) * param_bytes +

@@ -1303,6 +1303,48 @@ TEST(Pipeline, ClipNormUnderFlushSchedulesMatchesSingleWorker) {
   }
 }
 
+// Each stage worker of a pipeline on a device backend keeps its own ledger (the
+// CLI prints it per worker): LeNet in two stages on the portable backend takes no
+// device block after its second round, and every later round moves the same bytes.
+TEST(Pipeline, DeviceStagesAllocateNothingAfterTheSecondRound) {
+  constexpr int64_t kBatch = 8;
+  constexpr int kMicro = 2;
+  auto tg = lenet_training_graph(kBatch / kMicro);
+  exec::PipelineOptions po;
+  po.schedule = ScheduleKind::kOneFOneB;
+  po.microbatches = kMicro;
+  po.optimizer = sgd_momentum();
+  po.make_backend = [](int) { return exec::make_portable_backend(); };
+  exec::Pipeline pipe(tg, split(static_cast<int>(tg.graph.layers.size()), {1, 1}), po);
+  auto one = lenet_training_graph(kBatch);
+  std::vector<std::vector<exec::TransferStats>> rounds(2);
+  for (int r = 0; r < 4; ++r) {
+    pipe.run(microbatches_of(lenet_minibatch(one, r), kMicro, kBatch));
+    const auto stats = pipe.stats();
+    ASSERT_EQ(stats.size(), 2u);
+    for (size_t w = 0; w < 2; ++w) {
+      EXPECT_EQ(stats[w].rounds, r + 1);
+      rounds[w].push_back(stats[w].ledger);
+    }
+  }
+  for (size_t w = 0; w < 2; ++w) {
+    const std::string what = "worker " + std::to_string(w);
+    EXPECT_GT(rounds[w][0].device_allocations, 0u) << what;
+    EXPECT_EQ(pipe.stats()[w].ledger_warm.device_allocations, rounds[w][1].device_allocations)
+        << what;
+    const exec::TransferStats second = rounds[w][1] - rounds[w][0];
+    for (int r = 2; r < 4; ++r) {
+      const exec::TransferStats d =
+          rounds[w][static_cast<size_t>(r)] - rounds[w][static_cast<size_t>(r - 1)];
+      EXPECT_EQ(d.device_allocations, 0u) << what << ", round " << r;
+      EXPECT_GT(d.to_device, 0u) << what << ", round " << r;
+      EXPECT_EQ(d.to_device, second.to_device) << what << ", round " << r;
+      EXPECT_EQ(d.to_host, second.to_host) << what << ", round " << r;
+      EXPECT_EQ(d.host_syncs, second.host_syncs) << what << ", round " << r;
+    }
+  }
+}
+
 // Post-validation: the updates of a flush schedule under --clip-norm go ahead of the
 // global norm and are redone when it clips. Step 2's inputs are scaled 100x, so that
 // step alone needs clipping. Provisional updates (every one, kProvisional; those whose
@@ -1393,8 +1435,8 @@ TEST(Pipeline, ClippedFlushUpdatesAreTheSameBitsWhereverTheModelIsCut) {
   for (ScheduleKind kind : {ScheduleKind::kOneFOneB, ScheduleKind::kZeroBubbleH2}) {
     std::map<std::string, ir::Tensor> first;
     for (int cut = 0; cut + 1 < layers; ++cut) {
-      const std::string what = std::string(partitioner::schedule_name(kind)) + ", stage 0 = " +
-                               "layers 0-" + std::to_string(cut);
+      const std::string what = std::string(partitioner::schedule_name(kind)) +
+                               ", stage 0 = " + "layers 0-" + std::to_string(cut);
       auto micro = mlp_training_graph(kBatch / kMicro);
       exec::PipelineOptions po;
       po.schedule = kind;
