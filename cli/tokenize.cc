@@ -22,6 +22,8 @@ struct TokenizeArgs {
   std::string output;
   std::string tokenizer;
   std::string encode;
+  std::string pair;      // --encode with a second file: each line pair as one sequence
+  std::string type_ids;  // --encode: also each row's token types, as a .npy
   std::string decode;
   bool no_special_tokens = false;
   data::SentencePieceOptions spm;
@@ -50,30 +52,65 @@ void train_model(const TokenizeArgs& a) {
              static_cast<double>(text.size()) / static_cast<double>(ids.size()));
 }
 
-// One row of ids per line of the file (a final newline ends the last line),
-// padded with -1 to the longest.
-void encode_file(const TokenizeArgs& a) {
-  const auto tokenizer = data::make_tokenizer(a.tokenizer);
-  const std::string text = data::read_utf8_file(a.encode);
-  std::vector<std::vector<int64_t>> rows;
-  size_t longest = 0, total = 0;
+// The file's lines (a final newline ends the last line).
+std::vector<std::string> lines_of(const std::string& path) {
+  const std::string text = data::read_utf8_file(path);
+  std::vector<std::string> lines;
   for (size_t at = 0; at < text.size();) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(at, end - at);
-    rows.push_back(a.no_special_tokens ? tokenizer->encode(line)
-                                       : tokenizer->encode_with_special_tokens(line));
-    longest = std::max(longest, rows.back().size());
-    total += rows.back().size();
+    lines.push_back(text.substr(at, end - at));
     at = end + 1;
   }
-  if (rows.empty()) throw ModelError(a.encode + ": no lines to encode");
+  return lines;
+}
+
+// Rows of equal length, padded with -1.
+void save_rows(const std::vector<std::vector<int64_t>>& rows, size_t longest,
+               const std::string& path) {
   std::vector<int64_t> flat(rows.size() * longest, -1);
   for (size_t r = 0; r < rows.size(); ++r)
-    std::copy(rows[r].begin(), rows[r].end(), flat.begin() + r * longest);
+    std::copy(rows[r].begin(), rows[r].end(), flat.begin() + static_cast<int64_t>(r * longest));
   ir::save_npy(ir::Tensor::from_i64(
                    flat, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(longest)}),
-               a.output);
+               path);
+}
+
+// One row of ids per line of the file (with --pair, per pair of lines), padded with
+// -1 to the longest; with --type-ids, each id's token type beside them.
+void encode_file(const TokenizeArgs& a) {
+  const auto tokenizer = data::make_tokenizer(a.tokenizer);
+  const std::vector<std::string> lines = lines_of(a.encode);
+  if (lines.empty()) throw ModelError(a.encode + ": no lines to encode");
+  std::vector<std::string> pairs;
+  if (!a.pair.empty()) {
+    pairs = lines_of(a.pair);
+    if (pairs.size() != lines.size())
+      throw ModelError("tokenize --pair: " + a.encode + " has " + std::to_string(lines.size()) +
+                       " lines and " + a.pair + " " + std::to_string(pairs.size()) +
+                       "; each line pairs with the line of the same number");
+  }
+  std::vector<std::vector<int64_t>> rows, types;
+  size_t longest = 0, total = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    data::FramedPair framed;
+    if (!a.pair.empty()) {
+      auto first = tokenizer->encode(lines[i]);
+      auto second = tokenizer->encode(pairs[i]);
+      framed = a.no_special_tokens ? data::concat_pair(std::move(first), second)
+                                   : tokenizer->frame_pair(std::move(first), std::move(second));
+    } else {
+      framed.ids = a.no_special_tokens ? tokenizer->encode(lines[i])
+                                       : tokenizer->encode_with_special_tokens(lines[i]);
+      framed.type_ids.assign(framed.ids.size(), 0);
+    }
+    longest = std::max(longest, framed.ids.size());
+    total += framed.ids.size();
+    rows.push_back(std::move(framed.ids));
+    types.push_back(std::move(framed.type_ids));
+  }
+  save_rows(rows, longest, a.output);
+  if (!a.type_ids.empty()) save_rows(types, longest, a.type_ids);
   fmt::print("wrote {}: {} lines, {} tokens, the longest line {} ({}, vocab {})\n", a.output,
              rows.size(), total, longest, tokenizer->describe(), tokenizer->vocab_size());
 }
@@ -123,6 +160,8 @@ void tokenize(const TokenizeArgs& a) {
     throw ModelError(
         "tokenize --encode/--decode: --tokenizer (a tokenizer.json or .model) is "
         "required");
+  if (a.encode.empty() && (!a.pair.empty() || !a.type_ids.empty()))
+    throw ModelError("tokenize: --pair and --type-ids go with --encode FILE");
   if (!a.encode.empty()) {
     if (a.output.empty()) throw ModelError("tokenize --encode: -o ids.npy is required");
     return encode_file(a);
@@ -143,6 +182,13 @@ void add_tokenize_command(CLI::App& app) {
                   "For --encode/--decode: a Hugging Face tokenizer.json or a SentencePiece .model");
   cmd->add_option("--encode", a->encode,
                   "A UTF-8 text file: each line's ids as a row of int64, padded with -1");
+  cmd->add_option("--pair", a->pair,
+                  "With --encode: a second file, each line the second text of a sentence pair "
+                  "with the --encode line of the same number, framed as the tokenizer frames "
+                  "pairs");
+  cmd->add_option("--type-ids", a->type_ids,
+                  "With --encode: also write each id's token type (the pair's segment) as a .npy "
+                  "like -o's");
   cmd->add_option("--decode", a->decode, "A .npy of token ids: prints each row's text");
   cmd->add_flag("--no-special-tokens", a->no_special_tokens,
                 "--encode without the special tokens the tokenizer frames a sequence with");

@@ -28,6 +28,7 @@ struct TrainArgs {
   int64_t seq_len = 0;                 // text:/tokens: window length (0: the model's)
   std::string tokenizer;               // text:/csv:/jsonl: tokenizer.json or .model; empty: bytes
   std::string text_column = "text";    // csv:/jsonl: the text's column or key
+  std::string text_pair_column;        // csv:/jsonl: a sentence pair's second text
   std::string label_column = "label";  // csv:/jsonl: the label's column or key
   exec::TrainerOptions trainer;
   std::string output;

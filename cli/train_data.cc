@@ -24,6 +24,10 @@ void add_text_data_options(CLI::App& cmd, TrainArgs& a) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--text-column", a.text_column, "csv:/jsonl: the text's column or key")
       ->capture_default_str();
+  cmd.add_option("--text-pair-column", a.text_pair_column,
+                 "csv:/jsonl: the second text's column or key: each row a sentence pair, framed "
+                 "as the tokenizer frames pairs ([CLS] a [SEP] b [SEP]), token_type_ids 1 on b "
+                 "where it says so");
   cmd.add_option("--label-column", a.label_column,
                  "csv:/jsonl: the label's column or key (none for a causal LM, whose labels are "
                  "the next tokens)")
@@ -40,10 +44,13 @@ data::DataSplit load_train_data(const TrainArgs& a, const ir::Graph& model) {
   o.seq_len = a.seq_len;
   o.tokenizer = a.tokenizer;
   const bool text_classes = data::is_text_rows(a.data);
+  if (!a.text_pair_column.empty() && !text_classes)
+    throw ModelError("--text-pair-column applies to csv: and jsonl: data, not " + a.data);
   if (!a.tokenizer.empty() && a.data.rfind("text:", 0) != 0 && !text_classes)
     throw ModelError("--tokenizer applies to text:, csv: and jsonl: data, not " + a.data);
   if (text_classes) {
     o.text_column = a.text_column;
+    o.text_pair_column = a.text_pair_column;
     o.label_column = a.label_column;
     // The ids feed the first input; the masks the inputs named after them.
     for (const auto& in : model.inputs)

@@ -77,6 +77,10 @@ struct DataOptions {
   /// (the model's inputs of those names).
   std::string text_column;
   std::vector<std::string> text_inputs;
+  /// csv: and jsonl: sources: the second text's column or key, for sentence pairs
+  /// (framed as the tokenizer frames pairs, token_type_ids 1 on the second text where
+  /// the tokenizer says so); empty for one text per row.
+  std::string text_pair_column;
   /// csv: and jsonl: sources for a causal language model: the labels are each text's next
   /// tokens (ignore_index on padding), and there is no label column.
   bool causal_lm = false;

@@ -15,6 +15,7 @@ namespace {
 struct Row {
   std::string text, label;
   int64_t line = 0;  // where the row starts in the file (1-based), for messages
+  std::string pair;  // the second text of a sentence pair (--text-pair-column)
 };
 
 // RFC 4180: comma-separated, fields in double quotes may hold commas, line
@@ -83,12 +84,13 @@ size_t column_index(const std::vector<std::string>& header, const std::string& n
 }
 
 std::vector<Row> read_csv_rows(const std::string& path, const std::string& text_column,
-                               const std::string& label_column) {
+                               const std::string& pair_column, const std::string& label_column) {
   const auto records = parse_csv(read_utf8_file(path), path);
   if (records.size() < 2) throw ModelError(path + ": no rows below the header");
   const auto& header = records[0].first;
   const size_t t = column_index(header, text_column, "text", path);
   const size_t l = label_column.empty() ? t : column_index(header, label_column, "label", path);
+  const size_t p = pair_column.empty() ? t : column_index(header, pair_column, "text-pair", path);
   std::vector<Row> rows;
   for (size_t r = 1; r < records.size(); ++r) {
     const auto& [fields, line] = records[r];
@@ -96,13 +98,13 @@ std::vector<Row> read_csv_rows(const std::string& path, const std::string& text_
       throw ModelError(path + ": the row on line " + std::to_string(line) + " has " +
                        std::to_string(fields.size()) + " fields, the header " +
                        std::to_string(header.size()));
-    rows.push_back({fields[t], fields[l], line});
+    rows.push_back({fields[t], fields[l], line, pair_column.empty() ? "" : fields[p]});
   }
   return rows;
 }
 
 std::vector<Row> read_jsonl_rows(const std::string& path, const std::string& text_key,
-                                 const std::string& label_key) {
+                                 const std::string& pair_key, const std::string& label_key) {
   const std::string text = read_utf8_file(path);
   std::vector<Row> rows;
   int64_t line = 0;
@@ -124,8 +126,15 @@ std::vector<Row> read_jsonl_rows(const std::string& path, const std::string& tex
     if (!j.contains(text_key) || !j[text_key].is_string())
       throw ModelError(where + " has no text string '" + text_key +
                        "' (choose the key with --text-column)");
+    std::string pair;
+    if (!pair_key.empty()) {
+      if (!j.contains(pair_key) || !j[pair_key].is_string())
+        throw ModelError(where + " has no text string '" + pair_key +
+                         "' (choose the key with --text-pair-column)");
+      pair = j[pair_key].get<std::string>();
+    }
     if (label_key.empty()) {  // a language model's text alone
-      rows.push_back({j[text_key].get<std::string>(), "", line});
+      rows.push_back({j[text_key].get<std::string>(), "", line, ""});
       continue;
     }
     if (!j.contains(label_key))
@@ -137,11 +146,17 @@ std::vector<Row> read_jsonl_rows(const std::string& path, const std::string& tex
                        ", not a class name or an integer");
     rows.push_back(
         {j[text_key].get<std::string>(),
-         label.is_string() ? label.get<std::string>() : std::to_string(label.get<int64_t>()),
-         line});
+         label.is_string() ? label.get<std::string>() : std::to_string(label.get<int64_t>()), line,
+         std::move(pair)});
   }
   if (rows.empty()) throw ModelError(path + ": no JSON lines");
   return rows;
+}
+
+// Longest first, as the `tokenizers` library and transformers truncate a pair: a
+// token at a time off the end of the longer text (of the second when they are even).
+void truncate_pair(std::vector<int64_t>& a, std::vector<int64_t>& b, size_t room) {
+  while (a.size() + b.size() > room) (a.size() > b.size() ? a : b).pop_back();
 }
 
 // A language model's rows: each framed text's first T tokens, and as labels the
@@ -190,16 +205,25 @@ Dataset read_text_rows(const std::string& source, const DataOptions& options) {
   const std::string label_column = options.causal_lm              ? ""
                                    : options.label_column.empty() ? "label"
                                                                   : options.label_column;
-  const std::vector<Row> rows = csv ? read_csv_rows(path, text_column, label_column)
-                                    : read_jsonl_rows(path, text_column, label_column);
+  const std::string& pair_column = options.text_pair_column;
+  const bool pairs = !pair_column.empty();
+  if (pairs && options.causal_lm)
+    throw ModelError(path +
+                     ": --text-pair-column makes sentence pairs for classification; a "
+                     "causal language model reads one text per row");
+  const std::vector<Row> rows = csv ? read_csv_rows(path, text_column, pair_column, label_column)
+                                    : read_jsonl_rows(path, text_column, pair_column, label_column);
   const auto tokenizer = make_tokenizer(options.tokenizer);
-  const size_t framing = tokenizer->frame({}).size();  // special tokens around a text
+  // The special tokens around a text, or a pair's.
+  const size_t framing =
+      pairs ? tokenizer->frame_pair({}, {}).ids.size() : tokenizer->frame({}).size();
 
-  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<int64_t>> ids, second;
   size_t longest = 0;
   for (const auto& r : rows) {
     ids.push_back(tokenizer->encode(r.text));
-    longest = std::max(longest, ids.back().size() + framing);
+    if (pairs) second.push_back(tokenizer->encode(r.pair));
+    longest = std::max(longest, ids.back().size() + (pairs ? second.back().size() : 0) + framing);
   }
   if (options.causal_lm) return causal_lm_rows(source, ids, *tokenizer, options, longest);
   const auto seq =
@@ -218,14 +242,24 @@ Dataset read_text_rows(const std::string& source, const DataOptions& options) {
   std::fill_n(types.data<int64_t>(), n * t, 0);
   for (int64_t i = 0; i < n; ++i) {
     std::vector<int64_t>& text_ids = ids[static_cast<size_t>(i)];
-    if (text_ids.size() + framing > seq) text_ids.resize(seq - framing);  // truncated
-    const std::vector<int64_t> framed = tokenizer->frame(std::move(text_ids));
+    FramedPair framed;
+    if (pairs) {
+      std::vector<int64_t>& pair_ids = second[static_cast<size_t>(i)];
+      truncate_pair(text_ids, pair_ids, seq - framing);
+      framed = tokenizer->frame_pair(std::move(text_ids), std::move(pair_ids));
+    } else {
+      if (text_ids.size() + framing > seq) text_ids.resize(seq - framing);  // truncated
+      framed.ids = tokenizer->frame(std::move(text_ids));
+      framed.type_ids.assign(framed.ids.size(), 0);
+    }
     int64_t* row = ds.features.data<int64_t>() + i * t;
     int64_t* m = mask.data<int64_t>() + i * t;
+    int64_t* type = types.data<int64_t>() + i * t;
     for (int64_t k = 0; k < t; ++k) {
-      const bool real = k < static_cast<int64_t>(framed.size());
-      row[k] = real ? framed[static_cast<size_t>(k)] : tokenizer->pad_id();
+      const bool real = k < static_cast<int64_t>(framed.ids.size());
+      row[k] = real ? framed.ids[static_cast<size_t>(k)] : tokenizer->pad_id();
       m[k] = real ? 1 : 0;
+      type[k] = real ? framed.type_ids[static_cast<size_t>(k)] : 0;
     }
   }
   for (const auto& name : options.text_inputs) {

@@ -3,8 +3,11 @@
 // tokenized, framed with the tokenizer's special tokens, truncated and padded
 // to one length, and fed as the token ids (features, the model's first free
 // input) with attention_mask and token_type_ids by name where the model takes
-// them. The labels are each row's class (sequence classification), or, for a
-// causal language model, the next tokens with ignore_index on the padding.
+// them. With a pair column each row is a sentence pair, framed as the tokenizer
+// frames pairs (BERT's [CLS] a [SEP] b [SEP]) and truncated longest first, its
+// token_type_ids the tokenizer's. The labels are each row's class (sequence
+// classification), or, for a causal language model, the next tokens with
+// ignore_index on the padding.
 #pragma once
 
 #include <string>

@@ -11,6 +11,20 @@
 
 namespace pipetrain::data {
 
+/// Two texts as one sequence: the ids, and each id's segment (its token type).
+struct FramedPair {
+  std::vector<int64_t> ids, type_ids;
+};
+
+/// `a` then `b`, types 0 then 1: a pair without special tokens.
+inline FramedPair concat_pair(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  FramedPair out{std::move(a), {}};
+  out.type_ids.assign(out.ids.size(), 0);
+  out.ids.insert(out.ids.end(), b.begin(), b.end());
+  out.type_ids.resize(out.ids.size(), 1);
+  return out;
+}
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -21,6 +35,12 @@ class Tokenizer {
   virtual std::vector<int64_t> frame(std::vector<int64_t> ids) const { return ids; }
   std::vector<int64_t> encode_with_special_tokens(const std::string& text) const {
     return frame(encode(text));
+  }
+  /// Two texts' ids as one sequence pair, framed as the tokenizer frames pairs
+  /// (BERT's [CLS] a [SEP] b [SEP], types 0 then 1; RoBERTa's <s> a </s></s> b
+  /// </s>, types 0); a then b, types 0 then 1, by tokenizers without special tokens.
+  virtual FramedPair frame_pair(std::vector<int64_t> a, std::vector<int64_t> b) const {
+    return concat_pair(std::move(a), b);
   }
   /// The id that pads a batch of sequences (masked out by attention_mask).
   virtual int64_t pad_id() const { return 0; }

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "data/tokenizer.h"
+
 namespace pipetrain::data::hf {
 
 using Json = nlohmann::json;
@@ -23,8 +25,14 @@ using Json = nlohmann::json;
 using Normalizer = std::function<std::string(std::string)>;
 /// A piece of normalized text to the words the model sees.
 using PreTokenizer = std::function<std::vector<std::string>(const std::string&)>;
-/// One sequence's ids framed with special tokens ([CLS] ... [SEP]).
-using PostProcessor = std::function<std::vector<int64_t>(std::vector<int64_t>)>;
+/// One sequence's ids framed with special tokens ([CLS] ... [SEP]), and a pair's
+/// ([CLS] a [SEP] b [SEP]) with each id's token type. `frames` is false for the
+/// processors that add no tokens (ByteLevel).
+struct PostProcessor {
+  std::function<std::vector<int64_t>(std::vector<int64_t>)> single;
+  std::function<FramedPair(std::vector<int64_t>, std::vector<int64_t>)> pair;
+  bool frames = true;
+};
 /// Tokens to the strings whose concatenation is the text (decode_chain).
 using Decoder = std::function<std::vector<std::string>(std::vector<std::string>)>;
 

@@ -116,7 +116,12 @@ class HfTokenizer final : public Tokenizer {
   }
 
   std::vector<int64_t> frame(std::vector<int64_t> ids) const override {
-    return post_processor_ ? post_processor_(std::move(ids)) : ids;
+    return post_processor_.single ? post_processor_.single(std::move(ids)) : ids;
+  }
+
+  FramedPair frame_pair(std::vector<int64_t> a, std::vector<int64_t> b) const override {
+    return post_processor_.pair ? post_processor_.pair(std::move(a), std::move(b))
+                                : concat_pair(std::move(a), b);
   }
 
   int64_t pad_id() const override { return pad_id_; }

@@ -275,6 +275,50 @@ class HfTokenizerTest(unittest.TestCase):
     def test_whitespace_bpe_with_prefix_and_suffix(self):
         self.check_family("whitespace-bpe-suffix")
 
+    def test_sentence_pairs_frame_as_the_library_does(self):
+        # encode(a, b): BERT's template ([CLS] a [SEP] b [SEP], b's part type 1), RoBERTa's
+        # <s> a </s></s> b </s> (type 0), BertProcessing, templates without a pair ($A $B),
+        # ByteLevel and no post-processor (a then b): ids and token types of 2,000 pairs.
+        first, second = self.lines[0:4000:2] + EXTRA, self.lines[1:4001:2] + EXTRA[::-1]
+        a_path, b_path = os.path.join(self.dir, "a.txt"), os.path.join(self.dir, "b.txt")
+        for path, lines in ((a_path, first), (b_path, second)):
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        bert = self.tokenizers["bert-wordpiece-uncased"]
+        bert_processing = Tokenizer.from_str(bert.to_str())
+        bert_processing.post_processor = processors.BertProcessing(
+            ("[SEP]", bert.token_to_id("[SEP]")), ("[CLS]", bert.token_to_id("[CLS]")))
+        cases = {name: self.tokenizers[name] for name in (
+            "bert-wordpiece-uncased", "roberta-bpe", "gpt2-bpe", "t5-unigram",
+            "llama-bpe-bytefallback", "wordlevel-misc")}
+        cases["bert-processing"] = bert_processing
+        for name, tok in cases.items():
+            with self.subTest(name):
+                path = os.path.join(self.dir, name + "-pair.json")
+                tok.save(path)
+                ids_path, types_path = path[:-5] + ".npy", path[:-5] + "-types.npy"
+                r = run("tokenize", "--tokenizer", path, "--encode", a_path, "--pair", b_path,
+                        "-o", ids_path, "--type-ids", types_path)
+                self.assertEqual(r.returncode, 0, r.stderr.decode())
+                ids, types = np.load(ids_path), np.load(types_path)
+                want = tok.encode_batch(list(zip(first, second)))
+                self.assertEqual(ids.shape[0], len(want))
+                for i, e in enumerate(want):
+                    row = ids[i][ids[i] != -1].tolist()
+                    row_types = types[i][: len(row)].tolist()
+                    self.assertEqual((row, row_types), (e.ids, e.type_ids),
+                                     f"{name}, pair {i}: {first[i]!r} / {second[i]!r}")
+        # Files of other lengths pair nothing: exit 2 naming both, nothing written.
+        short = os.path.join(self.dir, "short.txt")
+        with open(short, "w", encoding="utf-8") as f:
+            f.write("one line\n")
+        out = os.path.join(self.dir, "never.npy")
+        r = run("tokenize", "--tokenizer", os.path.join(self.dir, "gpt2-bpe-pair.json"),
+                "--encode", a_path, "--pair", short, "-o", out)
+        self.assertEqual(r.returncode, 2, r.stderr.decode())
+        self.assertIn("short.txt 1", r.stderr.decode())
+        self.assertFalse(os.path.exists(out))
+
     def test_a_gpt_trains_and_generates_with_a_tokenizer_json(self):
         tok = os.path.join(self.dir, "lm.json")
         self.tokenizers["gpt2-bpe"].save(tok)

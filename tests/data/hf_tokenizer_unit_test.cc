@@ -104,6 +104,37 @@ constexpr const char* kUnigram = R"({
                       ["▁a", -2.5], ["c", -1.5]]}
 })";
 
+// Pairs as the library frames them: RoBERTa's <s> a </s></s> b </s> all of type 0,
+// a template's pieces with their type ids, a template without a pair as a then b.
+TEST_F(HfTokenizerUnit, PairsAreFramedByTheirPostProcessor) {
+  std::string roberta = kWordPiece;
+  const size_t at = roberta.find("\"post_processor\"");
+  const size_t end = roberta.find("\"decoder\"");
+  roberta.replace(at, end - at,
+                  R"("post_processor": {"type": "RobertaProcessing", "sep": ["[SEP]", 3],
+                                        "cls": ["[CLS]", 2]},
+  )");
+  const auto r = load(roberta);
+  const FramedPair rp = r->frame_pair({5}, {4, 7});
+  EXPECT_EQ(rp.ids, (Ids{2, 5, 3, 3, 4, 7, 3}));
+  EXPECT_EQ(rp.type_ids, (Ids(7, 0)));
+  std::string paired = kWordPiece;
+  paired.replace(paired.find("\"pair\": []"), 10,
+                 R"("pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                             {"Sequence": {"id": "A", "type_id": 0}},
+                             {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                             {"Sequence": {"id": "B", "type_id": 1}},
+                             {"SpecialToken": {"id": "[SEP]", "type_id": 1}}])");
+  const FramedPair tp = load(paired)->frame_pair({5, 6}, {4});
+  EXPECT_EQ(tp.ids, (Ids{2, 5, 6, 3, 4, 3}));
+  EXPECT_EQ(tp.type_ids, (Ids{0, 0, 0, 0, 1, 1}));
+  std::string single_only = kWordPiece;
+  single_only.replace(single_only.find("\"pair\": [],"), 11, "");
+  const FramedPair sp = load(single_only)->frame_pair({5, 6}, {4});
+  EXPECT_EQ(sp.ids, (Ids{5, 6, 4}));
+  EXPECT_EQ(sp.type_ids, (Ids{0, 0, 1}));
+}
+
 TEST_F(HfTokenizerUnit, UnigramTakesTheBestScoringSegmentation) {
   const auto t = load(kUnigram);
   // "▁ab" (-1) beats "▁a" + "b" (-5.5) and "▁" + "a" + "b" (-8); fullwidth "ａｂ" is

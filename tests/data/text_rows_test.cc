@@ -97,6 +97,44 @@ TEST_F(TextRowsTest, ALanguageModelLearnsEachTextsNextTokens) {
   EXPECT_EQ(padded.num_classes, 10);  // the tokenizer's vocabulary
 }
 
+// Sentence pairs: BERT's [CLS] a [SEP] b [SEP] with b's part of type 1, cut longest
+// first (a token at a time off the longer text, the second when they are even).
+TEST_F(TextRowsTest, SentencePairsAreFramedTypedAndCutLongestFirst) {
+  write_text(dir.file("p.csv"),
+             "first,second,label\n"
+             "the cat,sat,1\n"
+             "the cat sat on the mat,on the mat,0\n");
+  DataOptions o = options(10);
+  o.text_column = "first";
+  o.text_pair_column = "second";
+  const Dataset ds = read_text_rows("csv:" + dir.file("p.csv"), o);
+  EXPECT_EQ(row(ds.features, 0), (std::vector<int64_t>{2, 4, 5, 3, 6, 3, 0, 0, 0, 0}));
+  EXPECT_EQ(row(ds.inputs.at("token_type_ids"), 0),
+            (std::vector<int64_t>{0, 0, 0, 0, 1, 1, 0, 0, 0, 0}));
+  EXPECT_EQ(row(ds.inputs.at("attention_mask"), 0),
+            (std::vector<int64_t>{1, 1, 1, 1, 1, 1, 0, 0, 0, 0}));
+  // 6 + 3 words in 10 - 3 places: the first text loses two (6 > 3, then 5 > 3) to 4 + 3.
+  EXPECT_EQ(row(ds.features, 1), (std::vector<int64_t>{2, 4, 5, 6, 7, 3, 7, 4, 8, 3}));
+  EXPECT_EQ(row(ds.inputs.at("token_type_ids"), 1),
+            (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
+  // The same rows as JSON lines; the second text's key must be there.
+  write_text(dir.file("p.jsonl"),
+             "{\"first\": \"the cat\", \"second\": \"sat\", \"label\": 1}\n"
+             "{\"first\": \"the cat sat on the mat\", \"second\": \"on the mat\", \"label\": 0}\n");
+  const Dataset js = read_text_rows("jsonl:" + dir.file("p.jsonl"), o);
+  EXPECT_EQ(row(js.features, 1), row(ds.features, 1));
+  write_text(dir.file("q.jsonl"), "{\"first\": \"the cat\", \"label\": 1}\n");
+  try {
+    read_text_rows("jsonl:" + dir.file("q.jsonl"), o);
+    FAIL() << "a row without its second text was read";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("no text string 'second' (choose the key with "
+                                         "--text-pair-column)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TextRowsTest, BadFilesNameTheCauseAndTheRow) {
   auto message = [&](const std::string& name, const std::string& text, DataOptions o) {
     write_text(dir.file(name), text);
