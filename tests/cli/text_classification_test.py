@@ -53,13 +53,9 @@ def fortune_rows():
 
 
 def wordpiece(texts, path):
-    t = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    t.normalizer = normalizers.BertNormalizer(lowercase=True)
-    t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    t.decoder = decoders.WordPiece()
-    t.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=2000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
-        show_progress=False))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from deterministic_wordpiece import wordpiece_tokenizer
+    t = wordpiece_tokenizer(texts, 2000, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     t.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
         special_tokens=[("[CLS]", t.token_to_id("[CLS]")), ("[SEP]", t.token_to_id("[SEP]"))])
@@ -136,7 +132,8 @@ class TextClassificationTest(unittest.TestCase):
                         "--schedule", "1f1b-flush", "--run-dir", self.path("run"), "-o", trained))
         self.assertIn("2 stages", r.stdout)
         last = re.findall(r"test loss ([0-9.]+)  test accuracy ([0-9.]+)%", r.stdout)[-1]
-        self.assertGreater(float(last[1]), 45.0, r.stdout)  # chance 25%, the largest class 34%
+        # Chance 25%, the largest class 34%; 59.03% here (the tokenizer is deterministic).
+        self.assertGreater(float(last[1]), 45.0, r.stdout)
         e = self.ok(run("evaluate", trained, "--data", "csv:" + self.csv, *self.data, "--quiet"))
         self.assertIn(f"loss {last[0]}  accuracy {last[1]}%", e.stdout)
 
@@ -166,7 +163,7 @@ class TextClassificationTest(unittest.TestCase):
     def test_sentence_pairs_train_pipelined(self):
         # Each row two fortunes, labelled with the second's category alone: [CLS] a [SEP] b
         # [SEP], token_type_ids 1 on b (tests/data/text_rows_test.cc checks the rows). Only a
-        # model that reads b beats the largest class (34%); one epoch reaches 44.84%.
+        # model that reads b beats the largest class (34%); one epoch reaches 46.45%.
         rows = fortune_rows()
         pairs = self.path("pairs.csv")
         with open(pairs, "w", newline="", encoding="utf-8") as f:

@@ -175,17 +175,18 @@ def trained_tokenizers(lines):
         # normalization map, Metaspace), "$A </s>", sentinel tokens. The SentencePiece model
         # comes from `pipetrain tokenize`.
         from transformers.convert_slow_tokenizer import SpmConverter
-        corpus = os.path.join(tempfile.mkdtemp(), "corpus.txt")
-        with open(corpus, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        model = corpus[:-4] + ".model"
-        r = run("tokenize", corpus, "--vocab", 1000, "-o", model)
-        if r.returncode != 0:  # built without SentencePiece: the test says so and skips
-            return r.stderr.decode()
+        with tempfile.TemporaryDirectory() as d:
+            corpus = os.path.join(d, "corpus.txt")
+            with open(corpus, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+            model = corpus[:-4] + ".model"
+            r = run("tokenize", corpus, "--vocab", 1000, "-o", model)
+            if r.returncode != 0:  # built without SentencePiece: the test says so and skips
+                return r.stderr.decode()
 
-        class Slow:  # what SpmConverter reads of a slow tokenizer
-            vocab_file = model
-        t = SpmConverter(Slow()).converted()
+            class Slow:  # what SpmConverter reads of a slow tokenizer
+                vocab_file = model
+            t = SpmConverter(Slow()).converted()
         t.post_processor = processors.TemplateProcessing(
             single="$A </s>", special_tokens=[("</s>", t.token_to_id("</s>"))])
         t.add_special_tokens([f"<extra_id_{i}>" for i in range(3)])

@@ -250,7 +250,11 @@ def pipetrain_curve(onnx, data_args, run_dir, *pipeline):
 
 
 def compare(name, make):
-    d = tempfile.mkdtemp(prefix=f"parity_{name}_")
+    with tempfile.TemporaryDirectory(prefix=f"parity_{name}_") as d:
+        return compare_in(d, make)
+
+
+def compare_in(d, make):
     model, inputs, labels, data_args = make(d)
     onnx = os.path.join(d, "model.onnx")
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -284,7 +288,12 @@ class ConvergenceParity(unittest.TestCase):
     def check(self, name, make):
         reference, bound, curves, report = compare(name, make)
         print(f"\n{name}: {json.dumps(report, indent=1)}", file=sys.stderr)
-        self.assertLess(reference[-1], reference[0] * 0.8, "the reference did not learn")
+        # Means of ten steps: one step's loss is one batch's (the tokenizer's vocabulary,
+        # trained by the library, also differs between runs: it breaks ties at random).
+        first, last = sum(reference[:10]) / 10, sum(reference[-10:]) / 10
+        print(f"{name}: reference loss {first:.4f} over the first ten steps, {last:.4f} over "
+              "the last ten", file=sys.stderr)
+        self.assertLess(last, first * 0.8, "the reference did not learn")
         for label in ("one worker", "2 stages, 1f1b-flush"):
             for k, (c, r, b) in enumerate(zip(curves[label], reference, bound)):
                 self.assertLessEqual(abs(c - r), b, f"{name}, {label}, step {k}: pipetrain {c}, "
